@@ -1,0 +1,11 @@
+"""Thin Lightning callbacks that gather data and hand records to every logger's writer.
+
+Example:
+    >>> from learnscope.lightning_glue import EmbeddingProjector
+    >>> EmbeddingProjector("encoder").module
+    'encoder'
+"""
+
+from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
+
+__all__ = ["EmbeddingProjector"]

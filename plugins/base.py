@@ -1,0 +1,59 @@
+"""The writer base: one method per kind of record, each doing nothing until a writer overrides it.
+
+A dashboard that cannot show a kind of record simply does not override its method, and callers
+hand every record to every writer without asking what the writer is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from learnscope.records import EmbeddingSnapshot
+
+
+class Writer:
+    """Base of every learnscope writer; each method does nothing unless overridden.
+
+    Example:
+        >>> class PrintingWriter(Writer):
+        ...     def write_scalars(self, scalars, step):
+        ...         print(step, dict(scalars))
+        >>> PrintingWriter().write_scalars({"loss": 0.5}, step=3)
+        3 {'loss': 0.5}
+        >>> shows(PrintingWriter(), "write_embedding")
+        False
+    """
+
+    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+        """Show one embedding snapshot."""
+
+    def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
+        """Show scalar values at a trainer step."""
+
+    def flush(self) -> None:
+        """Make everything written so far visible to the dashboard."""
+
+    def close(self) -> None:
+        """Flush and release what this writer opened itself."""
+        self.flush()
+
+    def describe(self) -> str:
+        """A short human name for messages, such as ``TensorBoardWriter(runs/version_0)``."""
+        return type(self).__name__
+
+
+def shows(writer: Writer, method: str) -> bool:
+    """Whether ``writer`` overrides ``method`` of :class:`Writer`, i.e. can show that record.
+
+    Args:
+        writer: Any writer.
+        method: A method name of :class:`Writer`, such as ``"write_embedding"``.
+
+    Returns:
+        ``True`` when the writer's class implements the method itself.
+
+    Example:
+        >>> shows(Writer(), "write_scalars")
+        False
+    """
+    return getattr(type(writer), method) is not getattr(Writer, method)

@@ -1,0 +1,71 @@
+"""Hand each record to every writer; a writer that fails is reported once and switched off."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from learnscope.plugins.base import Writer, shows
+
+from learnscope.records import EmbeddingSnapshot
+
+log = logging.getLogger("learnscope")
+
+
+class Writers:
+    """Every writer of a run, behind the :class:`Writer` methods.
+
+    Diagnostics never kill a training run: when a writer raises (disk full, a run finished early),
+    the error is logged once with its traceback, that writer is switched off, and the others go
+    on.
+
+    Args:
+        writers: The writers to call, in order.
+
+    Example:
+        >>> from learnscope.plugins.base import Writer
+        >>> class Broken(Writer):
+        ...     def write_scalars(self, scalars, step):
+        ...         raise OSError("disk full")
+        >>> writers = Writers([Broken()])
+        >>> writers.write_scalars({"a": 1.0}, step=0)  # logged, not raised
+        >>> len(writers.active)
+        0
+    """
+
+    def __init__(self, writers: Iterable[Writer]) -> None:
+        self.active: list[Writer] = list(writers)
+
+    def showing(self, method: str) -> list[Writer]:
+        """The active writers that can show records of ``method``."""
+        return [w for w in self.active if shows(w, method)]
+
+    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+        """Hand ``snapshot`` to every writer."""
+        self._call("write_embedding", snapshot)
+
+    def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
+        """Hand ``scalars`` at ``step`` to every writer."""
+        self._call("write_scalars", scalars, step)
+
+    def flush(self) -> None:
+        """Flush every writer."""
+        self._call("flush")
+
+    def close(self) -> None:
+        """Close every writer."""
+        self._call("close")
+
+    def _call(self, method: str, *args: Any) -> None:
+        for writer in list(self.active):
+            try:
+                getattr(writer, method)(*args)
+            except Exception:
+                log.exception(
+                    "learnscope: %s failed in %s; it is switched off for the rest of the run, "
+                    "training goes on",
+                    writer.describe(),
+                    method,
+                )
+                self.active.remove(writer)

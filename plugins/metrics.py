@@ -1,0 +1,46 @@
+"""A writer for any Lightning-style logger: scalar summaries through ``logger.log_metrics``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from learnscope.plugins.base import Writer
+
+
+class LoggerMetricsWriter(Writer):
+    """Send scalar summaries to any object with ``log_metrics(metrics, step)`` (CSV, MLflow...).
+
+    It shows scalars only; embeddings and charts need a dashboard writer.
+
+    Args:
+        logger: A Lightning logger or anything with the same ``log_metrics`` method.
+
+    Example:
+        >>> class Collect:
+        ...     def __init__(self):
+        ...         self.rows = []
+        ...     def log_metrics(self, metrics, step):
+        ...         self.rows.append((step, metrics))
+        >>> sink = Collect()
+        >>> LoggerMetricsWriter(sink).write_scalars({"a": 1.0}, step=2)
+        >>> sink.rows
+        [(2, {'a': 1.0})]
+    """
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+
+    def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
+        """Log ``scalars`` at ``step`` with the logger's own ``log_metrics``."""
+        self.logger.log_metrics(dict(scalars), step)
+
+    def flush(self) -> None:
+        """Ask the logger to save, when it can."""
+        save = getattr(self.logger, "save", None)
+        if callable(save):
+            save()
+
+    def describe(self) -> str:
+        """The logger's class name."""
+        return f"LoggerMetricsWriter({type(self.logger).__name__})"

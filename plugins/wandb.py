@@ -1,0 +1,86 @@
+"""Weights & Biases writer: embedding tables for the 2D-projection panel, and scalars."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from learnscope.plugins.base import Writer
+
+from learnscope.optional import import_optional
+from learnscope.records import EmbeddingSnapshot
+
+log = logging.getLogger("learnscope")
+
+STEP_KEY = "trainer/global_step"  # the x axis Lightning's WandbLogger defines
+MAX_TABLE_ROWS = 10_000  # wandb's cap for a table logged in a run
+
+
+class WandbWriter(Writer):
+    """Write learnscope records into a wandb run.
+
+    Every call logs on the same step axis as Lightning's ``WandbLogger``: the trainer step goes
+    in the ``trainer/global_step`` key, never as ``step=``, which wandb drops ("Step must only
+    increase") once the run's own step has moved past it.
+
+    Args:
+        run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
+            returned.
+
+    Example:
+        >>> import os, tempfile, torch, wandb  # doctest: +SKIP
+        >>> os.environ["WANDB_MODE"] = "offline"  # doctest: +SKIP
+        >>> run = wandb.init(dir=tempfile.mkdtemp())  # doctest: +SKIP
+        >>> WandbWriter(run).write_embedding(  # doctest: +SKIP
+        ...     EmbeddingSnapshot("encoder", 0, torch.randn(8, 3), {"label": list("abcdabcd")})
+        ... )
+    """
+
+    def __init__(self, run: Any) -> None:
+        self.wandb = import_optional("wandb", "wandb")
+        self.run = run
+
+    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+        """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
+
+        More than 10,000 rows are subsampled deterministically, with a warning.
+        """
+        if snapshot.num_points > MAX_TABLE_ROWS:
+            log.warning(
+                "learnscope: %s has %d rows; a wandb table holds at most %d, keeping a fixed "
+                "subsample",
+                snapshot.key,
+                snapshot.num_points,
+                MAX_TABLE_ROWS,
+            )
+            snapshot = snapshot.subsample(MAX_TABLE_ROWS)
+        metadata = snapshot.metadata_columns()
+        columns = ["embedding", "step", "stage", *metadata]
+        data_columns: list[list[Any]] = [
+            snapshot.vectors_numpy().tolist(),
+            [snapshot.step] * snapshot.num_points,
+            [snapshot.stage or ""] * snapshot.num_points,
+            *metadata.values(),
+        ]
+        images = snapshot.images_uint8()
+        if images is not None:
+            columns.append("image")
+            data_columns.append([self.wandb.Image(_image_for_wandb(img)) for img in images])
+        rows = [list(row) for row in zip(*data_columns, strict=True)]
+        table = self.wandb.Table(columns=columns, data=rows)
+        self.run.log({f"embeddings/{snapshot.key}": table, STEP_KEY: snapshot.step})
+
+    def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
+        """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""
+        self.run.log({**scalars, STEP_KEY: step})
+
+    def describe(self) -> str:
+        """``WandbWriter(<run id>)``."""
+        return f"WandbWriter({getattr(self.run, 'id', '?')})"
+
+
+def _image_for_wandb(image: np.ndarray) -> np.ndarray:
+    """``[H, W, C]`` uint8 to what ``wandb.Image`` takes: ``[H, W]`` for grey, else as is."""
+    return image[:, :, 0] if image.shape[2] == 1 else image

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("WANDB_DISABLE_CODE", "true")
+warnings.filterwarnings("ignore", ".*does not have many workers.*")
+
+
+@pytest.fixture
+def wandb_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An offline wandb environment in a temporary directory; the run is finished afterwards."""
+    import wandb
+
+    root = tmp_path / "wandb_root"
+    root.mkdir()
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(root))
+    yield root
+    wandb.finish()
+
+
+@pytest.fixture
+def learnscope_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Records of the ``learnscope`` logger at warning level and above."""
+    caplog.set_level(logging.WARNING, logger="learnscope")
+    return caplog

@@ -1,0 +1,134 @@
+"""Read back what learnscope wrote, the way the dashboards read it (no mocks).
+
+* TensorBoard projector: the real ``ProjectorPlugin`` over a real event multiplexer, queried
+  through its own HTTP routes with werkzeug's test client.
+* wandb offline runs: the run's ``.wandb`` record log (LevelDB-style blocks of
+  ``wandb_internal_pb2.Record``) and the table JSON files under ``files/media/table``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class ProjectorReader:
+    """The TensorBoard projector plugin, serving one log directory."""
+
+    def __init__(self, logdir: str | Path) -> None:
+        from tensorboard.backend.event_processing import data_provider
+        from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+        from tensorboard.plugins import base_plugin
+        from tensorboard.plugins.projector.projector_plugin import ProjectorPlugin
+        from werkzeug.test import Client
+
+        logdir = str(logdir)
+        mux = pem.EventMultiplexer()
+        mux.AddRunsFromDirectory(logdir)
+        mux.Reload()
+        provider = data_provider.MultiplexerDataProvider(mux, logdir)
+        context = base_plugin.TBContext(logdir=logdir, data_provider=provider, multiplexer=mux)
+        self._apps = ProjectorPlugin(context).get_plugin_apps()
+        self._client = Client
+
+    def get(self, route: str, **params: Any) -> bytes:
+        response = self._client(self._apps[f"/{route}"]).get(f"/{route}", query_string=params)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return response.get_data()
+
+    def runs(self) -> list[str]:
+        return json.loads(self.get("runs"))
+
+    def info(self, run: str) -> dict[str, Any]:
+        return json.loads(self.get("info", run=run))
+
+    def names(self, run: str) -> list[str]:
+        return [e["tensorName"] for e in self.info(run)["embeddings"]]
+
+    def tensor(self, run: str, name: str) -> np.ndarray:
+        entry = next(e for e in self.info(run)["embeddings"] if e["tensorName"] == name)
+        return np.frombuffer(self.get("tensor", run=run, name=name), np.float32).reshape(
+            [int(x) for x in entry["tensorShape"]]
+        )
+
+    def metadata(self, run: str, name: str) -> str:
+        return self.get("metadata", run=run, name=name).decode("utf-8")
+
+    def sprite(self, run: str, name: str) -> bytes:
+        return self.get("sprite_image", run=run, name=name)
+
+
+def parse_metadata(text: str) -> tuple[list[str] | None, list[list[str]]]:
+    """Split metadata the way the projector front end does: header when the first line has a tab."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if "\t" in lines[0]:
+        return lines[0].split("\t"), [line.split("\t") for line in lines[1:]]
+    return None, [[line] for line in lines]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of PNG bytes."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def wandb_run_dir(root: str | Path) -> Path:
+    """The single offline run directory under ``root``."""
+    (run_dir,) = Path(root).rglob("offline-run-*")
+    return run_dir
+
+
+def wandb_records(run_dir: Path) -> list[Any]:
+    """Every record in the run's ``.wandb`` file, in order."""
+    from wandb.proto import wandb_internal_pb2
+
+    (path,) = run_dir.glob("run-*.wandb")
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", "not a wandb record log"
+    block, pos, payloads, pending = 32768, 7, [], b""
+    while pos + 7 <= len(data):
+        left_in_block = block - (pos % block)
+        if left_in_block < 7:  # trailer padding
+            pos += left_in_block
+            continue
+        length, kind = struct.unpack("<HB", data[pos + 4 : pos + 7])
+        chunk = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == 0 and length == 0:
+            continue
+        pending += chunk
+        if kind in (1, 4):  # FULL or LAST
+            payloads.append(pending)
+            pending = b""
+    records = []
+    for payload in payloads:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(payload)
+        records.append(record)
+    return records
+
+
+def wandb_history(run_dir: Path) -> list[dict[str, Any]]:
+    """Each ``run.log`` call as a dict of key to decoded JSON value."""
+    rows = []
+    for record in wandb_records(run_dir):
+        if record.WhichOneof("record_type") != "history":
+            continue
+        row: dict[str, Any] = {}
+        for item in record.history.item:
+            *parents, last = list(item.nested_key) or [item.key]
+            target = row
+            for key in parents:
+                target = target.setdefault(key, {})
+            target[last] = json.loads(item.value_json)
+        rows.append(row)
+    return rows
+
+
+def wandb_table(run_dir: Path, value: dict[str, Any]) -> dict[str, Any]:
+    """The JSON of a table logged in history (``value`` is the history entry)."""
+    return json.loads((run_dir / "files" / value["path"]).read_text())
