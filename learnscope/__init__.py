@@ -11,7 +11,21 @@ Example:
     4
 """
 
-from learnscope.records import EmbeddingSnapshot
+from learnscope.records import (
+    AutocorrelationSummary,
+    EmbeddingSnapshot,
+    Finding,
+    GroupAutocorrelation,
+    Histogram,
+    RenderedImage,
+)
 
-__all__ = ["EmbeddingSnapshot"]
+__all__ = [
+    "AutocorrelationSummary",
+    "EmbeddingSnapshot",
+    "Finding",
+    "GroupAutocorrelation",
+    "Histogram",
+    "RenderedImage",
+]
 __version__ = "0.1.0"

@@ -72,7 +72,7 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
 
     def _warn_unshown(self, method: str) -> None:
         assert self._writers is not None
-        what = method.removeprefix("write_")
+        what = method.removeprefix("write_").replace("_", " ")
         if not self._writers.active:
             log.warning(
                 "learnscope: %s has no logger to show %s; add a TensorBoardLogger or WandbLogger",
@@ -82,7 +82,7 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
         for writer in self._writers.active:
             if not shows(writer, method):
                 log.warning(
-                    "learnscope: %s cannot show %s; they are not written there",
+                    "learnscope: %s cannot show %s records; they are not written there",
                     writer.describe(),
                     what,
                 )

@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-from learnscope.lightning_glue.base import LearnscopeCallback
 from typing_extensions import override
 
+from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.records import EmbeddingSnapshot
 
 STAGES = ("train", "validate", "test", "predict")
@@ -105,17 +105,25 @@ class EmbeddingProjector(LearnscopeCallback):
                 f"EmbeddingProjector: {type(pl_module).__name__} has no sub-module "
                 f"{self.module!r}; available: {', '.join(names) or '(none)'}"
             ) from None
-        if self._hook is not None:
-            self._hook.remove()
+        self._detach()
         self._hook = target.register_forward_hook(self._on_forward)
 
     @override
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Detach the hook and flush the writers."""
+        self._detach()
+        self.writers(trainer).flush()
+
+    @override
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """Detach the hook, which Lightning's ``teardown`` does not do after an exception."""
+        self._detach()
+
+    def _detach(self) -> None:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
-        self.writers(trainer).flush()
+        self._rows = self._output = None
 
     # -- which batches are captured ------------------------------------------------------
 

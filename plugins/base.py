@@ -6,9 +6,15 @@ hand every record to every writer without asking what the writer is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from learnscope.records import EmbeddingSnapshot
+from learnscope.records import (
+    AutocorrelationSummary,
+    EmbeddingSnapshot,
+    Finding,
+    Histogram,
+    RenderedImage,
+)
 
 
 class Writer:
@@ -29,6 +35,18 @@ class Writer:
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Show scalar values at a trainer step."""
+
+    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+        """Show one autocorrelation analysis (charts over lag and over steps)."""
+
+    def write_histogram(self, histogram: Histogram) -> None:
+        """Show the distribution of some values at a step."""
+
+    def write_image(self, image: RenderedImage) -> None:
+        """Show a picture learnscope drew."""
+
+    def write_findings(self, findings: Sequence[Finding], step: int) -> None:
+        """Show every finding so far as a table (``findings`` is the full list, not new ones)."""
 
     def flush(self) -> None:
         """Make everything written so far visible to the dashboard."""

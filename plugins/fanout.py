@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from learnscope.plugins.base import Writer, shows
-
-from learnscope.records import EmbeddingSnapshot
+from learnscope.records import (
+    AutocorrelationSummary,
+    EmbeddingSnapshot,
+    Finding,
+    Histogram,
+    RenderedImage,
+)
 
 log = logging.getLogger("learnscope")
 
@@ -48,6 +53,22 @@ class Writers:
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Hand ``scalars`` at ``step`` to every writer."""
         self._call("write_scalars", scalars, step)
+
+    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+        """Hand ``summary`` to every writer."""
+        self._call("write_autocorrelation", summary)
+
+    def write_histogram(self, histogram: Histogram) -> None:
+        """Hand ``histogram`` to every writer."""
+        self._call("write_histogram", histogram)
+
+    def write_image(self, image: RenderedImage) -> None:
+        """Hand ``image`` to every writer."""
+        self._call("write_image", image)
+
+    def write_findings(self, findings: Sequence[Finding], step: int) -> None:
+        """Hand the findings table to every writer."""
+        self._call("write_findings", findings, step)
 
     def flush(self) -> None:
         """Flush every writer."""

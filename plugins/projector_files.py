@@ -13,17 +13,15 @@ See DESIGN.md section 4 for the facts behind each choice.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import logging
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from learnscope.files import inside, safe_name, write_atomic
+from learnscope.files import inside, locked, safe_name, write_atomic
 from learnscope.optional import import_optional
 from learnscope.png import encode_png
 from learnscope.records import EmbeddingSnapshot
@@ -216,30 +214,13 @@ def _write(run_dir: Path, folder: tuple[str, ...], filename: str, data: bytes) -
 def _merge_entry(run_dir: Path, entry: Any) -> None:
     """Add or replace ``entry`` in the config on disk, keeping every other entry."""
     text_format = import_optional("google.protobuf.text_format", "tensorboard")
-    with _locked(run_dir / f".{CONFIG_NAME}.lock"):
+    with locked(run_dir / f".{CONFIG_NAME}.lock"):
         config = read_config(run_dir)
         kept = [e for e in config.embeddings if e.tensor_name != entry.tensor_name]
         del config.embeddings[:]
         config.embeddings.extend([*kept, entry])
         text = text_format.MessageToString(config, as_utf8=True)
         write_atomic(run_dir / CONFIG_NAME, text.encode("utf-8"))
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` where the platform has ``fcntl`` (a no-op elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _cell(value: Any) -> str:

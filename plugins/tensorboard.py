@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins import projector_files
-from learnscope.plugins.base import Writer
-
 from learnscope.optional import import_optional
-from learnscope.records import EmbeddingSnapshot
+from learnscope.plugins import projector_files, tensorboard_layout
+from learnscope.plugins.base import Writer
+from learnscope.png import encode_png
+from learnscope.records import EmbeddingSnapshot, Finding, Histogram, RenderedImage
+
+FINDINGS_TAG = "learnscope/findings"
 
 
 class TensorBoardWriter(Writer):
@@ -55,6 +57,50 @@ class TensorBoardWriter(Writer):
         for name, value in scalars.items():
             self.summary.add_scalar(name, value, global_step=step)
 
+    def write_histogram(self, histogram: Histogram) -> None:
+        """Add a histogram of the finite values (nothing when there are none)."""
+        values = histogram.finite_values()
+        if values.size:
+            self.summary.add_histogram(histogram.tag, values, global_step=histogram.step)
+
+    def write_image(self, image: RenderedImage) -> None:
+        """Add an image to the Images tab, PNG-encoded without Pillow."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        height, width, channels = image.pixels.shape
+        encoded = Summary.Image(
+            height=height,
+            width=width,
+            colorspace=channels,
+            encoded_image_string=encode_png(image.pixels),
+        )
+        proto = Summary(value=[Summary.Value(tag=image.tag, image=encoded)])
+        self.summary._get_file_writer().add_summary(proto, image.step)
+
+    def write_findings(self, findings: Sequence[Finding], step: int) -> None:
+        """Write the findings as one Markdown table in the Text tab."""
+        self.summary.add_text(FINDINGS_TAG, findings_markdown(findings), global_step=step)
+
+    def add_charts(self, charts: dict[str, dict[str, tensorboard_layout.Chart]]) -> None:
+        """Make sure the Custom Scalars layout has ``charts`` (category -> title -> chart).
+
+        The complete layout, with every chart added before by any writer of this run, is
+        written again at a higher step whenever it changes.
+
+        Example:
+            >>> import tempfile
+            >>> from learnscope.plugins.tensorboard_layout import multiline
+            >>> writer = TensorBoardWriter(tempfile.mkdtemp())
+            >>> writer.add_charts({"loss": {"all losses": multiline(["train/loss"])}})
+            >>> writer.close()
+        """
+        from torch.utils.tensorboard.summary import custom_scalars
+
+        state = tensorboard_layout.merge_charts(self.run_dir, charts)
+        if state is not None:
+            proto = custom_scalars(state["layout"])
+            self.summary._get_file_writer().add_summary(proto, state["version"])
+
     def flush(self) -> None:
         """Flush the event file."""
         self.summary.flush()
@@ -69,3 +115,27 @@ class TensorBoardWriter(Writer):
     def describe(self) -> str:
         """``TensorBoardWriter(<run dir>)``."""
         return f"TensorBoardWriter({self.run_dir})"
+
+
+def findings_markdown(findings: Sequence[Finding]) -> str:
+    r"""A Markdown table of findings, for TensorBoard's Text tab.
+
+    Example:
+        >>> print(findings_markdown([Finding("zero-gradient", "head.bias", "is | zero", 3)]))
+        | step | severity | code | subject | message |
+        |---:|---|---|---|---|
+        | 3 | warning | zero-gradient | `head.bias` | is \| zero |
+    """
+    if not findings:
+        return "No findings: nothing looks wrong so far."
+    rows = [
+        f"| {f.step} | {f.severity} | {f.code} | `{_md(f.subject)}` | {_md(f.message)} |"
+        for f in findings
+    ]
+    return "\n".join(
+        ["| step | severity | code | subject | message |", "|---:|---|---|---|---|", *rows]
+    )
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

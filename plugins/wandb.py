@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from learnscope.plugins.base import Writer
 
 from learnscope.optional import import_optional
-from learnscope.records import EmbeddingSnapshot
+from learnscope.plugins.base import Writer
+from learnscope.records import EmbeddingSnapshot, Finding, Histogram, RenderedImage
 
 log = logging.getLogger("learnscope")
 
 STEP_KEY = "trainer/global_step"  # the x axis Lightning's WandbLogger defines
 MAX_TABLE_ROWS = 10_000  # wandb's cap for a table logged in a run
+HISTOGRAM_BINS = 64  # wandb takes at most 512
+FINDINGS_KEY = "learnscope/findings"
 
 
 class WandbWriter(Writer):
@@ -75,6 +77,24 @@ class WandbWriter(Writer):
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""
         self.run.log({**scalars, STEP_KEY: step})
+
+    def write_histogram(self, histogram: Histogram) -> None:
+        """Log a ``wandb.Histogram`` of the finite values (nothing when there are none)."""
+        values = histogram.finite_values()
+        if values.size:
+            counts, edges = np.histogram(values, bins=min(HISTOGRAM_BINS, max(values.size, 1)))
+            hist = self.wandb.Histogram(np_histogram=(counts, edges))
+            self.run.log({histogram.tag: hist, STEP_KEY: histogram.step})
+
+    def write_image(self, image: RenderedImage) -> None:
+        """Log a ``wandb.Image``."""
+        self.run.log({image.tag: self.wandb.Image(image.pixels), STEP_KEY: image.step})
+
+    def write_findings(self, findings: Sequence[Finding], step: int) -> None:
+        """Log the findings as a table (wandb tables cannot be appended to: the whole list)."""
+        columns = ["step", "severity", "code", "subject", "message"]
+        rows = [[f.step, f.severity, f.code, f.subject, f.message] for f in findings]
+        self.run.log({FINDINGS_KEY: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
 
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""

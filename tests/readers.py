@@ -132,3 +132,23 @@ def wandb_history(run_dir: Path) -> list[dict[str, Any]]:
 def wandb_table(run_dir: Path, value: dict[str, Any]) -> dict[str, Any]:
     """The JSON of a table logged in history (``value`` is the history entry)."""
     return json.loads((run_dir / "files" / value["path"]).read_text())
+
+
+def wandb_artifact_tables(run_dir: Path, key: str) -> list[dict[str, Any]]:
+    """Every full table logged under ``key``, in order, from the run's ``run_table`` artifacts.
+
+    Since wandb 0.19 a table logged in a run is stored as an artifact; the JSON under
+    ``files/media/table`` is only a preview (media cells read ``"Image"``). Each returned dict is
+    the table JSON with an added ``"_files"`` mapping from artifact path to the staged file.
+    """
+    tables = []
+    for record in wandb_records(run_dir):
+        if record.WhichOneof("record_type") != "artifact" or record.artifact.type != "run_table":
+            continue
+        files = {c.path: c.local_path for c in record.artifact.manifest.contents}
+        table_path = files.get(f"{key}.table.json")
+        if table_path is not None:
+            table = json.loads(Path(table_path).read_text())
+            table["_files"] = files
+            tables.append(table)
+    return tables

@@ -3,6 +3,16 @@
 Callbacks (or a hand-written loop) build records; writers in ``learnscope.plugins`` show them.
 """
 
+from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
 from learnscope.records.embedding import EmbeddingSnapshot
+from learnscope.records.health import FINDING_CODES, Finding, Histogram, RenderedImage
 
-__all__ = ["EmbeddingSnapshot"]
+__all__ = [
+    "FINDING_CODES",
+    "AutocorrelationSummary",
+    "EmbeddingSnapshot",
+    "Finding",
+    "GroupAutocorrelation",
+    "Histogram",
+    "RenderedImage",
+]

@@ -1,0 +1,143 @@
+"""Autocorrelation records: what :func:`learnscope.autocorrelation.summarize` hands to writers.
+
+A record holds host-side numbers only (numpy arrays and floats), so writers never touch the
+device. One :class:`AutocorrelationSummary` per logging step holds one
+:class:`GroupAutocorrelation` per (kind, group): ``kind`` is ``"params"`` or ``"grads"`` and
+``group`` a module prefix such as ``"encoder"``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["AutocorrelationSummary", "GroupAutocorrelation"]
+
+
+@dataclass(frozen=True, eq=False)
+class GroupAutocorrelation:
+    """Autocorrelation of the sampled elements of one module group, for one kind of series.
+
+    Attributes:
+        group: The module group, e.g. ``"encoder"``.
+        kind: ``"params"`` or ``"grads"``.
+        mean_acf: The mean autocorrelation over the group's elements at lags
+            ``0..len(mean_acf) - 1`` (elements that stayed constant are left out). All NaN
+            when every element of the group stayed constant. Read-only.
+        rho1_median: The median of the elements' lag-1 autocorrelations.
+        rho1_q25: Their 25% quantile.
+        rho1_q75: Their 75% quantile.
+        tau: The integrated autocorrelation time of the group's mean series, in steps, or
+            ``None`` when it cannot be trusted: the history is shorter than 50 tau, Sokal's
+            window was not found, or the group is anti-correlated (mean lag-1 below zero,
+            where tau means nothing; read ``rho1_median`` instead).
+
+    Example:
+        >>> import numpy as np
+        >>> g = GroupAutocorrelation("encoder", "params", np.array([1.0, 0.5]), 0.5, 0.4, 0.6, 3.0)
+        >>> g.mean_acf[1], g.tau
+        (0.5, 3.0)
+    """
+
+    group: str
+    kind: str
+    mean_acf: np.ndarray
+    rho1_median: float
+    rho1_q25: float
+    rho1_q75: float
+    tau: float | None
+
+    def __post_init__(self) -> None:
+        acf = np.array(self.mean_acf, dtype=np.float64)
+        if acf.ndim != 1 or acf.size == 0:
+            raise ValueError(f"mean_acf must be a non-empty 1-D array, got shape {acf.shape}")
+        acf.setflags(write=False)
+        object.__setattr__(self, "mean_acf", acf)
+        for name in ("rho1_median", "rho1_q25", "rho1_q75"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        if self.tau is not None:
+            object.__setattr__(self, "tau", float(self.tau))
+
+    @property
+    def max_lag(self) -> int:
+        """The largest lag in ``mean_acf``.
+
+        Example:
+            >>> import numpy as np
+            >>> GroupAutocorrelation("head", "grads", np.ones(3), 0.0, 0.0, 0.0, None).max_lag
+            2
+        """
+        return self.mean_acf.size - 1
+
+
+@dataclass(frozen=True)
+class AutocorrelationSummary:
+    """The autocorrelation of sampled parameters and gradients at one training step.
+
+    Attributes:
+        step: The training step the history ends at.
+        lags: The lags worth charting over steps (each at most the groups' ``max_lag``).
+        groups: One entry per (kind, group).
+
+    Example:
+        >>> import numpy as np
+        >>> g = GroupAutocorrelation("encoder", "params", np.array([1.0, 0.9]), 0.9, 0.8, 0.95, None)
+        >>> summary = AutocorrelationSummary(step=100, lags=(1,), groups=(g,))
+        >>> summary.to_scalars()["autocorrelation/params/encoder/lag_1"]
+        0.9
+    """
+
+    step: int
+    lags: tuple[int, ...]
+    groups: tuple[GroupAutocorrelation, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lags", tuple(int(lag) for lag in self.lags))
+        object.__setattr__(self, "groups", tuple(self.groups))
+        for group in self.groups:
+            too_far = [lag for lag in self.lags if not 0 <= lag <= group.max_lag]
+            if too_far:
+                raise ValueError(
+                    f"lags {too_far} are outside 0..{group.max_lag} for group "
+                    f"{group.kind}/{group.group}"
+                )
+
+    def to_scalars(self, prefix: str = "autocorrelation") -> dict[str, float]:
+        """Flatten the summary into scalar metrics, one name per number.
+
+        Names are ``{prefix}/{kind}/{group}/lag_{k}`` for each of ``lags``, and
+        ``.../tau``, ``.../rho1_median``, ``.../rho1_q25``, ``.../rho1_q75``. A tau of
+        ``None`` and NaN values (groups whose elements all stayed constant) are left out, so
+        a chart shows a gap instead of a made-up number.
+
+        Args:
+            prefix: The first component of every name.
+
+        Returns:
+            Metric name to value.
+
+        Example:
+            >>> import numpy as np
+            >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4]), -0.4, -0.5, -0.3, None)
+            >>> for name in sorted(AutocorrelationSummary(7, (1,), (g,)).to_scalars()):
+            ...     print(name)
+            autocorrelation/grads/head/lag_1
+            autocorrelation/grads/head/rho1_median
+            autocorrelation/grads/head/rho1_q25
+            autocorrelation/grads/head/rho1_q75
+        """
+        scalars: dict[str, float] = {}
+        for group in self.groups:
+            base = f"{prefix}/{group.kind}/{group.group}"
+            values = {f"lag_{lag}": float(group.mean_acf[lag]) for lag in self.lags}
+            values["rho1_median"] = group.rho1_median
+            values["rho1_q25"] = group.rho1_q25
+            values["rho1_q75"] = group.rho1_q75
+            if group.tau is not None:
+                values["tau"] = group.tau
+            scalars.update(
+                {f"{base}/{name}": value for name, value in values.items() if math.isfinite(value)}
+            )
+        return scalars

@@ -1,0 +1,77 @@
+"""The Custom Scalars layout of a run, kept complete across writers and resumed runs.
+
+TensorBoard shows the most recent layout summary of a run, so every time a chart is added the
+complete layout is written again at a higher step. The charts are kept in a small JSON file in
+the run directory (merged under a lock), so a second writer or a resumed run adds to the layout
+instead of replacing it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from learnscope.files import locked, write_atomic
+
+LAYOUT_FILE = "learnscope_custom_scalars.json"
+LAYOUT_TAG = "custom_scalars__config__"
+
+Chart = list[Any]  # ["Multiline", [regex, ...]] or ["Margin", [value, lower, upper]]
+
+
+def multiline(tags: Sequence[str]) -> Chart:
+    """A multiline chart of exactly these scalar tags (escaped and anchored).
+
+    Example:
+        >>> multiline(["a/lag_1"])
+        ['Multiline', ['a/lag_1$']]
+    """
+    return ["Multiline", [re.escape(tag) + "$" for tag in tags]]
+
+
+def margin(value: str, lower: str, upper: str) -> Chart:
+    """A margin chart: ``value`` with a band from ``lower`` to ``upper``.
+
+    Example:
+        >>> margin("m", "lo", "hi")
+        ['Margin', ['m', 'lo', 'hi']]
+    """
+    return ["Margin", [value, lower, upper]]
+
+
+def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str, Any] | None:
+    """Add ``charts`` (category -> title -> chart) to the run's layout on disk.
+
+    Args:
+        run_dir: The TensorBoard run directory.
+        charts: The charts to have in the layout.
+
+    Returns:
+        The complete layout (``{"version": n, "layout": {...}}``) when it changed, else ``None``.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> merge_charts(run, {"c": {"t": multiline(["x"])}})["version"]
+        1
+        >>> merge_charts(run, {"c": {"t": multiline(["x"])}}) is None
+        True
+    """
+    path = run_dir / LAYOUT_FILE
+    with locked(run_dir / f".{LAYOUT_FILE}.lock"):
+        state = json.loads(path.read_text()) if path.exists() else {"version": 0, "layout": {}}
+        layout = state["layout"]
+        changed = False
+        for category, titled in charts.items():
+            for title, chart in titled.items():
+                if layout.get(category, {}).get(title) != chart:
+                    layout.setdefault(category, {})[title] = chart
+                    changed = True
+        if not changed:
+            return None
+        state["version"] += 1
+        write_atomic(path, json.dumps(state, indent=1).encode())
+        return state

@@ -1,0 +1,75 @@
+"""The wandb writer, read back from a real offline run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from readers import wandb_artifact_tables, wandb_history, wandb_run_dir, wandb_table
+
+from learnscope import EmbeddingSnapshot
+from learnscope.plugins.wandb import WandbWriter
+
+
+def test_embedding_table_has_every_column(wandb_dir: Path) -> None:
+    import wandb
+
+    run = wandb.init(project="t", dir=str(wandb_dir))
+    vectors = torch.randn(6, 3)
+    snapshot = EmbeddingSnapshot(
+        "encoder",
+        7,
+        vectors,
+        {"label": torch.tensor([0, 1, 2, 0, 1, 2]), "name": list("abcdef")},
+        images=torch.rand(6, 1, 4, 4),
+        stage="validate",
+    )
+    WandbWriter(run).write_embedding(snapshot)
+    WandbWriter(run).write_scalars({"m": 0.5}, step=9)
+    run.finish()
+
+    run_dir = wandb_run_dir(wandb_dir)
+    history = wandb_history(run_dir)
+    logged = history[0]
+    assert logged["trainer/global_step"] == 7
+    table = wandb_table(run_dir, logged["embeddings/encoder/validate"])
+    assert table["columns"] == ["embedding", "step", "stage", "label", "name", "image"]
+    assert len(table["data"]) == 6
+    for row, vector in zip(table["data"], vectors.tolist(), strict=True):
+        assert row[0] == pytest.approx(vector, rel=1e-6)
+        assert row[1:3] == [7, "validate"]
+    assert [r[3] for r in table["data"]] == [0, 1, 2, 0, 1, 2]
+    (full,) = wandb_artifact_tables(run_dir, "embeddings/encoder/validate")
+    images = [row[5] for row in full["data"]]
+    assert all(i["_type"] == "image-file" and (i["width"], i["height"]) == (4, 4) for i in images)
+    assert all(Path(full["_files"][i["path"]]).stat().st_size > 0 for i in images)
+    assert history[1]["m"] == 0.5 and history[1]["trainer/global_step"] == 9
+
+
+def test_more_than_10k_rows_are_subsampled_deterministically(
+    wandb_dir: Path, learnscope_log: pytest.LogCaptureFixture
+) -> None:
+    import wandb
+
+    run = wandb.init(project="t", dir=str(wandb_dir))
+    n = 10_050
+    snapshot = EmbeddingSnapshot("big", 0, torch.randn(n, 2), {"i": torch.arange(n)})
+    WandbWriter(run).write_embedding(snapshot)
+    run.finish()
+
+    run_dir = wandb_run_dir(wandb_dir)
+    table = wandb_table(run_dir, wandb_history(run_dir)[0]["embeddings/big"])
+    kept = [row[3] for row in table["data"]]
+    assert len(kept) == 10_000
+    assert kept == sorted(kept)
+    assert kept == snapshot.subsample(10_000).metadata["i"].tolist()
+    assert any("10050 rows" in r.getMessage() for r in learnscope_log.records)
+
+
+def test_missing_wandb_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'learnscope\[wandb\]'"):
+        WandbWriter(object())

@@ -1,0 +1,73 @@
+"""Tiny Lightning models and data for real ``Trainer.fit`` runs in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def blobs(n: int = 96, dim: int = 6, classes: int = 3, seed: int = 0) -> TensorDataset:
+    """Gaussian blobs: ``(x [dim], label)`` pairs, one blob per class."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % classes
+    centres = torch.randn(classes, dim, generator=g) * 3
+    return TensorDataset(centres[labels] + torch.randn(n, dim, generator=g), labels)
+
+
+def loaders(
+    n_train: int = 96, n_val: int = 48, batch_size: int = 16
+) -> tuple[DataLoader, DataLoader]:
+    return (
+        DataLoader(blobs(n_train, seed=0), batch_size=batch_size, shuffle=True),
+        DataLoader(blobs(n_val, seed=1), batch_size=batch_size),
+    )
+
+
+class TinyClassifier(pl.LightningModule):
+    """``encoder`` (6 -> 8) and ``head`` (8 -> 3)."""
+
+    def __init__(self, dim: int = 6, hidden: int = 8, classes: int = 3) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(dim, 16), nn.ReLU(), nn.Linear(16, hidden))
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = nn.functional.cross_entropy(self(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", nn.functional.cross_entropy(self(x), y))
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.validation_step(batch, batch_idx)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def trainer(tmp_path: Any, loggers: Any, callbacks: list[Any], **kwargs: Any) -> pl.Trainer:
+    """A quiet CPU trainer."""
+    options: dict[str, Any] = {
+        "max_epochs": 2,
+        "accelerator": "cpu",
+        "devices": 1,
+        "logger": loggers,
+        "callbacks": callbacks,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "log_every_n_steps": 1,
+        "default_root_dir": str(tmp_path),
+    }
+    options.update(kwargs)
+    return pl.Trainer(**options)
