@@ -37,7 +37,7 @@ class GroupAutocorrelation:
     Example:
         >>> import numpy as np
         >>> g = GroupAutocorrelation("encoder", "params", np.array([1.0, 0.5]), 0.5, 0.4, 0.6, 3.0)
-        >>> g.mean_acf[1], g.tau
+        >>> float(g.mean_acf[1]), g.tau
         (0.5, 3.0)
     """
 
@@ -83,7 +83,8 @@ class AutocorrelationSummary:
 
     Example:
         >>> import numpy as np
-        >>> g = GroupAutocorrelation("encoder", "params", np.array([1.0, 0.9]), 0.9, 0.8, 0.95, None)
+        >>> acf = np.array([1.0, 0.9])
+        >>> g = GroupAutocorrelation("encoder", "params", acf, 0.9, 0.8, 0.95, tau=None)
         >>> summary = AutocorrelationSummary(step=100, lags=(1,), groups=(g,))
         >>> summary.to_scalars()["autocorrelation/params/encoder/lag_1"]
         0.9
@@ -120,7 +121,8 @@ class AutocorrelationSummary:
 
         Example:
             >>> import numpy as np
-            >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4]), -0.4, -0.5, -0.3, None)
+            >>> acf = np.array([1.0, -0.4])
+            >>> g = GroupAutocorrelation("head", "grads", acf, -0.4, -0.5, -0.3, tau=None)
             >>> for name in sorted(AutocorrelationSummary(7, (1,), (g,)).to_scalars()):
             ...     print(name)
             autocorrelation/grads/head/lag_1
