@@ -9,8 +9,15 @@ from typing import Any
 from learnscope.optional import import_optional
 from learnscope.plugins import projector_files, tensorboard_layout
 from learnscope.plugins.base import Writer
+from learnscope.plugins.projector_refresh import ProjectorRefresh
 from learnscope.png import encode_png
-from learnscope.records import EmbeddingSnapshot, Finding, Histogram, RenderedImage
+from learnscope.records import (
+    AutocorrelationSummary,
+    EmbeddingSnapshot,
+    Finding,
+    Histogram,
+    RenderedImage,
+)
 
 FINDINGS_TAG = "learnscope/findings"
 
@@ -47,10 +54,12 @@ class TensorBoardWriter(Writer):
             self.summary = log_dir_or_summary_writer
             self._owns_summary = False
         self.run_dir = Path(self.summary.get_logdir())
+        self._refresh = ProjectorRefresh(self.run_dir)  # running servers see new snapshots
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``)."""
         projector_files.write_snapshot(self.run_dir, snapshot)
+        self._refresh.announce()
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Add each scalar at ``step``."""
@@ -76,6 +85,12 @@ class TensorBoardWriter(Writer):
         )
         proto = Summary(value=[Summary.Value(tag=image.tag, image=encoded)])
         self.summary._get_file_writer().add_summary(proto, image.step)
+
+    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+        """Scalars, Custom Scalars charts and ACF images (``tensorboard_autocorrelation``)."""
+        from learnscope.plugins import tensorboard_autocorrelation
+
+        tensorboard_autocorrelation.write_autocorrelation(self, summary)
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Write the findings as one Markdown table in the Text tab."""
@@ -107,6 +122,7 @@ class TensorBoardWriter(Writer):
 
     def close(self) -> None:
         """Flush, and close the ``SummaryWriter`` when this writer opened it."""
+        self._refresh.close()
         if self._owns_summary:
             self.summary.close()
         else:

@@ -10,7 +10,14 @@ import numpy as np
 
 from learnscope.optional import import_optional
 from learnscope.plugins.base import Writer
-from learnscope.records import EmbeddingSnapshot, Finding, Histogram, RenderedImage
+from learnscope.plugins.wandb_scatter import pca_scatter_chart
+from learnscope.records import (
+    AutocorrelationSummary,
+    EmbeddingSnapshot,
+    Finding,
+    Histogram,
+    RenderedImage,
+)
 
 log = logging.getLogger("learnscope")
 
@@ -47,7 +54,9 @@ class WandbWriter(Writer):
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
 
-        More than 10,000 rows are subsampled deterministically, with a warning.
+        More than 10,000 rows are subsampled deterministically, with a warning. A snapshot with
+        ``pca_x``/``pca_y`` columns also gets a scatter chart ``embeddings/<key>/pca_scatter``
+        coloured by its first metadata column (see ``learnscope.plugins.wandb_scatter``).
         """
         if snapshot.num_points > MAX_TABLE_ROWS:
             log.warning(
@@ -72,7 +81,11 @@ class WandbWriter(Writer):
             data_columns.append([self.wandb.Image(_image_for_wandb(img)) for img in images])
         rows = [list(row) for row in zip(*data_columns, strict=True)]
         table = self.wandb.Table(columns=columns, data=rows)
-        self.run.log({f"embeddings/{snapshot.key}": table, STEP_KEY: snapshot.step})
+        logged: dict[str, Any] = {f"embeddings/{snapshot.key}": table, STEP_KEY: snapshot.step}
+        chart = pca_scatter_chart(self.wandb, metadata, snapshot.key, snapshot.step)
+        if chart is not None:  # snapshots with aligned PCA columns also get a scatter chart
+            logged[f"embeddings/{snapshot.key}/pca_scatter"] = chart
+        self.run.log(logged)
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""
@@ -85,6 +98,12 @@ class WandbWriter(Writer):
             counts, edges = np.histogram(values, bins=min(HISTOGRAM_BINS, max(values.size, 1)))
             hist = self.wandb.Histogram(np_histogram=(counts, edges))
             self.run.log({histogram.tag: hist, STEP_KEY: histogram.step})
+
+    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+        """Log the scalars and a line-series chart per kind (``wandb_autocorrelation``)."""
+        from learnscope.plugins.wandb_autocorrelation import autocorrelation_log
+
+        self.run.log(autocorrelation_log(self.wandb, summary, STEP_KEY))
 
     def write_image(self, image: RenderedImage) -> None:
         """Log a ``wandb.Image``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,23 @@ def wandb_run_dir(root: str | Path) -> Path:
     return run_dir
 
 
-def wandb_records(run_dir: Path) -> list[Any]:
-    """Every record in the run's ``.wandb`` file, in order."""
+def wandb_records(run_dir: Path, timeout: float = 30.0) -> list[Any]:
+    """Every record in the run's ``.wandb`` file, in order, once the run's exit record is there.
+
+    ``run.finish()`` can return before wandb's service has written the file out, so this waits
+    (up to ``timeout`` seconds) for the exit record.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        records = _read_records(run_dir)
+        if any(r.WhichOneof("record_type") == "exit" for r in records):
+            return records
+        if time.monotonic() > deadline:
+            raise AssertionError(f"wandb never finished writing {run_dir}")
+        time.sleep(0.2)
+
+
+def _read_records(run_dir: Path) -> list[Any]:
     from wandb.proto import wandb_internal_pb2
 
     (path,) = run_dir.glob("run-*.wandb")
@@ -107,7 +123,10 @@ def wandb_records(run_dir: Path) -> list[Any]:
     records = []
     for payload in payloads:
         record = wandb_internal_pb2.Record()
-        record.ParseFromString(payload)
+        try:
+            record.ParseFromString(payload)
+        except Exception:  # a record still being written
+            break
         records.append(record)
     return records
 

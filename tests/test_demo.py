@@ -36,5 +36,5 @@ def test_demo_fills_the_projector(tmp_path: Path) -> None:
     for name in names:
         assert reader.tensor(run, name).shape == (540, 32)
         header, rows = parse_metadata(reader.metadata(run, name))
-        assert header is None and {r[0] for r in rows} == {str(d) for d in range(10)}
+        assert header[:2] == ["label", "id"] and {r[0] for r in rows} == {str(d) for d in range(10)}
         assert png_size(reader.sprite(run, name)) == (24 * 8, 24 * 8)  # 540 digits, 8x8 each

@@ -1,0 +1,84 @@
+"""A real ``tensorboard`` server on 127.0.0.1 for tests, always stopped afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TensorBoardServer:
+    """HTTP access to a running TensorBoard."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def get(self, path: str, **params: Any) -> bytes:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        with urllib.request.urlopen(f"{self.base}{path}{query}", timeout=30) as response:
+            return response.read()
+
+    def json(self, path: str, **params: Any) -> Any:
+        return json.loads(self.get(path, **params))
+
+    def wait_for(self, path: str, ok: Any, timeout: float = 60.0, **params: Any) -> Any:
+        """Poll ``path`` until ``ok(json)`` is true; return that JSON."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(urllib.error.URLError, ConnectionError, ValueError):
+                last = self.json(path, **params)
+                if ok(last):
+                    return last
+            time.sleep(0.5)
+        raise TimeoutError(f"{path} never satisfied the condition; last answer: {last!r}")
+
+
+@contextlib.contextmanager
+def tensorboard(logdir: str | Path, timeout: float = 90.0) -> Iterator[TensorBoardServer]:
+    """Start ``tensorboard --logdir logdir`` on a free port of 127.0.0.1; stop it afterwards."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
+            "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        server = TensorBoardServer(f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"tensorboard exited: {process.stderr.read().decode()[-2000:]}")
+            try:
+                server.get("/data/plugins_listing")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("tensorboard did not start") from None
+                time.sleep(0.3)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,247 @@
+"""Comparing embeddings across training: same points, aligned PCA, scatter views, live refresh.
+
+Real ``Trainer.fit`` runs read back from TensorBoard event files, the projector plugin, a wandb
+offline run, and a real TensorBoard server.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from readers import (
+    ProjectorReader,
+    parse_metadata,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_records,
+    wandb_run_dir,
+)
+from tb_server import tensorboard
+from tiny_models import TinyClassifier, blobs, trainer
+from torch.utils.data import DataLoader, TensorDataset
+
+from learnscope.canvas import palette
+from learnscope.lightning_glue import EmbeddingProjector
+from learnscope.plugins import projector_files
+from learnscope.plugins.projector_refresh import MARKER_PREFIX, ProjectorRefresh
+from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.records import EmbeddingSnapshot
+from learnscope.selection import id_keys, smallest
+
+KEY = "encoder/validate"
+PCA = ["pca_x", "pca_y", "pca_z"]
+
+
+class IdClassifier(TinyClassifier):
+    """Batches are ``(x, label, id)``."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return super().training_step(batch[:2], batch_idx)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        super().validation_step(batch[:2], batch_idx)
+
+
+def id_loaders(shuffle_val: bool) -> tuple[DataLoader, DataLoader, TensorDataset]:
+    train = blobs(96, seed=0)
+    val = blobs(48, seed=1)
+    ids = torch.arange(1000, 1048)  # ids unrelated to positions
+    val_ids = TensorDataset(*val.tensors, ids)
+    train_ids = TensorDataset(*train.tensors, torch.arange(96))
+    return (
+        DataLoader(train_ids, batch_size=16, shuffle=True),
+        DataLoader(val_ids, batch_size=8, shuffle=shuffle_val),
+        val_ids,
+    )
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """Decode the 8-bit RGB PNGs ``learnscope.png.encode_png`` writes (filter type 0)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        header = body if kind == b"IHDR" else header
+        idat += body if kind == b"IDAT" else b""
+        pos += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
+    assert (depth, colour) == (8, 2)
+    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, 1 + width * 3)
+    assert (rows[:, 0] == 0).all()
+    return rows[:, 1:].reshape(height, width, 3)
+
+
+def test_same_points_aligned_views_and_scatter_images_in_tensorboard_and_wandb(
+    tmp_path: Path, wandb_dir: Path
+) -> None:
+    torch.manual_seed(0)
+    train, val, val_data = id_loaders(shuffle_val=True)
+    projector = EmbeddingProjector(
+        "encoder",
+        metadata_fn=lambda batch: {"label": batch[1]},
+        ids_fn=lambda batch: batch[2],
+        aligned_pca=True,
+        max_points=20,
+    )
+    tb = TensorBoardLogger(str(tmp_path), name="tb")
+    wb = WandbLogger(project="t", save_dir=str(wandb_dir))
+    model = IdClassifier()
+    trainer(tmp_path, [tb, wb], [projector], max_epochs=3).fit(model, train, val)
+    steps = [len(train) * (epoch + 1) for epoch in range(3)]
+    x, labels, ids = val_data.tensors
+    expected_ids = ids[smallest(id_keys(ids), 20)].tolist()  # the 20 smallest keys, in order
+
+    # TensorBoard projector: the same ids, in the same order, every snapshot; full vectors.
+    reader = ProjectorReader(tmp_path / "tb")
+    (run,) = reader.runs()
+    names = reader.names(run)
+    assert names == [f"{KEY}/step_{s}" for s in steps]
+    for name in names:
+        header, rows = parse_metadata(reader.metadata(run, name))
+        assert header == ["label", "id", "pca_x", "pca_y", "pca_z"]
+        assert [int(r[1]) for r in rows] == expected_ids
+        assert [int(r[0]) for r in rows] == labels[torch.tensor(expected_ids) - 1000].tolist()
+    with torch.no_grad():
+        final = model.encoder(x[torch.tensor(expected_ids) - 1000]).numpy()
+    np.testing.assert_allclose(reader.tensor(run, names[-1]), final, rtol=1e-5, atol=1e-6)
+
+    # Images tab: one scatter per snapshot, on the trainer steps, coloured by label.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tb" / "version_0"), size_guidance={"images": 0})
+    events.Reload()
+    images = events.Images(f"embeddings/{KEY}/pca")
+    assert [i.step for i in images] == steps
+    pixels = decode_png(images[-1].encoded_image_string)
+    assert pixels.shape == (images[-1].height, images[-1].width, 3)
+    colours = {tuple(c) for c in pixels.reshape(-1, 3).tolist()}
+    assert all(tuple(c) in colours for c in palette(3).tolist())  # the three classes
+
+    # wandb: the table has the projection columns, and a scatter chart per snapshot.
+    wb.experiment.finish()
+    run_dir = wandb_run_dir(wandb_dir)
+    chart_key = f"embeddings/{KEY}/pca_scatter"
+    logged = [h for h in wandb_history(run_dir) if f"embeddings/{KEY}" in h]
+    assert [h["trainer/global_step"] for h in logged] == steps
+    assert all(f"{chart_key}_table" in h for h in logged)
+    tables = wandb_artifact_tables(run_dir, f"embeddings/{KEY}")
+    charts = wandb_artifact_tables(run_dir, f"{chart_key}_table")
+    assert len(tables) == len(charts) == 3
+    table, chart = tables[-1], charts[-1]
+    assert table["columns"] == ["embedding", "step", "stage", "label", "id", *PCA]
+    assert chart["columns"] == ["pca_x", "pca_y", "label", "snapshot", "id"]
+    column = {name: i for i, name in enumerate(table["columns"])}
+    assert [r[column["id"]] for r in table["data"]] == expected_ids
+    assert [r[4] for r in chart["data"]] == [str(i) for i in expected_ids]
+    np.testing.assert_allclose(
+        [r[:2] for r in chart["data"]],
+        [[r[column["pca_x"]], r[column["pca_y"]]] for r in table["data"]],
+    )
+    assert {r[2] for r in chart["data"]} == {"0", "1", "2"}
+    panels = [
+        json.loads(item.value_json)
+        for record in wandb_records(run_dir)
+        if record.WhichOneof("record_type") == "config"
+        for item in record.config.update
+        if item.key == "_wandb" or list(item.nested_key)[:1] == ["_wandb"]
+    ]
+    assert any(chart_key in json.dumps(p) and "groupKeys" in json.dumps(p) for p in panels)
+
+
+def test_dataset_index_ids_and_a_shuffled_loader_is_refused(tmp_path: Path) -> None:
+    train, val, _ = id_loaders(shuffle_val=False)
+    projector = EmbeddingProjector(
+        "encoder", ids_fn="dataset_index", metadata_fn=lambda b: {"label": b[1]}, max_points=48
+    )
+    fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="di"), [projector], max_epochs=1)
+    fit.fit(IdClassifier(), train, val)
+    reader = ProjectorReader(tmp_path / "di")
+    (run,) = reader.runs()
+    (name,) = reader.names(run)
+    header, rows = parse_metadata(reader.metadata(run, name))
+    assert header == ["label", "id"]
+    ids = torch.arange(48)
+    assert [int(r[1]) for r in rows] == ids[smallest(id_keys(ids), 48)].tolist()
+
+    _, shuffled, _ = id_loaders(shuffle_val=True)
+    fit = trainer(tmp_path, False, [EmbeddingProjector(ids_fn="dataset_index")], max_epochs=1)
+    with pytest.raises(ValueError, match="reads the data set in order, but it uses RandomSampler"):
+        fit.fit(IdClassifier(), train, shuffled)
+    assert fit.global_step == 0
+
+
+def test_projector_state_survives_a_checkpoint() -> None:
+    projector = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
+    snapshot = EmbeddingSnapshot("encoder", 3, torch.randn(30, 5), {"label": [0, 1, 2] * 10})
+    keys = id_keys(torch.arange(30))
+    with_pca, image = projector._compare(snapshot, keys)
+    resumed = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
+    resumed.load_state_dict(projector.state_dict())
+    later = EmbeddingSnapshot("encoder", 9, -snapshot.vectors, dict(snapshot.metadata))
+    a, image_a = projector._compare(later, keys)
+    b, image_b = resumed._compare(later, keys)
+    assert a.metadata["pca_x"] == b.metadata["pca_x"] == with_pca.metadata["pca_x"]
+    assert np.array_equal(image_a.pixels, image_b.pixels)
+    assert image.tag == "embeddings/encoder/pca" and image.step == 3
+
+
+def test_a_running_tensorboard_shows_snapshots_written_after_it_started(tmp_path: Path) -> None:
+    writer = TensorBoardWriter(tmp_path / "run")
+    writer.write_embedding(EmbeddingSnapshot("enc", 1, torch.randn(6, 3)))
+    writer.flush()
+    try:
+        with tensorboard(tmp_path) as tb:
+            tb.wait_for("/data/plugin/projector/runs", lambda runs: runs == ["run"])
+
+            def names() -> list[str]:
+                info = tb.json("/data/plugin/projector/info", run="run")
+                return [e["tensorName"] for e in info["embeddings"]]
+
+            def wait_for(count: int, seconds: float) -> list[str]:
+                end = time.time() + seconds
+                while len(current := names()) < count and time.time() < end:
+                    time.sleep(0.2)
+                return current
+
+            assert names() == ["enc/step_1"]
+            # Without a change in the run list the server keeps its cached config ...
+            projector_files.write_snapshot(
+                writer.run_dir, EmbeddingSnapshot("enc", 2, torch.ones(6, 3))
+            )
+            assert wait_for(2, 3.0) == ["enc/step_1"]
+            # ... the writer's marker run changes it, and the new snapshots appear.
+            writer.write_embedding(EmbeddingSnapshot("enc", 3, torch.randn(6, 3)))
+            assert wait_for(3, 20.0) == ["enc/step_1", "enc/step_2", "enc/step_3"]
+            assert any(MARKER_PREFIX in r for r in tb.json("/data/runs"))
+            writer.write_embedding(EmbeddingSnapshot("enc", 4, torch.randn(6, 3)))
+            assert wait_for(4, 20.0)[-1] == "enc/step_4"
+            tensor = tb.get("/data/plugin/projector/tensor", run="run", name="enc/step_2")
+            assert np.frombuffer(tensor, np.float32).tolist() == [1.0] * 18
+
+            writer.close()  # the marker run goes away again
+            assert not [p for p in writer.run_dir.iterdir() if p.name.startswith(MARKER_PREFIX)]
+            tb.wait_for("/data/runs", lambda runs: runs == ["run"], timeout=20)
+            assert tb.json("/data/plugin/projector/runs") == ["run"]
+    finally:
+        writer.close()
+
+
+def test_marker_runs_are_removed_after_they_linger(tmp_path: Path) -> None:
+    refresh = ProjectorRefresh(tmp_path, linger_s=0.2)
+    refresh.announce()
+    refresh.announce()  # replaces the first marker
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith(MARKER_PREFIX)]) == 1
+    end = time.time() + 5
+    while any(tmp_path.iterdir()) and time.time() < end:
+        time.sleep(0.05)
+    assert not any(tmp_path.iterdir())
