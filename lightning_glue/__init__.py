@@ -7,5 +7,6 @@ Example:
 """
 
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
+from learnscope.lightning_glue.training_helper import TrainingHelper
 
-__all__ = ["EmbeddingProjector"]
+__all__ = ["EmbeddingProjector", "TrainingHelper"]

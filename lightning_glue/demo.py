@@ -73,9 +73,10 @@ def make_model(lr: float = 3e-3) -> Any:
 
 def callbacks() -> list[Any]:
     """The learnscope callbacks the demo attaches."""
-    from learnscope.lightning_glue import EmbeddingProjector
+    from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 
     return [
+        TrainingHelper(check_every_n_steps=20),
         EmbeddingProjector(
             "encoder",
             metadata_fn=lambda batch: {"label": batch[1]},

@@ -10,11 +10,11 @@ import numpy as np
 import torch
 from typing_extensions import override
 
-from learnscope.lightning_glue.base import LearnscopeCallback
+from learnscope.embedding_rows import EmbeddingRows, batch_rows
+from learnscope.lightning_glue.base import LearnscopeCallback, log
 from learnscope.projection import PCA_COLUMNS, AlignedPCA
-from learnscope.records import EmbeddingSnapshot, RenderedImage
+from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage
 from learnscope.scatter import Limits, grow_limits, labels_of, scatter_image
-from learnscope.selection import id_keys, mix_keys, smallest
 
 STAGES = ("train", "validate", "test", "predict")
 DATASET_INDEX = "dataset_index"
@@ -39,10 +39,10 @@ class EmbeddingProjector(LearnscopeCallback):
     **Comparing snapshots.** With ``ids_fn``, every snapshot holds the same points: each point's
     id is hashed, and the ``max_points`` points with the smallest hashes are kept (the choice
     depends on the ids alone, not on the batch order, so shuffled loaders and resumed runs keep
-    it), in the same order every time, with an ``id`` column. Without ids a snapshot holds the
-    first ``max_points`` rows of the epoch, which are the same points only when the loader is
-    not shuffled. With ``aligned_pca=True`` every snapshot also gets ``pca_x``, ``pca_y`` and
-    ``pca_z`` columns from a PCA turned to match the previous snapshot's view
+    it), in the same order every time, with an ``id`` column. Without ids a snapshot holds
+    ``max_points`` rows spread evenly over the epoch, which are the same points only when
+    the loader is not shuffled. With ``aligned_pca=True`` every snapshot also gets ``pca_x``,
+    ``pca_y`` and ``pca_z`` columns from a PCA turned to match the previous snapshot's view
     (:class:`learnscope.projection.AlignedPCA`), and a scatter image of ``pca_x``/``pca_y``
     coloured by the first metadata column goes to the writers as ``embeddings/<tag>/<stage>/pca``
     (TensorBoard's Images tab, wandb media). The image is drawn in units of the view's spread
@@ -62,9 +62,11 @@ class EmbeddingProjector(LearnscopeCallback):
         every_n_epochs: Capture evaluation epochs whose number plus one is a multiple of this.
         every_n_train_steps: Capture a training batch at every multiple of this global step;
             needed when ``"train"`` is in ``stages``.
-        max_points: Rows kept per snapshot; without ids, later rows of the epoch are not
-            captured; with ids, every row of the epoch is looked at and the same
-            ``max_points`` ids are kept.
+        max_points: Rows kept per snapshot. Every row of the epoch is looked at; when there are
+            more, a deterministic subsample is kept: the same ``max_points`` ids with
+            ``ids_fn``, else rows spread evenly over the epoch, in epoch order, with a ``row``
+            column giving each one's row number in the epoch. Rows with NaN or Inf are left
+            out with one warning; a snapshot with no finite row is skipped with a finding.
         tag: Name shown in the dashboards; defaults to ``module``.
         ids_fn: ``batch -> ids``, one stable id (int or string) per sample or per row, such as
             ``lambda batch: batch["index"]``; or ``"dataset_index"``: the index of each sample
@@ -72,6 +74,10 @@ class EmbeddingProjector(LearnscopeCallback):
             when the epoch starts).
         aligned_pca: Add the aligned ``pca_x``, ``pca_y``, ``pca_z`` columns and a scatter
             image per snapshot.
+        gather: Under DDP, collect the captured rows (and metadata) of every rank on rank
+            zero, so that one snapshot covers the whole evaluation set (up to ``max_points``;
+            the same id seen on two ranks is kept once). Without it, rank zero shows its own
+            share only.
 
     Raises:
         ValueError: For bad arguments; an unknown ``module`` fails at ``setup`` with the list of
@@ -102,6 +108,7 @@ class EmbeddingProjector(LearnscopeCallback):
         | Literal["dataset_index"]
         | None = None,
         aligned_pca: bool = False,
+        gather: bool = False,
     ) -> None:
         super().__init__()
         stages = (stages,) if isinstance(stages, str) else tuple(stages)
@@ -131,8 +138,9 @@ class EmbeddingProjector(LearnscopeCallback):
         self._checking = False  # sanity check: validate user functions, capture nothing
         self._armed = False  # this batch is captured
         self._output: torch.Tensor | None = None  # the hooked output of the armed batch
-        self._rows: _Rows | None = None
-        self._step = 0
+        self.gather = gather
+        self._rows: EmbeddingRows | None = None
+        self._due = False  # this batch's stage and epoch are captured (the same on every rank)
 
     @property
     def state_key(self) -> str:
@@ -190,22 +198,28 @@ class EmbeddingProjector(LearnscopeCallback):
         self._checking = trainer.sanity_checking and "validate" in self.stages
         if self._checking and self.ids_fn == DATASET_INDEX:
             _dataset_order(trainer, stage, dataloader_idx)  # a shuffled loader fails here
+        self._due = capture and not trainer.sanity_checking and stage in self.stages
         self._armed = (
-            capture
-            and not trainer.sanity_checking
-            and stage in self.stages
-            and self.is_on(_PART)
-            and trainer.is_global_zero
-            and (self._rows is None or self._rows.selecting or self._rows.count < self.max_points)
+            self._due and self.is_on(_PART) and (trainer.is_global_zero or self._gathering(trainer))
         )
         if self._armed and self._rows is None:
             with self.guard(_PART):
                 order = None
                 if self.ids_fn == DATASET_INDEX:
                     order = _dataset_order(trainer, stage, dataloader_idx)
-                selecting = self.ids_fn is not None
-                self._rows = _Rows(trainer.global_step, stage, self.max_points, selecting, order)
+                self._rows = EmbeddingRows(
+                    trainer.global_step,
+                    stage,
+                    self.max_points,
+                    by_id=self.ids_fn is not None,
+                    order=order,
+                    rank=trainer.global_rank,
+                    world_size=trainer.world_size,
+                )
             self._armed = self.is_on(_PART)
+
+    def _gathering(self, trainer: Any) -> bool:
+        return self.gather and trainer.world_size > 1
 
     def _eval_epoch_due(self, trainer: Any) -> bool:
         return (trainer.current_epoch + 1) % self.every_n_epochs == 0
@@ -270,23 +284,19 @@ class EmbeddingProjector(LearnscopeCallback):
         if output is None:
             return
         if self._checking:
-            _batch_columns(
-                output, batch, self.metadata_fn, self.images_fn, self._ids(batch, output)
-            )
+            self._batch_rows(output, batch)
             return
         if self._armed and self._rows is not None:
             with self.guard(_PART):
-                ids = self._ids(batch, output)
-                vectors, columns, images = _batch_columns(
-                    output, batch, self.metadata_fn, self.images_fn, ids
-                )
-                keys = None
-                if ids is not None:
-                    keys = id_keys(columns["id"])
-                    if "position" in columns:
-                        keys = mix_keys(keys, torch.as_tensor(columns["position"]))
-                self._rows.add(vectors, columns, images, keys)
+                self._rows.add(*self._batch_rows(output, batch))
         self._armed = False
+
+    def _batch_rows(
+        self, output: torch.Tensor, batch: Any
+    ) -> tuple[torch.Tensor, dict[str, Any], torch.Tensor | None]:
+        metadata = self.metadata_fn(batch) if self.metadata_fn is not None else None
+        images = self.images_fn(batch) if self.images_fn is not None else None
+        return batch_rows(output, metadata, images, self._ids(batch, output))
 
     def _ids(self, batch: Any, output: torch.Tensor) -> Sequence[Any] | torch.Tensor | None:
         """This batch's ids: from ``ids_fn``, or the next dataset indices of the epoch."""
@@ -295,20 +305,23 @@ class EmbeddingProjector(LearnscopeCallback):
         if self.ids_fn != DATASET_INDEX:
             ids = self.ids_fn(batch)  # type: ignore[operator]
             return ids.detach().reshape(-1) if isinstance(ids, torch.Tensor) else list(ids)
-        count = output.shape[0]
-        rows = self._rows
-        if self._checking or rows is None or rows.order is None:
-            return torch.arange(count)
-        start, rows.seen = rows.seen, rows.seen + count
-        return torch.as_tensor(list(rows.order[start : start + count]), dtype=torch.int64)
+        if self._checking or self._rows is None:
+            return torch.arange(output.shape[0])
+        return self._rows.next_dataset_indices(output.shape[0])
 
-    def _write(self, trainer: Any) -> None:
+    def _write(self, trainer: Any, due: bool) -> None:
+        """Write the snapshot; ``due`` (the same on every rank) says whether ranks gather."""
         rows, self._rows = self._rows, None
-        if rows is None or rows.count == 0 or not self.is_on(_PART):
+        if due and self._gathering(trainer):  # every rank takes part, whatever it holds
+            rows = self._gathered(trainer, rows)
+        if rows is None or not trainer.is_global_zero or not self.is_on(_PART):
             return
+        snapshot, dropped = None, 0
         with self.guard(_PART):
-            snapshot = rows.snapshot(self.tag)
-        if not self.is_on(_PART):
+            snapshot, dropped = rows.snapshot(self.tag)
+        if dropped:
+            self._report_non_finite(trainer, rows, snapshot, dropped)
+        if snapshot is None or not self.is_on(_PART):
             return
         image = None
         if self.aligned_pca and self.is_on(_COMPARE):
@@ -319,6 +332,54 @@ class EmbeddingProjector(LearnscopeCallback):
         if image is not None:
             writers.write_image(image)
         writers.flush()
+
+    def _gathered(self, trainer: Any, rows: EmbeddingRows | None) -> EmbeddingRows | None:
+        """All ranks' rows on rank zero (``None`` elsewhere), through one ``all_gather_object``."""
+        import torch.distributed as dist
+
+        payload = None
+        if rows is not None and self.is_on(_PART):
+            with self.guard(_PART):
+                payload = rows.payload()
+        payloads: list[Any] = [None] * trainer.world_size
+        dist.all_gather_object(payloads, payload)
+        if not trainer.is_global_zero:
+            return None
+        step, stage = next(((p["step"], p["stage"]) for p in payloads if p), (None, None))
+        if step is None:
+            return None
+        merged = EmbeddingRows(step, stage, self.max_points, by_id=self.ids_fn is not None)
+        merged.merge(payloads)
+        return merged
+
+    def _report_non_finite(
+        self,
+        trainer: Any,
+        rows: EmbeddingRows,
+        snapshot: EmbeddingSnapshot | None,
+        dropped: int,
+    ) -> None:
+        subject = f"{self.tag}/{rows.stage}"
+        if snapshot is None:
+            finding = Finding(
+                "non-finite-output",
+                subject,
+                f"every captured embedding row of {self.module!r} is NaN or Inf; the snapshot at "
+                f"step {rows.step} is skipped",
+                rows.step,
+                "error",
+            )
+            log.warning("learnscope: %s", finding.message)
+            self.writers(trainer).write_findings([finding], rows.step)
+        else:
+            log.warning(
+                "learnscope: %d embedding rows of %r with NaN or Inf were left out of the "
+                "snapshot at step %d (%d rows kept)",
+                dropped,
+                self.module,
+                rows.step,
+                snapshot.num_points,
+            )
 
     def _compare(
         self, snapshot: EmbeddingSnapshot, keys: torch.Tensor | None
@@ -348,8 +409,9 @@ class EmbeddingProjector(LearnscopeCallback):
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """Write the training snapshot when this batch was captured."""
+        due = self._due  # decided from the global step at batch start: the same on every rank
         self._end_batch(batch)
-        self._write(trainer)
+        self._write(trainer, due)
 
     @override
     def on_validation_batch_end(
@@ -393,142 +455,18 @@ class EmbeddingProjector(LearnscopeCallback):
     @override
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """Write the epoch's snapshot."""
-        self._write(trainer)
+        due = not trainer.sanity_checking and "validate" in self.stages
+        self._write(trainer, due and self._eval_epoch_due(trainer))
 
     @override
     def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """Write the epoch's snapshot."""
-        self._write(trainer)
+        self._write(trainer, "test" in self.stages)
 
     @override
     def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """Write the epoch's snapshot."""
-        self._write(trainer)
-
-
-class _Rows:
-    """Rows captured in one stage and epoch, kept on their device until the snapshot.
-
-    Without selection the first ``max_points`` rows are kept. With selection (ids), every row
-    is added with its key, and whenever twice ``max_points`` rows are held only the
-    ``max_points`` smallest keys are kept: memory stays bounded and the result does not depend
-    on the batch order.
-    """
-
-    def __init__(
-        self,
-        step: int,
-        stage: str,
-        max_points: int,
-        selecting: bool = False,
-        order: Sequence[int] | None = None,
-    ) -> None:
-        self.step = step
-        self.stage = stage
-        self.max_points = max_points
-        self.selecting = selecting
-        self.order = order  # dataset indices in loader order, for ids_fn="dataset_index"
-        self.seen = 0  # samples of the epoch so far
-        self.count = 0
-        self.vectors: list[torch.Tensor] = []
-        self.columns: dict[str, list[Any]] = {}
-        self.images: list[torch.Tensor] = []
-        self.keys: list[torch.Tensor] = []
-        self.final_keys: torch.Tensor | None = None
-
-    def add(
-        self,
-        vectors: torch.Tensor,
-        columns: dict[str, Any],
-        images: torch.Tensor | None,
-        keys: torch.Tensor | None = None,
-    ) -> None:
-        if self.count and set(columns) != set(self.columns):
-            raise ValueError(
-                f"metadata_fn returned columns {sorted(columns)} after {sorted(self.columns)}"
-            )
-        keep = len(vectors) if self.selecting else min(len(vectors), self.max_points - self.count)
-        self.vectors.append(vectors[:keep])
-        for name, values in columns.items():
-            self.columns.setdefault(name, []).append(values[:keep])
-        if images is not None:
-            self.images.append(torch.as_tensor(images)[:keep])
-        if keys is not None:
-            self.keys.append(keys)
-        self.count += keep
-        if self.selecting and self.count >= 2 * self.max_points:
-            self._keep_smallest()
-
-    def _keep_smallest(self) -> None:
-        """Keep the ``max_points`` rows with the smallest keys, ordered by key."""
-        keys = torch.cat(self.keys)
-        index = smallest(keys, self.max_points)
-        self.keys = [keys[index]]
-        self.vectors = [_take(torch.cat(self.vectors), index)]
-        self.columns = {n: [_take(_join(c), index)] for n, c in self.columns.items()}
-        if self.images:
-            self.images = [_take(torch.cat(self.images), index)]
-        self.count = len(index)
-
-    def snapshot(self, tag: str) -> EmbeddingSnapshot:
-        if self.selecting:
-            self._keep_smallest()
-            self.final_keys = self.keys[0].cpu()
-        return EmbeddingSnapshot(
-            tag=tag,
-            step=self.step,
-            vectors=torch.cat(self.vectors).cpu(),
-            metadata={name: _concat(chunks) for name, chunks in self.columns.items()},
-            images=torch.cat(self.images).cpu() if self.images else None,
-            stage=self.stage,
-        )
-
-
-def _batch_columns(
-    output: torch.Tensor,
-    batch: Any,
-    metadata_fn: Callable[[Any], Mapping[str, Any]] | None,
-    images_fn: Callable[[Any], torch.Tensor] | None,
-    ids: Sequence[Any] | torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, Any], torch.Tensor | None]:
-    """One batch's rows, metadata columns (with ``id``) and images, with every length checked."""
-    vectors = output.reshape(-1, output.shape[-1])
-    per_sample = output.shape[0]
-    repeat = len(vectors) // per_sample if per_sample else 1
-    columns: dict[str, Any] = {}
-    metadata = dict(metadata_fn(batch)) if metadata_fn is not None else {}
-    if ids is not None:
-        if "id" in metadata:
-            raise ValueError(
-                "EmbeddingProjector: metadata_fn gives an 'id' column and ids_fn is set; the "
-                "ids go in the 'id' column, rename the other one"
-            )
-        metadata["id"] = ids
-    for name, values in metadata.items():
-        if isinstance(values, torch.Tensor):
-            values = values.detach().reshape(-1)
-        if len(values) == len(vectors):
-            columns[name] = values
-        elif repeat > 1 and len(values) == per_sample:
-            columns[name] = _repeat(values, repeat)
-        else:
-            raise ValueError(
-                f"EmbeddingProjector: metadata column {name!r} has {len(values)} values but the "
-                f"batch has {len(vectors)} embedding rows"
-            )
-    if repeat > 1:
-        columns["position"] = torch.arange(repeat, device=vectors.device).repeat(per_sample)
-    images = images_fn(batch) if images_fn is not None else None
-    if images is not None:
-        images = torch.as_tensor(images).detach()
-        if images.ndim != 4 or len(images) != per_sample:
-            raise ValueError(
-                f"EmbeddingProjector: images_fn gave shape {tuple(images.shape)}; expected "
-                f"[{per_sample}, C, H, W], one image per sample"
-            )
-        if repeat > 1:
-            images = images.repeat_interleave(repeat, dim=0)
-    return vectors, columns, images
+        self._write(trainer, "predict" in self.stages)
 
 
 def _dataset_order(trainer: Any, stage: str, dataloader_idx: int) -> Sequence[int]:
@@ -554,27 +492,3 @@ def _dataset_order(trainer: Any, stage: str, dataloader_idx: int) -> Sequence[in
         f"data set in order, but it uses {type(sampler or batch_sampler).__name__}; pass "
         "ids_fn=lambda batch: ... that returns a stable id per sample instead"
     )
-
-
-def _join(chunks: list[Any]) -> Any:
-    if all(isinstance(c, torch.Tensor) for c in chunks):
-        return torch.cat(chunks)
-    return [v for chunk in chunks for v in (chunk.tolist() if hasattr(chunk, "tolist") else chunk)]
-
-
-def _take(values: Any, index: torch.Tensor) -> Any:
-    if isinstance(values, torch.Tensor):
-        return values[index.to(values.device)]
-    return [values[i] for i in index.tolist()]
-
-
-def _repeat(values: Any, times: int) -> Any:
-    if isinstance(values, torch.Tensor):
-        return values.repeat_interleave(times)
-    return [v for v in values for _ in range(times)]
-
-
-def _concat(chunks: list[Any]) -> Any:
-    if all(isinstance(c, torch.Tensor) for c in chunks):
-        return torch.cat(chunks).cpu()
-    return [v for chunk in chunks for v in (chunk.tolist() if hasattr(chunk, "tolist") else chunk)]

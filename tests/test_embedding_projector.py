@@ -133,9 +133,13 @@ def test_token_outputs_give_one_row_per_token_with_position(tmp_path: Path) -> N
     (name,) = reader.names(run)
     assert reader.tensor(run, name).shape == (30, 8)
     header, rows = parse_metadata(reader.metadata(run, name))
-    assert header == ["label", "position"]
+    assert header == ["label", "position", "row"]  # 144 token rows, 30 kept: row numbers shown
     y = blobs(48, seed=1).tensors[1]
-    assert rows[:6] == [[str(int(y[i // 3])), str(i % 3)] for i in range(6)]
+    row_numbers = [int(r[2]) for r in rows]
+    assert row_numbers == sorted(row_numbers) and len(set(row_numbers)) == 30
+    assert row_numbers[-1] > 100  # spread over the epoch, not the first 30 rows
+    pairs = zip(rows, row_numbers, strict=True)
+    assert all(r[:2] == [str(int(y[n // 3])), str(n % 3)] for r, n in pairs)
 
 
 def test_train_stage_capture_and_max_points(tmp_path: Path) -> None:
@@ -206,22 +210,21 @@ def test_no_logger_gets_one_warning(
     assert len(messages) == 1 and "no logger" in messages[0]
 
 
-def test_captured_rows_hold_no_autograd_graph(tmp_path: Path) -> None:
-    from learnscope.lightning_glue.embedding_projector import _Rows
+def test_captured_rows_hold_no_autograd_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from learnscope.embedding_rows import EmbeddingRows
 
     seen: list[torch.Tensor] = []
-    original = _Rows.add
+    original = EmbeddingRows.add
 
-    def spy(self: _Rows, vectors: torch.Tensor, *args: Any) -> None:
+    def spy(self: EmbeddingRows, vectors: torch.Tensor, *args: Any) -> None:
         seen.append(vectors)
         original(self, vectors, *args)
 
+    monkeypatch.setattr(EmbeddingRows, "add", spy)
     projector = EmbeddingProjector(stages="train", every_n_train_steps=1)
-    _Rows.add = spy  # type: ignore[method-assign]
-    try:
-        trainer(tmp_path, False, [projector], max_epochs=1).fit(TinyClassifier(), *loaders())
-    finally:
-        _Rows.add = original  # type: ignore[method-assign]
+    trainer(tmp_path, False, [projector], max_epochs=1).fit(TinyClassifier(), *loaders())
     assert len(seen) == 6
     assert all(not v.requires_grad and v.grad_fn is None for v in seen)
 

@@ -1,0 +1,253 @@
+"""Step-time overhead of learnscope's callbacks on a small transformer, side by side.
+
+Each variant is a list of callbacks added to the same Lightning fit. Variants run in
+interleaved order (the order rotates in every repeat) so that drift in the machine's speed
+falls on all of them alike; each run gives the median step time after a warm-up, and a variant's
+figure is the median of its runs' medians. A step is timed from ``on_train_batch_start`` to
+``on_train_batch_end`` (forward, backward, optimizer step and every callback hook), with the
+device synchronised at both ends on CUDA. The mean step time is shown as well: it includes the
+check steps that the median leaves out.
+
+Add a variant by adding an entry to :data:`VARIANTS`.
+
+Run (CPU, about two minutes on two cores)::
+
+    python benchmarks/overhead.py --variants none training_helper naive_health --steps 400
+
+On a GPU, ``--device cuda`` uses an 11M-parameter transformer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from naive_autocorrelation import NaiveAutocorrelation
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
+from learnscope.lightning_glue.training_helper import TrainingHelper
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    vocab: int
+    d_model: int
+    layers: int
+    heads: int
+    seq: int
+    batch: int
+
+
+SIZES = {
+    "cpu": ModelSize(vocab=1000, d_model=128, layers=2, heads=4, seq=32, batch=16),
+    "cuda": ModelSize(vocab=1000, d_model=384, layers=6, heads=6, seq=128, batch=32),
+}
+
+
+class Encoder(nn.Module):
+    """Token and position embeddings and a transformer: ``[B, T]`` tokens to ``[B, T, D]``."""
+
+    def __init__(self, size: ModelSize) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(size.vocab, size.d_model)
+        self.positions = nn.Parameter(torch.randn(size.seq, size.d_model) * 0.02)
+        layer = nn.TransformerEncoderLayer(
+            size.d_model, size.heads, 4 * size.d_model, dropout=0.0, batch_first=True
+        )
+        self.transformer = nn.TransformerEncoder(layer, size.layers, enable_nested_tensor=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.transformer(self.tokens(tokens) + self.positions[: tokens.shape[1]])
+
+
+class SmallTransformer(pl.LightningModule):
+    """Next-token prediction on random tokens: an ``encoder`` and a ``head``."""
+
+    def __init__(self, size: ModelSize) -> None:
+        super().__init__()
+        self.encoder = Encoder(size)
+        self.head = nn.Linear(size.d_model, size.vocab)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        (tokens,) = batch
+        logits = self.head(self.encoder(tokens[:, :-1]))
+        return nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.parameters(), lr=3e-4)
+
+
+class NaiveHealth(Callback):
+    """The naive approach: a host sync per parameter on check steps, two per forward."""
+
+    def __init__(self, every_n_steps: int = 50) -> None:
+        self.every_n_steps = every_n_steps
+        self.grad_norms: dict[str, float] = {}
+        self.embedding: tuple[float, float] = (0.0, 0.0)
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        pl_module.encoder.register_forward_hook(self._on_forward)
+
+    def _on_forward(self, module: nn.Module, args: Any, output: torch.Tensor) -> None:
+        detached = output.detach()
+        self.embedding = (detached.median().item(), detached.var().item())
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        if trainer.global_step % self.every_n_steps == 0:
+            self.grad_norms = {
+                name: p.grad.norm().item()
+                for name, p in pl_module.named_parameters()
+                if p.grad is not None
+            }
+
+
+VARIANTS: dict[str, Callable[[], list[Callback]]] = {
+    "none": lambda: [],
+    "training_helper": lambda: [TrainingHelper()],
+    "naive_health": lambda: [NaiveHealth()],
+    "model_autocorrelation": lambda: [ModelAutocorrelation()],
+    "naive_autocorrelation": lambda: [NaiveAutocorrelation()],
+}
+
+
+class StepTimer(Callback):
+    """Wall time of every training step, from batch start to batch end."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device == "cuda"
+        self.times: list[float] = []
+        self._start = 0.0
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, idx: int) -> None:
+        self._sync()
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, idx: int
+    ) -> None:
+        self._sync()
+        self.times.append(time.perf_counter() - self._start)
+
+
+def run_once(variant: str, size: ModelSize, steps: int, device: str) -> list[float]:
+    """One fit of ``steps`` steps with the variant's callbacks; the step times in seconds."""
+    torch.manual_seed(0)
+    model = SmallTransformer(size)
+    tokens = torch.randint(0, size.vocab, (steps * size.batch, size.seq + 1))
+    loader = DataLoader(TensorDataset(tokens), batch_size=size.batch, shuffle=False)
+    # The timer comes last, so that its batch-end time includes the variant's hooks.
+    timer = StepTimer(device)
+    trainer = pl.Trainer(
+        accelerator=device,
+        devices=1,
+        max_steps=steps,
+        max_epochs=-1,
+        logger=False,
+        callbacks=[*VARIANTS[variant](), timer],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model, loader)
+    return timer.times
+
+
+@dataclass(frozen=True)
+class Result:
+    """Step times of one variant over its runs, in seconds."""
+
+    run_medians: list[float]
+    run_means: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.run_medians)
+
+    @property
+    def mean(self) -> float:
+        return statistics.median(self.run_means)
+
+
+def benchmark(
+    variants: list[str], steps: int, repeats: int, warmup: int, device: str
+) -> dict[str, Result]:
+    """Run every variant ``repeats`` times, interleaved; the per-run medians and means."""
+    size = SIZES[device]
+    medians: dict[str, list[float]] = {v: [] for v in variants}
+    means: dict[str, list[float]] = {v: [] for v in variants}
+    for repeat in range(repeats):
+        shift = repeat % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+            times = run_once(variant, size, steps, device)[warmup:]
+            medians[variant].append(statistics.median(times))
+            means[variant].append(statistics.fmean(times))
+    return {v: Result(medians[v], means[v]) for v in variants}
+
+
+def markdown(results: dict[str, Result], baseline: str = "none") -> str:
+    """A Markdown table of step times and overheads against ``baseline``.
+
+    The median step is the median of the runs' median step times (their range in brackets);
+    the mean step, the median of the runs' mean step times, includes the check steps.
+    """
+    lines = [
+        "| variant | median step (ms) [run range] | overhead | mean step (ms) | mean overhead |",
+        "|---|---|---|---|---|",
+    ]
+    base = results.get(baseline)
+    for variant, result in results.items():
+        over = "" if base is None else f"{100 * (result.median / base.median - 1):+.1f}%"
+        mean_over = "" if base is None else f"{100 * (result.mean / base.mean - 1):+.1f}%"
+        low, high = 1000 * min(result.run_medians), 1000 * max(result.run_medians)
+        lines.append(
+            f"| {variant} | {1000 * result.median:.2f} [{low:.2f}-{high:.2f}] | {over} "
+            f"| {1000 * result.mean:.2f} | {mean_over} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: spinning thread pools make step times erratic "
+        "on a shared CPU); 0 keeps torch's default",
+    )
+    args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.warmup >= args.steps:
+        parser.error("--warmup must be below --steps")
+    size = SIZES[args.device]
+    params = sum(p.numel() for p in SmallTransformer(size).parameters())
+    results = benchmark(args.variants, args.steps, args.repeats, args.warmup, args.device)
+    print(
+        f"{args.device}: {params / 1e6:.1f}M parameters, {size}, {args.steps} steps "
+        f"({args.warmup} warm-up) x {args.repeats} repeats, {torch.get_num_threads()} "
+        f"threads, torch {torch.__version__}\n"
+    )
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
