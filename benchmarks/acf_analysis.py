@@ -104,8 +104,10 @@ def main() -> None:
     device = torch.device(args.device)
     generator = torch.Generator().manual_seed(0)
     noise = torch.randn(NUM_STEPS, NUM_ELEMENTS, generator=generator)
-    params = noise.cumsum(0).to(device)  # random walks: correlated, like parameters
-    grads = noise.to(device)  # white noise, like gradients
+    # Laid out as SampledParameterHistory.history returns it: [T, K] views of contiguous
+    # [K, T] tensors (time last), which summarize reads about twice as fast as [T, K].
+    params = noise.cumsum(0).T.contiguous().T.to(device)  # random walks, like parameters
+    grads = noise.T.contiguous().T.to(device)  # white noise, like gradients
     group_index = torch.arange(NUM_ELEMENTS).mul(NUM_GROUPS).div(NUM_ELEMENTS).long().to(device)
     group_names = [f"group{index}" for index in range(NUM_GROUPS)]
 

@@ -7,6 +7,7 @@ Example:
 """
 
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
+from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
 from learnscope.lightning_glue.training_helper import TrainingHelper
 
-__all__ = ["EmbeddingProjector", "TrainingHelper"]
+__all__ = ["EmbeddingProjector", "ModelAutocorrelation", "TrainingHelper"]

@@ -73,10 +73,12 @@ def make_model(lr: float = 3e-3) -> Any:
 
 def callbacks() -> list[Any]:
     """The learnscope callbacks the demo attaches."""
-    from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
+    from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 
     return [
         TrainingHelper(check_every_n_steps=20),
+        # 20 steps an epoch: analyse every 20 steps once 50+ steps are recorded (lags up to 20).
+        ModelAutocorrelation(analyze_every_n_steps=20, lags=(1, 2, 5, 10, 20), buffer_size=128),
         EmbeddingProjector(
             "encoder",
             metadata_fn=lambda batch: {"label": batch[1]},

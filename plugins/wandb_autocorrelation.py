@@ -1,0 +1,94 @@
+"""How wandb shows an autocorrelation analysis: a line-series chart per kind, and scalars.
+
+One ``run.log`` call per analysis holds the scalars ``autocorrelation/{kind}/{group}/...``
+(see ``AutocorrelationSummary.to_scalars``), a ``wandb.plot.line_series`` custom chart
+``autocorrelation/{kind}/acf`` of the mean ACF against lag with one line per group, and the
+trainer step under ``trainer/global_step``, the x axis Lightning's ``WandbLogger`` uses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from learnscope.records import AutocorrelationSummary
+
+PREFIX = "autocorrelation"
+_KIND_WORDS = {"params": "parameters", "grads": "gradients"}
+
+
+def acf_series(
+    summary: AutocorrelationSummary, kind: str
+) -> tuple[list[list[int]], list[list[float]], list[str]]:
+    """The lines of one kind's chart: per group the lags, the mean ACF there, and the group.
+
+    Non-finite points are left out (a group whose elements all stayed constant has no
+    line), and every line's lags and values have the same length, because
+    ``wandb.plot.line_series`` silently truncates the longer of the two.
+
+    Args:
+        summary: The analysis.
+        kind: ``"params"`` or ``"grads"``.
+
+    Returns:
+        ``(xs, ys, keys)`` for ``wandb.plot.line_series``.
+
+    Example:
+        >>> import numpy as np
+        >>> from learnscope.records import GroupAutocorrelation
+        >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6, -0.4, None)
+        >>> acf_series(AutocorrelationSummary(3, (1,), (g,)), "grads")
+        ([[0, 1]], [[1.0, -0.5]], ['head'])
+    """
+    xs: list[list[int]] = []
+    ys: list[list[float]] = []
+    keys: list[str] = []
+    for group in summary.groups:
+        if group.kind != kind:
+            continue
+        points = [(lag, float(v)) for lag, v in enumerate(group.mean_acf) if math.isfinite(v)]
+        if not points:
+            continue
+        xs.append([lag for lag, _ in points])
+        ys.append([value for _, value in points])
+        keys.append(group.group)
+    return xs, ys, keys
+
+
+def autocorrelation_log(
+    wandb: Any, summary: AutocorrelationSummary, step_key: str
+) -> dict[str, Any]:
+    """The dict to ``run.log`` for one analysis: scalars, charts and the trainer step.
+
+    Args:
+        wandb: The ``wandb`` module.
+        summary: The analysis.
+        step_key: The key of the trainer step, ``"trainer/global_step"``.
+
+    Returns:
+        Key to value, every key but ``step_key`` starting with ``autocorrelation/``.
+
+    Example:
+        >>> import numpy as np, wandb
+        >>> from learnscope.records import GroupAutocorrelation
+        >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6, -0.4, None)
+        >>> logged = autocorrelation_log(wandb, AutocorrelationSummary(3, (1,), (g,)), "step")
+        >>> sorted(logged)[:2], logged["step"]
+        (['autocorrelation/grads/acf', 'autocorrelation/grads/head/lag_1'], 3)
+    """
+    logged: dict[str, Any] = dict(summary.to_scalars(PREFIX))
+    for kind in dict.fromkeys(g.kind for g in summary.groups):
+        xs, ys, keys = acf_series(summary, kind)
+        if not keys:
+            continue
+        if any(len(x) != len(y) for x, y in zip(xs, ys, strict=True)):
+            raise ValueError(f"{kind}: line lengths differ; line_series would truncate them")
+        logged[f"{PREFIX}/{kind}/acf"] = wandb.plot.line_series(
+            xs,
+            ys,
+            keys=keys,
+            title=f"mean ACF of {_KIND_WORDS.get(kind, kind)} (step {summary.step})",
+            xname="lag",
+        )
+    logged[step_key] = summary.step
+    return logged

@@ -1,0 +1,164 @@
+"""Autocorrelation summaries in TensorBoard and wandb, read back as the dashboards read them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from readers import wandb_artifact_tables, wandb_history, wandb_records, wandb_run_dir
+
+from learnscope.acf_chart import acf_chart
+from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard_layout import multiline
+from learnscope.plugins.wandb import WandbWriter
+from learnscope.records import AutocorrelationSummary, GroupAutocorrelation
+
+LAGS = (1, 2, 5)
+
+
+def summary(step: int) -> AutocorrelationSummary:
+    """Parameters of two groups, gradients of the same, and a group of constant gradients."""
+    lag = np.arange(11)
+    groups = (
+        GroupAutocorrelation("encoder", "params", 0.9**lag, 0.9, 0.85, 0.95, 10.0),
+        GroupAutocorrelation("head", "params", 0.5**lag, 0.5, 0.4, 0.6, None),
+        GroupAutocorrelation("encoder", "grads", (-0.4) ** lag, -0.4, -0.5, -0.3, None),
+        GroupAutocorrelation("head", "grads", (-0.1) ** lag, -0.1, -0.2, 0.0, None),
+        GroupAutocorrelation("frozen.norm", "grads", np.full(11, np.nan), *[np.nan] * 3, None),
+    )
+    return AutocorrelationSummary(step, LAGS, groups)
+
+
+class CustomScalarsReader:
+    """The real ``custom_scalars`` plugin over a multiplexer-backed data provider."""
+
+    def __init__(self, logdir: Path) -> None:
+        from tensorboard.backend.event_processing import data_provider
+        from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+        from tensorboard.plugins import base_plugin
+        from tensorboard.plugins.custom_scalar.custom_scalars_plugin import CustomScalarsPlugin
+        from werkzeug.test import Client
+
+        mux = pem.EventMultiplexer()
+        mux.AddRunsFromDirectory(str(logdir))
+        mux.Reload()
+        provider = data_provider.MultiplexerDataProvider(mux, str(logdir))
+        context = base_plugin.TBContext(logdir=str(logdir), data_provider=provider, multiplexer=mux)
+        self._app = CustomScalarsPlugin(context).get_plugin_apps()["/layout"]
+        self._client = Client
+
+    def layout(self) -> dict[str, Any]:
+        response = self._client(self._app).get("/layout")
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return json.loads(response.get_data())
+
+
+def chart_tag_patterns(layout: dict[str, Any]) -> dict[str, list[str]]:
+    """``category: title`` to the chart's tag patterns (multiline regexes or margin tags)."""
+    charts = {}
+    for category in layout["category"]:
+        for chart in category["chart"]:
+            if "multiline" in chart:
+                charts[f"{category['title']}: {chart['title']}"] = list(chart["multiline"]["tag"])
+            else:
+                series = chart["margin"]["series"]
+                charts[f"{category['title']}: {chart['title']}"] = [
+                    re.escape(s[part]) + "$" for s in series for part in ("value", "lower", "upper")
+                ]
+    return charts
+
+
+def read_events(run_dir: Path) -> Any:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "images": 0})
+    events.Reload()
+    return events
+
+
+def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
+    writer = TensorBoardWriter(tmp_path)
+    writer.write_autocorrelation(summary(9))
+    writer.write_autocorrelation(summary(19))
+    writer.add_charts({"losses": {"train": multiline(["train_loss"])}})  # another chart, later
+    writer.write_scalars({"train_loss": 0.5}, step=19)
+    writer.close()
+
+    events = read_events(tmp_path)
+    tags = set(events.Tags()["scalars"])
+    assert summary(9).to_scalars().keys() <= tags
+    assert "autocorrelation/params/encoder/tau" in tags
+    assert not any("frozen.norm" in tag for tag in tags)  # constant: nothing made up
+    lag_1 = events.Scalars("autocorrelation/grads/encoder/lag_1")
+    assert [(e.step, round(e.value, 6)) for e in lag_1] == [(9, -0.4), (19, -0.4)]
+
+    layout = CustomScalarsReader(tmp_path).layout()
+    categories = {c["title"] for c in layout["category"]}
+    assert categories == {"autocorrelation/params", "autocorrelation/grads", "losses"}
+    charts = chart_tag_patterns(layout)
+    assert len(charts) == 2 * 2 + 1 + 2 * 2 + 1  # lags and band per group, tau per kind, loss
+    assert "autocorrelation/grads: head: lag-1 median and quartiles" in charts
+    assert "autocorrelation/params: integrated autocorrelation time (steps)" in charts
+    assert not any("frozen.norm" in title for title in charts)
+    for title, patterns in charts.items():
+        for pattern in patterns:
+            assert any(re.match(pattern, tag) for tag in tags), (title, pattern)
+    lags_chart = charts["autocorrelation/params: encoder: ACF at lags 1, 2, 5"]
+    assert len(lags_chart) == len(LAGS)  # one pattern per lag
+    assert [t for t in tags if re.match(lags_chart[0], t)] == [
+        "autocorrelation/params/encoder/lag_1"
+    ]
+
+    images = {tag: events.Images(tag) for tag in events.Tags()["images"]}
+    assert set(images) == {"autocorrelation/params/acf", "autocorrelation/grads/acf"}
+    assert [image.step for image in images["autocorrelation/grads/acf"]] == [9, 19]
+    first = images["autocorrelation/params/acf"][0]
+    assert first.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (first.width, first.height) == (670, 298)
+
+
+def test_acf_chart_draws_one_colour_per_group() -> None:
+    groups = summary(0).groups[:2]
+    pixels = acf_chart(groups, "params")
+    plot = pixels[28:268, 40:440].reshape(-1, 3)
+    colours = {tuple(c) for c in plot.tolist()}
+    assert (31, 119, 180) in colours and (255, 127, 14) in colours  # palette of two groups
+
+
+def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
+    import wandb
+
+    run = wandb.init(project="t", dir=str(wandb_dir))
+    WandbWriter(run).write_autocorrelation(summary(9))
+    WandbWriter(run).write_autocorrelation(summary(19))
+    run.finish()
+
+    run_dir = wandb_run_dir(wandb_dir)
+    history = wandb_history(run_dir)
+    assert [row["trainer/global_step"] for row in history] == [9, 19]
+    for row in history:
+        keys = {k for k in row if not k.startswith("_")} - {"trainer/global_step"}
+        assert all(key.startswith("autocorrelation/") for key in keys)
+        assert summary(9).to_scalars().items() <= row.items()
+    charts = [
+        json.loads(item.value_json)
+        for record in wandb_records(run_dir)
+        if record.WhichOneof("record_type") == "config"
+        for item in record.config.update
+        if list(item.nested_key)[:2] == ["_wandb", "visualize"]
+    ]
+    assert {c["panel_config"]["panelDefId"] for c in charts} == {"wandb/lineseries/v0"}
+    tables = wandb_artifact_tables(run_dir, "autocorrelation/grads/acf_table")
+    assert len(tables) == 2
+    table = tables[-1]
+    assert table["columns"] == ["step", "lineKey", "lineVal"]
+    by_group: dict[str, list[tuple[int, float]]] = {}
+    for lag, group, value in table["data"]:
+        by_group.setdefault(group, []).append((lag, value))
+    assert set(by_group) == {"encoder", "head"}  # the constant group has no line
+    assert [lag for lag, _ in by_group["encoder"]] == list(range(11))
+    assert [v for _, v in by_group["encoder"]] == pytest.approx((-0.4) ** np.arange(11))
