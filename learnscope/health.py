@@ -61,6 +61,7 @@ __all__ = [
     "health_scalars",
     "owner_module",
     "unused_parameter_findings",
+    "unused_parameter_names",
     "weight_rms",
 ]
 
@@ -243,6 +244,20 @@ def _subject(module: str) -> str:
     return module or "root"
 
 
+def unused_parameter_names(named_parameters: Iterable[tuple[str, Tensor]]) -> list[str]:
+    """Names of the parameters that require a gradient but have none (after a backward).
+
+    Example:
+        >>> import torch
+        >>> layers = {"used": torch.nn.Linear(2, 1), "spare": torch.nn.Linear(2, 1)}
+        >>> model = torch.nn.ModuleDict(layers)
+        >>> model["used"](torch.ones(1, 2)).sum().backward()
+        >>> unused_parameter_names(model.named_parameters())
+        ['spare.weight', 'spare.bias']
+    """
+    return [name for name, p in named_parameters if p.requires_grad and p.grad is None]
+
+
 def unused_parameter_findings(
     named_parameters: Iterable[tuple[str, Tensor]], step: int
 ) -> list[Finding]:
@@ -265,7 +280,7 @@ def unused_parameter_findings(
         >>> [(f.code, f.subject) for f in unused_parameter_findings(model.named_parameters(), 0)]
         [('unused-parameter', 'spare')]
     """
-    unused = [name for name, p in named_parameters if p.requires_grad and p.grad is None]
+    unused = unused_parameter_names(named_parameters)
     return [
         Finding(
             "unused-parameter",
@@ -277,6 +292,61 @@ def unused_parameter_findings(
         )
         for module, names in _by_owner(unused).items()
     ]
+
+
+_DDP_UNUSED_ERRORS = (
+    "Expected to have finished reduction in the prior iteration",  # torch's DDP reducer
+    "parameters that were not used in producing the loss",  # Lightning's rewording of it
+)
+
+
+def ddp_unused_parameter_advice(exception: BaseException, names: Sequence[str]) -> str | None:
+    """What to do about DDP's error for parameters that got no gradient, naming them.
+
+    DDP's error ("Expected to have finished reduction in the prior iteration ...") does not say
+    which parameters; ``names`` (from :func:`unused_parameter_names` after the first backward)
+    does.
+
+    Args:
+        exception: The exception that stopped training; its causes are looked at too.
+        names: The parameters found without a gradient, if any.
+
+    Returns:
+        The message, or ``None`` when ``exception`` is not that DDP error.
+
+    Example:
+        >>> error = RuntimeError("Expected to have finished reduction in the prior iteration ...")
+        >>> print(ddp_unused_parameter_advice(error, ["spare.weight"]))  # doctest: +ELLIPSIS
+        DDP stopped because parameters got no gradient: spare.weight (...). Either remove them ...
+        >>> ddp_unused_parameter_advice(ValueError("other"), ["spare.weight"]) is None
+        True
+    """
+    seen: set[int] = set()
+    error: BaseException | None = exception
+    while error is not None and id(error) not in seen:
+        if any(text in str(error) for text in _DDP_UNUSED_ERRORS):
+            break
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    else:
+        return None
+    if names:
+        which = (
+            f"parameters got no gradient: {_name_list(list(names))} (found without a gradient "
+            "after the first backward)"
+        )
+    else:
+        which = (
+            "some parameters got no gradient; all had one after the first backward, so they "
+            "are skipped on some steps only (a branch taken now and then); set "
+            "TORCH_DISTRIBUTED_DEBUG=INFO to have torch name them"
+        )
+    return (
+        f"DDP stopped because {which}. Either remove them (or freeze them with "
+        "requires_grad_(False), or make them take part in the loss), or let DDP look for unused "
+        "parameters on every step, which costs some speed: "
+        'Trainer(strategy="ddp_find_unused_parameters_true")'
+    )
 
 
 def gradient_findings(

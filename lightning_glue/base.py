@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from learnscope.plugins import Writers, shows, writers_for
@@ -52,14 +52,21 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
         self._writers: Writers | None = None
         self.switched_off: set[str] = set()
 
-    def writers(self, trainer: Any, shows_method: str | None = None) -> Writers:
+    def writers(
+        self,
+        trainer: Any,
+        shows_method: str | Sequence[str] | None = None,
+        *,
+        warn_without_logger: bool = True,
+    ) -> Writers:
         """The writers for ``trainer.loggers``, made once; none on ranks other than zero.
 
         Args:
             trainer: The Lightning trainer.
             shows_method: When given, warn once for each logger whose writer cannot show
-                records of this :class:`~learnscope.plugins.Writer` method, and once when there
-                is no logger at all.
+                records of this :class:`~learnscope.plugins.Writer` method (or of any of these
+                methods, named in one warning), and once when there is no logger at all.
+            warn_without_logger: Whether to warn when there is no logger at all.
 
         Returns:
             The writers, failure-isolated.
@@ -67,24 +74,29 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
         if self._writers is None:
             self._writers = Writers(writers_for(trainer.loggers) if trainer.is_global_zero else [])
             if trainer.is_global_zero and shows_method is not None:
-                self._warn_unshown(shows_method)
+                methods = (shows_method,) if isinstance(shows_method, str) else shows_method
+                self._warn_unshown(tuple(methods), warn_without_logger)
         return self._writers
 
-    def _warn_unshown(self, method: str) -> None:
+    def _warn_unshown(self, methods: tuple[str, ...], warn_without_logger: bool) -> None:
         assert self._writers is not None
-        what = method.removeprefix("write_").replace("_", " ")
-        if not self._writers.active:
+
+        def kinds(names: Sequence[str]) -> str:
+            return " or ".join(m.removeprefix("write_").replace("_", " ") for m in names)
+
+        if not self._writers.active and warn_without_logger:
             log.warning(
                 "learnscope: %s has no logger to show %s; add a TensorBoardLogger or WandbLogger",
                 type(self).__name__,
-                what,
+                kinds(methods),
             )
         for writer in self._writers.active:
-            if not shows(writer, method):
+            unshown = [m for m in methods if not shows(writer, m)]
+            if unshown:
                 log.warning(
                     "learnscope: %s cannot show %s records; they are not written there",
                     writer.describe(),
-                    what,
+                    kinds(unshown),
                 )
 
     def is_on(self, part: str) -> bool:

@@ -85,7 +85,7 @@ def callbacks() -> list[Any]:
             images_fn=lambda batch: batch[0],
             ids_fn="dataset_index",  # the same 540 digits in every snapshot, with an id column
             aligned_pca=True,  # pca_x/y/z columns and a scatter image per epoch (Images tab)
-        )
+        ),
     ]
 
 

@@ -334,16 +334,20 @@ class EmbeddingProjector(LearnscopeCallback):
         writers.flush()
 
     def _gathered(self, trainer: Any, rows: EmbeddingRows | None) -> EmbeddingRows | None:
-        """All ranks' rows on rank zero (``None`` elsewhere), through one ``all_gather_object``."""
+        """All ranks' rows on rank zero (``None`` elsewhere), through one ``gather_object``.
+
+        Every rank sends at most ``max_points`` rows; only rank zero receives them (an
+        all-gather would hold every rank's rows on every rank).
+        """
         import torch.distributed as dist
 
         payload = None
         if rows is not None and self.is_on(_PART):
             with self.guard(_PART):
                 payload = rows.payload()
-        payloads: list[Any] = [None] * trainer.world_size
-        dist.all_gather_object(payloads, payload)
-        if not trainer.is_global_zero:
+        payloads: list[Any] | None = [None] * trainer.world_size if trainer.is_global_zero else None
+        dist.gather_object(payload, payloads, dst=0)
+        if payloads is None:
             return None
         step, stage = next(((p["step"], p["stage"]) for p in payloads if p), (None, None))
         if step is None:

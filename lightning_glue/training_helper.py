@@ -14,13 +14,16 @@ from learnscope.health import (
     FindingLog,
     NonFiniteOutputTracer,
     collapse_findings,
+    ddp_unused_parameter_advice,
     gradient_findings,
     gradient_statistics,
     head_findings,
     health_scalars,
     unused_parameter_findings,
+    unused_parameter_names,
 )
 from learnscope.lightning_glue.base import LearnscopeCallback
+from learnscope.plugins import Writers
 from learnscope.records import Finding, Histogram
 
 log = logging.getLogger("learnscope")
@@ -38,7 +41,10 @@ class TrainingHelper(LearnscopeCallback):
     What it checks:
 
     * **Unused parameters**: after the first backward, parameters that require a gradient and got
-      none, one finding per module, reported once per run.
+      none, one finding per module, reported once per run. Under DDP (without
+      ``find_unused_parameters``) the second step then fails with "Expected to have finished
+      reduction in the prior iteration", which names no parameter: TrainingHelper logs their
+      names and the two ways out (remove them, or ``strategy="ddp_find_unused_parameters_true"``).
     * **Gradients**, on check steps (every ``check_every_n_steps`` global steps), in
       ``on_before_optimizer_step``: non-finite, zero and tiny gradients, named (tiny means under
       ``small_grad_threshold`` times the median gradient per element over the parameters; see
@@ -161,6 +167,7 @@ class TrainingHelper(LearnscopeCallback):
         self._tracer: NonFiniteOutputTracer | None = None
         self._trace_next_step = False
         self._unused_checked = False
+        self._unused_names: list[str] = []  # parameters without a gradient after the first backward
         self._check = False  # this batch belongs to a check step
         self._checked_step = -1  # the last step whose gradients were checked
         self._batch_step = 0  # trainer.global_step when the batch started
@@ -242,12 +249,19 @@ class TrainingHelper(LearnscopeCallback):
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Detach the hooks and flush the writers."""
         self._detach()
-        self.writers(trainer).flush()
+        self._dashboards(trainer).flush()
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        """Detach the hooks, which Lightning's ``teardown`` does not do after an exception."""
+        """Detach the hooks; name the unused parameters when DDP stopped because of them.
+
+        Lightning's ``teardown`` does not detach the hooks after an exception.
+        """
         self._detach()
+        if trainer.is_global_zero:
+            advice = ddp_unused_parameter_advice(exception, self._unused_names)
+            if advice is not None:
+                log.error("learnscope: %s", advice)
 
     def _detach(self) -> None:
         if self._hook is not None:
@@ -319,7 +333,9 @@ class TrainingHelper(LearnscopeCallback):
         if not self._unused_checked and trainer.is_global_zero:
             self._unused_checked = True
             with self.guard(_GRADIENTS):
-                self._report(unused_parameter_findings(pl_module.named_parameters(), step))
+                parameters = list(pl_module.named_parameters())
+                self._unused_names = unused_parameter_names(parameters)
+                self._report(unused_parameter_findings(parameters, step))
         if not self._check or step == self._checked_step or not self.is_on(_GRADIENTS):
             return
         self._checked_step = step
@@ -349,7 +365,7 @@ class TrainingHelper(LearnscopeCallback):
             findings += head
             scalars.update(ratios)
         self._report(findings)
-        writers = self.writers(trainer)
+        writers = self._dashboards(trainer)
         writers.write_scalars(scalars, step)
         if self.histograms:
             graded = stats.grad_norms[stats.has_grad]
@@ -383,7 +399,12 @@ class TrainingHelper(LearnscopeCallback):
                 self._judge_collapse(trainer, buffer, step)
         if self._new_findings:
             self._new_findings = False
-            self.writers(trainer).write_findings(self.findings, step)
+            self._dashboards(trainer).write_findings(self.findings, step)
+
+    @override
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        """Write the findings table once more, so a healthy run says so in the dashboards."""
+        self._dashboards(trainer).write_findings(self.findings, trainer.global_step)
 
     def _finish_trace(self) -> None:
         """Remove the tracing hooks (after the forward, before the optimizer changes anything)."""
@@ -410,9 +431,17 @@ class TrainingHelper(LearnscopeCallback):
         module = self._encoder or ""
         self._report(collapse_findings(metrics, module, step, num_rows=num_rows, dim=dim))
         scalars = {f"health/collapse/{module}/{key}": value for key, value in metrics.items()}
-        self.writers(trainer).write_scalars(scalars, step)
+        self._dashboards(trainer).write_scalars(scalars, step)
 
     # -- findings --------------------------------------------------------------------------
+
+    def _dashboards(self, trainer: Any) -> Writers:
+        """The writers; a logger that cannot show histograms or the findings table is named once.
+
+        Without any logger nothing is said: the findings are on the ``learnscope`` logger.
+        """
+        shown = ("write_histogram", "write_findings") if self.histograms else ("write_findings",)
+        return self.writers(trainer, shown, warn_without_logger=False)
 
     def _report(self, findings: Sequence[Finding]) -> None:
         for finding in findings:
@@ -429,10 +458,15 @@ class TrainingHelper(LearnscopeCallback):
     @override
     def state_dict(self) -> dict[str, Any]:
         """The findings table and when each finding was last warned about."""
-        return {"findings": self._log.state_dict(), "unused_checked": self._unused_checked}
+        return {
+            "findings": self._log.state_dict(),
+            "unused_checked": self._unused_checked,
+            "unused_names": list(self._unused_names),
+        }
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the findings, so a resumed run does not warn again too soon."""
         self._log.load_state_dict(state_dict.get("findings", {}))
         self._unused_checked = bool(state_dict.get("unused_checked", False))
+        self._unused_names = list(state_dict.get("unused_names", []))

@@ -1,0 +1,177 @@
+"""Proof in the real viewers: ``learnscope demo`` read back by a TensorBoard server, a browser
+and from the offline wandb run.
+
+Set ``LEARNSCOPE_SCREENSHOTS=docs`` to save the browser's screenshots for the README:
+``LEARNSCOPE_SCREENSHOTS=docs python -m pytest tests/test_real_viewers.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from browser import chromium, unavailable_reason, wait_for_text
+from readers import parse_metadata, png_size, wandb_artifact_tables, wandb_history, wandb_run_dir
+from tb_server import TensorBoardServer, tensorboard
+
+from learnscope.plugins import projector_files
+
+RUN = "demo/version_0"
+EPOCHS = 3
+
+
+@pytest.fixture(scope="module")
+def demo_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run of ``learnscope demo --wandb`` shared by the tests of this file."""
+    logdir = tmp_path_factory.mktemp("viewers") / "runs"
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    result = subprocess.run(
+        [sys.executable, "-m", "learnscope.lightning_glue.cli", "demo", "--logdir", str(logdir)]
+        + ["--epochs", str(EPOCHS), "--wandb"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "wandb sync" in result.stdout
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def server(demo_logdir: Path) -> Any:
+    with tensorboard(demo_logdir) as tb:
+        tb.wait_for("/data/plugin/projector/runs", lambda runs: RUN in runs)
+        yield tb
+
+
+def run_tags(tb: TensorBoardServer, plugin: str) -> Any:
+    return tb.json(f"/data/plugin/{plugin}/tags")[RUN]
+
+
+def test_projector_serves_every_snapshot_as_written(
+    server: TensorBoardServer, demo_logdir: Path
+) -> None:
+    run_dir = demo_logdir / RUN
+    config = projector_files.read_config(run_dir)
+    assert len(config.embeddings) == EPOCHS
+    info = server.json("/data/plugin/projector/info", run=RUN)
+    assert [e["tensorName"] for e in info["embeddings"]] == [
+        e.tensor_name for e in config.embeddings
+    ]
+    for entry in config.embeddings:
+        name = entry.tensor_name
+        served = server.get("/data/plugin/projector/tensor", run=RUN, name=name)
+        assert served == (run_dir / entry.tensor_path).read_bytes()  # raw float32, as written
+        n, dim = entry.tensor_shape
+        assert np.frombuffer(served, np.float32).shape == (n * dim,)
+        header, rows = parse_metadata(
+            server.get("/data/plugin/projector/metadata", run=RUN, name=name).decode()
+        )
+        assert header is not None and header[0] == "label" and len(rows) == n
+        sprite = server.get("/data/plugin/projector/sprite_image", run=RUN, name=name)
+        assert png_size(sprite) == (24 * 8, 24 * 8)
+
+
+def test_custom_scalars_layout_lists_every_chart_and_tags_resolve(
+    server: TensorBoardServer,
+) -> None:
+    layout = server.json("/data/plugin/custom_scalars/layout")
+    scalar_tags = set(run_tags(server, "scalars"))
+    titles = {c["title"]: [ch["title"] for ch in c["chart"]] for c in layout["category"]}
+    assert {"autocorrelation/params", "autocorrelation/grads"} <= set(titles)
+    for category in layout["category"]:
+        for chart in category["chart"]:
+            if "multiline" in chart:
+                for pattern in chart["multiline"]["tag"]:
+                    assert any(re.match(pattern, tag) for tag in scalar_tags), pattern
+            else:
+                for series in chart["margin"]["series"]:
+                    assert {series["value"], series["lower"], series["upper"]} <= scalar_tags
+    # each multiline chart's series has points
+    tag = next(t for t in scalar_tags if t.startswith("autocorrelation/params/") and "lag_1" in t)
+    points = server.json("/data/plugin/scalars/scalars", run=RUN, tag=tag)
+    assert len(points) >= 1
+
+
+def test_histograms_images_and_findings_are_served(server: TensorBoardServer) -> None:
+    histograms = run_tags(server, "histograms")
+    assert "health/grad_norm" in histograms
+    assert server.json("/data/plugin/histograms/histograms", run=RUN, tag="health/grad_norm")
+
+    images = run_tags(server, "images")
+    assert "embeddings/encoder/validate/pca" in images
+    assert any(tag.startswith("autocorrelation/") for tag in images)
+    for tag in (
+        "embeddings/encoder/validate/pca",
+        next(t for t in images if t.startswith("autocorrelation/")),
+    ):
+        samples = server.json("/data/plugin/images/images", run=RUN, tag=tag, sample=0)
+        assert samples
+        png = server.get(f"/data/plugin/images/individualImage?{samples[-1]['query']}")
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+    tag = "learnscope/findings/text_summary"  # SummaryWriter.add_text appends /text_summary
+    assert tag in run_tags(server, "text")
+    text = server.json("/data/plugin/text/text", run=RUN, tag=tag)
+    assert "No findings" in text[-1]["text"]
+
+
+def test_wandb_run_holds_tables_charts_histograms_and_findings(demo_logdir: Path) -> None:
+    run_dir = wandb_run_dir(demo_logdir)
+    history = wandb_history(run_dir)
+    tables = wandb_artifact_tables(run_dir, "embeddings/encoder/validate")
+    assert len(tables) == EPOCHS
+    for table in tables:
+        assert table["columns"][:3] == ["embedding", "step", "stage"]
+        assert {"label", "id", "pca_x", "pca_y", "image"} <= set(table["columns"])
+        assert len(table["data"]) == 540 and len(table["data"][0][0]) == 32
+    chart_keys = [
+        k
+        for row in history
+        for k in row
+        if k.startswith("autocorrelation/") and k.endswith("_table")
+    ]
+    assert chart_keys, "no autocorrelation chart table logged"
+    acf = wandb_artifact_tables(run_dir, chart_keys[0])[-1]
+    assert sorted(acf["columns"]) == ["lineKey", "lineVal", "step"]
+    value = acf["columns"].index("lineVal")
+    assert acf["data"] and all(-1.0 <= row[value] <= 1.0 for row in acf["data"])
+    grad_norms = [row["health/grad_norm"] for row in history if "health/grad_norm" in row]
+    assert grad_norms and grad_norms[0]["_type"] == "histogram"
+    findings = wandb_artifact_tables(run_dir, "learnscope/findings")
+    assert findings and findings[-1]["columns"] == [
+        "step",
+        "severity",
+        "code",
+        "subject",
+        "message",
+    ]
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_browser_shows_projector_and_custom_scalars(server: TensorBoardServer) -> None:
+    shots = os.environ.get("LEARNSCOPE_SCREENSHOTS")
+    with chromium(width=1200, height=780) as driver:
+        driver.get(f"{server.base}/#projector")
+        text = wait_for_text(driver, lambda t: "Points: 540" in t and "Dimension: 32" in t)
+        assert "encoder/validate/step_" in text
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "projector.png"))
+
+        driver.get(f"{server.base}/#custom_scalars")
+        text = wait_for_text(driver, lambda t: "lag-1 median and quartiles" in t)
+        assert "autocorrelation/params" in text and "ACF at lags" in text
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "custom_scalars.png"))
+
+        driver.get(f"{server.base}/#images")
+        wait_for_text(driver, lambda t: "embeddings/encoder/validate/pca" in t)
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "images.png"))
