@@ -142,27 +142,60 @@ class StepTimer(Callback):
         self.times.append(time.perf_counter() - self._start)
 
 
-def run_once(variant: str, size: ModelSize, steps: int, device: str) -> list[float]:
-    """One fit of ``steps`` steps with the variant's callbacks; the step times in seconds."""
+class HookClock:
+    """Total wall time spent inside the callbacks' hooks (Lightning hooks and forward hooks).
+
+    On the CPU everything a hook does is synchronous, so this is the callbacks' own cost,
+    measured inside one run and free of the run-to-run drift of a shared machine. On CUDA it
+    misses queued kernels: use the step times there.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def wrap(self, callback: Any) -> Any:
+        for name in dir(type(callback)):
+            if name.startswith(("on_", "_on_")) and callable(getattr(callback, name)):
+                setattr(callback, name, self._timed(getattr(callback, name)))
+        return callback
+
+    def _timed(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return timed
+
+
+def run_once(variant: str, size: ModelSize, steps: int, device: str) -> tuple[list[float], float]:
+    """One fit of ``steps`` steps with the variant's callbacks.
+
+    Returns:
+        The step times, and the total time inside the variant's hooks, in seconds.
+    """
     torch.manual_seed(0)
     model = SmallTransformer(size)
     tokens = torch.randint(0, size.vocab, (steps * size.batch, size.seq + 1))
     loader = DataLoader(TensorDataset(tokens), batch_size=size.batch, shuffle=False)
     # The timer comes last, so that its batch-end time includes the variant's hooks.
     timer = StepTimer(device)
+    clock = HookClock()
     trainer = pl.Trainer(
         accelerator=device,
         devices=1,
         max_steps=steps,
         max_epochs=-1,
         logger=False,
-        callbacks=[*VARIANTS[variant](), timer],
+        callbacks=[*[clock.wrap(c) for c in VARIANTS[variant]()], timer],
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
     )
     trainer.fit(model, loader)
-    return timer.times
+    return timer.times, clock.seconds
 
 
 @dataclass(frozen=True)
@@ -171,6 +204,7 @@ class Result:
 
     run_medians: list[float]
     run_means: list[float]
+    hook_seconds_per_step: list[float]
 
     @property
     def median(self) -> float:
@@ -180,6 +214,10 @@ class Result:
     def mean(self) -> float:
         return statistics.median(self.run_means)
 
+    @property
+    def hooks(self) -> float:
+        return statistics.median(self.hook_seconds_per_step)
+
 
 def benchmark(
     variants: list[str], steps: int, repeats: int, warmup: int, device: str
@@ -188,33 +226,38 @@ def benchmark(
     size = SIZES[device]
     medians: dict[str, list[float]] = {v: [] for v in variants}
     means: dict[str, list[float]] = {v: [] for v in variants}
+    hooks: dict[str, list[float]] = {v: [] for v in variants}
     for repeat in range(repeats):
         shift = repeat % len(variants)
         for variant in variants[shift:] + variants[:shift]:
-            times = run_once(variant, size, steps, device)[warmup:]
-            medians[variant].append(statistics.median(times))
-            means[variant].append(statistics.fmean(times))
-    return {v: Result(medians[v], means[v]) for v in variants}
+            times, hook_seconds = run_once(variant, size, steps, device)
+            medians[variant].append(statistics.median(times[warmup:]))
+            means[variant].append(statistics.fmean(times[warmup:]))
+            hooks[variant].append(hook_seconds / len(times))
+    return {v: Result(medians[v], means[v], hooks[v]) for v in variants}
 
 
 def markdown(results: dict[str, Result], baseline: str = "none") -> str:
     """A Markdown table of step times and overheads against ``baseline``.
 
     The median step is the median of the runs' median step times (their range in brackets);
-    the mean step, the median of the runs' mean step times, includes the check steps.
+    the mean step, the median of the runs' mean step times, includes the check steps; the time
+    in hooks is the variant's own cost per step, averaged over all steps (check steps included).
     """
     lines = [
-        "| variant | median step (ms) [run range] | overhead | mean step (ms) | mean overhead |",
-        "|---|---|---|---|---|",
+        "| variant | median step (ms) [run range] | overhead | mean step (ms) | mean overhead "
+        "| time in hooks per step (ms) | hooks / median step of none |",
+        "|---|---|---|---|---|---|---|",
     ]
     base = results.get(baseline)
     for variant, result in results.items():
         over = "" if base is None else f"{100 * (result.median / base.median - 1):+.1f}%"
         mean_over = "" if base is None else f"{100 * (result.mean / base.mean - 1):+.1f}%"
         low, high = 1000 * min(result.run_medians), 1000 * max(result.run_medians)
+        hooks = "" if base is None else f"{100 * result.hooks / base.median:.2f}%"
         lines.append(
             f"| {variant} | {1000 * result.median:.2f} [{low:.2f}-{high:.2f}] | {over} "
-            f"| {1000 * result.mean:.2f} | {mean_over} |"
+            f"| {1000 * result.mean:.2f} | {mean_over} | {1000 * result.hooks:.3f} | {hooks} |"
         )
     return "\n".join(lines)
 
