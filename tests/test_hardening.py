@@ -25,7 +25,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from readers import ProjectorReader, parse_metadata, wandb_history, wandb_records
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, blobs, loaders, trainer
+from tiny_models import TinyClassifier, ZeroBranch, blobs, loaders, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -58,17 +58,6 @@ def all_callbacks(**projector: Any) -> list[Any]:
     if ModelAutocorrelation is not None:
         callbacks.append(ModelAutocorrelation(buffer_size=8, analyze_every_n_steps=4, lags=(1, 2)))
     return callbacks
-
-
-class ZeroBranch(TinyClassifier):
-    """A branch multiplied by zero: a zero-gradient finding on every check step after step 0."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.branch = nn.Linear(6, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.encoder(x) + 0 * self.branch(x))
 
 
 # -- resume ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from readers import wandb_artifact_tables, wandb_history, wandb_run_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, blobs, trainer
+from tiny_models import TinyClassifier, ZeroBranch, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -72,15 +72,6 @@ def test_unused_layer_is_reported_once_by_name(
     assert found(helper) == [("unused-parameter", "unused")]
     (message,) = warnings_of(learnscope_log)
     assert "unused-parameter unused: unused.weight, unused.bias got no gradient" in message
-
-
-class ZeroBranch(TinyClassifier):
-    def __init__(self) -> None:
-        super().__init__()
-        self.branch = nn.Linear(6, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.encoder(x) + 0 * self.branch(x))
 
 
 def test_branch_multiplied_by_zero_has_zero_gradient(tmp_path: Path) -> None:

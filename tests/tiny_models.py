@@ -55,6 +55,17 @@ class TinyClassifier(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
 
+class ZeroBranch(TinyClassifier):
+    """A branch multiplied by zero: its parameters always get a zero gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.branch = nn.Linear(6, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x) + 0 * self.branch(x))
+
+
 def trainer(tmp_path: Any, loggers: Any, callbacks: list[Any], **kwargs: Any) -> pl.Trainer:
     """A quiet CPU trainer."""
     options: dict[str, Any] = {
