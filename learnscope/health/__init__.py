@@ -1,0 +1,73 @@
+"""Training health: gradient statistics, the findings they lead to, and how often to warn.
+
+Everything here runs in a plain PyTorch loop; :class:`~learnscope.lightning_glue.
+training_helper.TrainingHelper` calls it from Lightning.
+
+* :func:`gradient_statistics` measures every trainable parameter in a few fused calls
+  (``torch._foreach_norm`` over the gradients and over the parameters) and brings the norms, and
+  the loss when given, to the host in one transfer. Only when a gradient norm is not finite does a
+  second transfer count the NaN and infinite values of the parameters concerned.
+* :func:`unused_parameter_findings`, :func:`gradient_findings`, :func:`head_findings` and
+  :func:`collapse_findings` turn measurements into :class:`~learnscope.records.Finding` records;
+  :func:`health_scalars` into per-group norms for the dashboards.
+* :class:`FindingLog` keeps one finding per (code, subject) for the findings table and says when
+  a finding is due a warning: at most once per ``warn_every_n_steps``, and unused parameters once.
+* :class:`NonFiniteOutputTracer` names the first module whose output is not finite, with forward
+  hooks armed for one step only (what ``torch.autograd.detect_anomaly`` does, without its cost on
+  healthy steps).
+* :class:`CoordinateRangeCheck` is an input check: it says when every coordinate lies in
+  ``[0, 1]``, the sign of fractional coordinates passed where Cartesian ones were meant.
+
+Tiny gradients are judged relative to the other parameters, not against an absolute number: a
+parameter whose gradient per element (root mean square) is below ``small_grad_threshold`` times
+the median over the parameters is reported. An absolute threshold would fire on every model that
+has converged.
+
+Example:
+    >>> import torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    >>> model(torch.randn(8, 4)).sum().backward()
+    >>> stats = gradient_statistics(model.named_parameters())
+    >>> gradient_findings(stats, step=0)
+    []
+    >>> sorted(health_scalars(stats))[:2]
+    ['health/grad_norm/0', 'health/grad_norm/1']
+"""
+
+from learnscope.health.embeddings import collapse_findings
+from learnscope.health.finding_log import FindingLog
+from learnscope.health.gradients import (
+    GradientStatistics,
+    gradient_findings,
+    gradient_statistics,
+    head_findings,
+    health_scalars,
+    weight_rms,
+)
+from learnscope.health.inputs import CoordinateRangeCheck
+from learnscope.health.parameters import (
+    ddp_unused_parameter_advice,
+    group_name,
+    owner_module,
+    unused_parameter_findings,
+    unused_parameter_names,
+)
+from learnscope.health.tracing import NonFiniteOutputTracer
+
+__all__ = [
+    "CoordinateRangeCheck",
+    "FindingLog",
+    "GradientStatistics",
+    "NonFiniteOutputTracer",
+    "collapse_findings",
+    "ddp_unused_parameter_advice",
+    "gradient_findings",
+    "gradient_statistics",
+    "group_name",
+    "head_findings",
+    "health_scalars",
+    "owner_module",
+    "unused_parameter_findings",
+    "unused_parameter_names",
+    "weight_rms",
+]

@@ -1,0 +1,377 @@
+"""Gradient statistics in a few fused calls, one host transfer, and the findings they lead to."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from learnscope.health.parameters import (
+    _by_owner,
+    _name_list,
+    _subject,
+    _within,
+    group_name,
+    owner_module,
+)
+from learnscope.records import Finding
+
+
+@dataclass(frozen=True, eq=False)
+class GradientStatistics:
+    """Norms of every trainable parameter and of its gradient, on the host.
+
+    Args:
+        names: Parameter names, as ``named_parameters`` gives them.
+        numels: Number of elements of each parameter.
+        ndims: Number of dimensions of each parameter (weights have 2 or more).
+        has_grad: Whether the parameter had a gradient at all.
+        grad_norms: L2 norm of each gradient; NaN where there was none.
+        weight_norms: L2 norm of each parameter.
+        nonfinite_counts: For parameters whose gradient holds NaN or infinite values, how many.
+        loss: The loss, when one was given.
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(2, 1)
+        >>> layer(torch.ones(1, 2)).sum().backward()
+        >>> stats = gradient_statistics(layer.named_parameters())
+        >>> stats.names, stats.grad_norms.round(3).tolist()
+        (('weight', 'bias'), [1.414, 1.0])
+    """
+
+    names: tuple[str, ...]
+    numels: np.ndarray
+    ndims: np.ndarray
+    has_grad: np.ndarray
+    grad_norms: np.ndarray
+    weight_norms: np.ndarray
+    nonfinite_counts: Mapping[str, int]
+    loss: float | None = None
+
+    @property
+    def grad_rms(self) -> np.ndarray:
+        """Root mean square of each gradient per element (NaN where there was none).
+
+        Example:
+            >>> import torch
+            >>> layer = torch.nn.Linear(2, 1)
+            >>> layer(torch.ones(1, 2)).sum().backward()
+            >>> gradient_statistics(layer.named_parameters()).grad_rms.round(6).tolist()
+            [1.0, 1.0]
+        """
+        return self.grad_norms / np.sqrt(np.maximum(self.numels, 1))
+
+
+def gradient_statistics(
+    named_parameters: Iterable[tuple[str, Tensor]], loss: Tensor | None = None
+) -> GradientStatistics:
+    """Measure all trainable parameters and their gradients, with one transfer to the host.
+
+    Parameters that do not require a gradient are left out. The norms are computed in float32
+    whatever the parameters' dtype, with ``torch._foreach_norm`` (one fused call for the
+    gradients, one for the parameters), stacked with the loss and copied to the host at once.
+    Only when a gradient norm is not finite are its NaN and infinite values counted (a second
+    transfer, on unhealthy steps only); a norm that overflowed from finite values counts as
+    finite.
+
+    Args:
+        named_parameters: ``(name, parameter)`` pairs, such as ``model.named_parameters()``.
+        loss: Optional loss of the step (any shape; its mean is reported).
+
+    Returns:
+        The statistics, on the host.
+
+    Raises:
+        ValueError: No parameter requires a gradient.
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(3, 1)
+        >>> loss = layer(torch.randn(4, 3)).pow(2).mean()
+        >>> loss.backward()
+        >>> layer.weight.grad[0, 0] = float("nan")
+        >>> stats = gradient_statistics(layer.named_parameters(), loss)
+        >>> dict(stats.nonfinite_counts), stats.loss == loss.item()
+        ({'weight': 1}, True)
+    """
+    named = [(name, p) for name, p in named_parameters if p.requires_grad]
+    if not named:
+        raise ValueError("no parameter requires a gradient")
+    device = named[0][1].device
+    with torch.no_grad():
+        weights = [p.detach() for _, p in named]
+        graded = [i for i, (_, p) in enumerate(named) if p.grad is not None]
+        grads = [_dense(named[i][1].grad) for i in graded]
+        parts = list(torch._foreach_norm(weights, 2, dtype=torch.float32))
+        if grads:
+            parts += torch._foreach_norm(grads, 2, dtype=torch.float32)
+        if loss is not None:
+            parts.append(loss.detach().float().mean())
+        host = torch.stack([t.to(device) for t in parts]).cpu().numpy().astype(np.float64)
+    count = len(named)
+    grad_norms = np.full(count, math.nan)
+    grad_norms[graded] = host[count : count + len(graded)]
+    has_grad = np.zeros(count, dtype=bool)
+    has_grad[graded] = True
+    suspects = [i for i in graded if not math.isfinite(grad_norms[i])]
+    return GradientStatistics(
+        names=tuple(name for name, _ in named),
+        numels=np.array([p.numel() for _, p in named], dtype=np.int64),
+        ndims=np.array([p.ndim for _, p in named], dtype=np.int64),
+        has_grad=has_grad,
+        grad_norms=grad_norms,
+        weight_norms=host[:count],
+        nonfinite_counts=_nonfinite_counts(named, suspects, device),
+        loss=float(host[-1]) if loss is not None else None,
+    )
+
+
+def _dense(grad: Tensor) -> Tensor:
+    """The stored values of a sparse gradient, or the gradient itself."""
+    return grad.coalesce().values() if grad.is_sparse else grad
+
+
+def _nonfinite_counts(
+    named: Sequence[tuple[str, Tensor]], suspects: Sequence[int], device: torch.device
+) -> dict[str, int]:
+    """Count NaN and infinite gradient values of the ``suspects`` (one transfer, or none)."""
+    if not suspects:
+        return {}
+    with torch.no_grad():
+        counts = [(~torch.isfinite(_dense(named[i][1].grad))).sum().to(device) for i in suspects]
+        values = torch.stack(counts).tolist()
+    return {named[i][0]: int(n) for i, n in zip(suspects, values, strict=True) if n > 0}
+
+
+def gradient_findings(
+    stats: GradientStatistics,
+    step: int,
+    *,
+    small_grad_threshold: float = 1e-3,
+    check_nonfinite: bool = True,
+    check_small: bool = True,
+) -> list[Finding]:
+    """Report non-finite, zero and tiny gradients, naming the parameters.
+
+    * ``non-finite-gradient``: one finding for the step, about the module of the first parameter
+      concerned, naming every parameter with the count of its NaN and infinite values. A
+      non-finite loss is named in the same message.
+    * ``zero-gradient``: gradients that are exactly zero, one finding per module.
+    * ``tiny-gradient``: gradients whose root mean square per element is below
+      ``small_grad_threshold`` times the median over all parameters with a finite nonzero
+      gradient, one finding per module.
+
+    Args:
+        stats: From :func:`gradient_statistics`.
+        step: The training step.
+        small_grad_threshold: Ratio to the median gradient per element below which a gradient
+            is tiny.
+        check_nonfinite: Whether to report non-finite gradients (off under float16 mixed
+            precision, whose gradient scaler skips such steps by design).
+        check_small: Whether to report zero and tiny gradients (off on the first step, where a
+            zero-initialised layer, as in ReZero or adaLN-zero, gives zero gradients upstream).
+
+    Returns:
+        The findings, in the order non-finite, zero, tiny.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.ModuleDict({"a": torch.nn.Linear(3, 3), "b": torch.nn.Linear(3, 3)})
+        >>> (model["a"](torch.randn(4, 3)) + 0 * model["b"](torch.randn(4, 3))).sum().backward()
+        >>> stats = gradient_statistics(model.named_parameters())
+        >>> [(f.code, f.subject) for f in gradient_findings(stats, step=5)]
+        [('zero-gradient', 'b')]
+    """
+    findings = []
+    if check_nonfinite and (stats.nonfinite_counts or _bad_loss(stats.loss)):
+        findings.append(_nonfinite_finding(stats, step))
+    if not check_small:
+        return findings
+    finite = stats.has_grad & np.isfinite(stats.grad_norms)
+    zero = [
+        n for n, ok, g in zip(stats.names, finite, stats.grad_norms, strict=True) if ok and g == 0
+    ]
+    for module, names in _by_owner(zero).items():
+        findings.append(
+            Finding(
+                "zero-gradient",
+                _subject(module),
+                f"{_name_list(names)} got a gradient of exactly zero: the output of this part "
+                "does not change the loss (multiplied by zero, detached, or dead activations)",
+                step,
+            )
+        )
+    rms = stats.grad_rms
+    positive = finite & (stats.grad_norms > 0)
+    if positive.sum() >= 2:
+        median = float(np.median(rms[positive]))
+        limit = small_grad_threshold * median
+        tiny = [n for n, ok, r in zip(stats.names, positive, rms, strict=True) if ok and r < limit]
+        for module, names in _by_owner(tiny).items():
+            worst = min(rms[stats.names.index(n)] for n in names)
+            findings.append(
+                Finding(
+                    "tiny-gradient",
+                    _subject(module),
+                    f"{_name_list(names)} got gradients of {worst:.2g} per element (root mean "
+                    f"square), under {small_grad_threshold:g} x the median over parameters "
+                    f"({median:.2g}): vanishing gradients or a branch scaled down",
+                    step,
+                )
+            )
+    return findings
+
+
+def _bad_loss(loss: float | None) -> bool:
+    return loss is not None and not math.isfinite(loss)
+
+
+def _nonfinite_finding(stats: GradientStatistics, step: int) -> Finding:
+    counts = stats.nonfinite_counts
+    names = [f"{name} ({n} values)" for name, n in counts.items()]
+    loss = f"the loss is {stats.loss}; " if _bad_loss(stats.loss) else ""
+    first = next(iter(counts), None)
+    if first is None:
+        return Finding(
+            "non-finite-loss",
+            "loss",
+            f"{loss}no gradient is non-finite yet: check the data and the loss function",
+            step,
+            severity="error",
+        )
+    return Finding(
+        "non-finite-gradient",
+        _subject(owner_module(first)),
+        f"{loss}non-finite gradients in {len(counts)} of {len(stats.names)} parameters: "
+        f"{_name_list(names)}; the next step names the first module whose output is not finite",
+        step,
+        severity="error",
+    )
+
+
+def health_scalars(stats: GradientStatistics, group_depth: int = 1) -> dict[str, float]:
+    """Per-group gradient and weight norms, for the dashboards.
+
+    Keys ``health/grad_norm/<group>`` and ``health/weight_norm/<group>`` (the L2 norm over every
+    parameter of the group, see :func:`group_name`), ``health/grad_norm/total``, and
+    ``health/loss`` when the statistics hold a loss. Parameters without a gradient count as zero.
+
+    Args:
+        stats: From :func:`gradient_statistics`.
+        group_depth: Module-name components that make a group.
+
+    Returns:
+        The scalars (a group whose gradient norm is not finite reports NaN or infinity).
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(2, 1)
+        >>> layer(torch.ones(1, 2)).sum().backward()
+        >>> scalars = health_scalars(gradient_statistics(layer.named_parameters()))
+        >>> round(scalars["health/grad_norm/total"], 3)
+        1.732
+    """
+    grad_squares: dict[str, float] = {}
+    weight_squares: dict[str, float] = {}
+    grads = np.where(stats.has_grad, stats.grad_norms, 0.0) ** 2
+    for name, grad, weight in zip(stats.names, grads, stats.weight_norms**2, strict=True):
+        group = group_name(name, group_depth)
+        grad_squares[group] = grad_squares.get(group, 0.0) + grad
+        weight_squares[group] = weight_squares.get(group, 0.0) + weight
+    scalars = {f"health/grad_norm/{g}": math.sqrt(v) for g, v in grad_squares.items()}
+    scalars.update({f"health/weight_norm/{g}": math.sqrt(v) for g, v in weight_squares.items()})
+    scalars["health/grad_norm/total"] = math.sqrt(float(grads.sum()))
+    if stats.loss is not None:
+        scalars["health/loss"] = stats.loss
+    return scalars
+
+
+def weight_rms(stats: GradientStatistics, module: str) -> float:
+    """Root mean square per element of the weights (parameters of 2 or more dimensions).
+
+    Biases and normalisation scales are left out, as they start at zero or one whatever the
+    layer's size; a module with no weight matrix falls back to all its parameters.
+
+    Args:
+        stats: From :func:`gradient_statistics`.
+        module: Dotted module name; ``""`` for the whole model.
+
+    Returns:
+        The root mean square, or NaN when the module has no trainable parameter.
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(2, 2)
+        >>> with torch.no_grad():
+        ...     _ = layer.weight.fill_(3.0)
+        >>> weight_rms(gradient_statistics(layer.named_parameters()), "")
+        3.0
+    """
+    inside = np.array([_within(n, module) for n in stats.names], dtype=bool)
+    chosen = inside & (stats.ndims >= 2)
+    if not chosen.any():
+        chosen = inside
+    if not chosen.any():
+        return math.nan
+    squares = float((stats.weight_norms[chosen] ** 2).sum())
+    return math.sqrt(squares / max(int(stats.numels[chosen].sum()), 1))
+
+
+def head_findings(
+    stats: GradientStatistics,
+    encoder: str,
+    heads: Sequence[str],
+    step: int,
+    *,
+    max_ratio: float = 100.0,
+) -> tuple[list[Finding], dict[str, float]]:
+    """Compare the weights of each output head with the encoder's (root mean square per element).
+
+    A head whose weights are more than ``max_ratio`` times the encoder's dominates it: its
+    outputs swamp the encoder's features and the encoder's gradients are scaled up with it.
+
+    Args:
+        stats: From :func:`gradient_statistics`.
+        encoder: Dotted name of the encoder module.
+        heads: Dotted names of the head modules.
+        step: The training step.
+        max_ratio: Largest healthy ratio of head to encoder weight RMS.
+
+    Returns:
+        ``head-dominates-encoder`` findings, and the ratios under
+        ``health/head_weight_ratio/<head>``.
+
+    Example:
+        >>> import torch
+        >>> layers = {"encoder": torch.nn.Linear(4, 4), "head": torch.nn.Linear(4, 1)}
+        >>> model = torch.nn.ModuleDict(layers)
+        >>> with torch.no_grad():
+        ...     _ = model["head"].weight.mul_(1000)
+        >>> findings, ratios = head_findings(
+        ...     gradient_statistics(model.named_parameters()), "encoder", ["head"], step=0
+        ... )
+        >>> [(f.code, f.subject) for f in findings]
+        [('head-dominates-encoder', 'head')]
+    """
+    base = weight_rms(stats, encoder)
+    findings, ratios = [], {}
+    for head in heads:
+        ratio = weight_rms(stats, head) / base if base > 0 else math.nan
+        ratios[f"health/head_weight_ratio/{head}"] = ratio
+        if ratio > max_ratio:
+            findings.append(
+                Finding(
+                    "head-dominates-encoder",
+                    head,
+                    f"the weights of {head!r} are {ratio:.3g} x larger than those of {encoder!r} "
+                    f"(root mean square per element; limit {max_ratio:g}): check the head's "
+                    "initialisation or scale its output down",
+                    step,
+                )
+            )
+    return findings, ratios

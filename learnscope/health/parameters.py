@@ -1,0 +1,165 @@
+"""Parameters by name: module owners, groups, unused parameters and DDP's error about them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from torch import Tensor
+
+from learnscope.records import Finding
+
+_MAX_NAMES = 8  # parameter names spelled out in one message
+
+
+def owner_module(parameter_name: str) -> str:
+    """The dotted name of the module that owns a parameter (``""`` for the root module).
+
+    Example:
+        >>> owner_module("encoder.0.weight"), owner_module("scale")
+        ('encoder.0', '')
+    """
+    return parameter_name.rpartition(".")[0]
+
+
+def group_name(parameter_name: str, depth: int = 1) -> str:
+    """The module prefix of ``depth`` components that groups a parameter for per-group norms.
+
+    A parameter of the root module is in the group ``"root"``.
+
+    Example:
+        >>> group_name("encoder.layers.0.weight"), group_name("encoder.layers.0.weight", 2)
+        ('encoder', 'encoder.layers')
+        >>> group_name("scale")
+        'root'
+    """
+    parts = owner_module(parameter_name).split(".")[:depth]
+    return ".".join(parts) or "root"
+
+
+def _within(name: str, module: str) -> bool:
+    """Whether parameter ``name`` belongs to ``module`` (``""`` is the whole model)."""
+    return not module or name.startswith(module + ".")
+
+
+def _name_list(names: Sequence[str]) -> str:
+    """Names joined by commas, the first few only."""
+    shown = ", ".join(names[:_MAX_NAMES])
+    more = len(names) - _MAX_NAMES
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _by_owner(names: Iterable[str]) -> dict[str, list[str]]:
+    """Parameter names grouped by the module that owns them, in order."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(owner_module(name), []).append(name)
+    return groups
+
+
+def _subject(module: str) -> str:
+    return module or "root"
+
+
+def unused_parameter_names(named_parameters: Iterable[tuple[str, Tensor]]) -> list[str]:
+    """Names of the parameters that require a gradient but have none (after a backward).
+
+    Example:
+        >>> import torch
+        >>> layers = {"used": torch.nn.Linear(2, 1), "spare": torch.nn.Linear(2, 1)}
+        >>> model = torch.nn.ModuleDict(layers)
+        >>> model["used"](torch.ones(1, 2)).sum().backward()
+        >>> unused_parameter_names(model.named_parameters())
+        ['spare.weight', 'spare.bias']
+    """
+    return [name for name, p in named_parameters if p.requires_grad and p.grad is None]
+
+
+def unused_parameter_findings(
+    named_parameters: Iterable[tuple[str, Tensor]], step: int
+) -> list[Finding]:
+    """Report parameters that require a gradient but got none, one finding per module.
+
+    Call it after the first backward, before the gradients are cleared.
+
+    Args:
+        named_parameters: ``(name, parameter)`` pairs, such as ``model.named_parameters()``.
+        step: The training step.
+
+    Returns:
+        One ``unused-parameter`` finding per module owning such parameters.
+
+    Example:
+        >>> import torch
+        >>> layers = {"used": torch.nn.Linear(2, 1), "spare": torch.nn.Linear(2, 1)}
+        >>> model = torch.nn.ModuleDict(layers)
+        >>> model["used"](torch.ones(1, 2)).sum().backward()
+        >>> [(f.code, f.subject) for f in unused_parameter_findings(model.named_parameters(), 0)]
+        [('unused-parameter', 'spare')]
+    """
+    unused = unused_parameter_names(named_parameters)
+    return [
+        Finding(
+            "unused-parameter",
+            _subject(module),
+            f"{_name_list(names)} got no gradient in the first backward: the module is not used "
+            "in forward, or its output does not reach the loss (remove it, or freeze it with "
+            "requires_grad_(False))",
+            step,
+        )
+        for module, names in _by_owner(unused).items()
+    ]
+
+
+_DDP_UNUSED_ERRORS = (
+    "Expected to have finished reduction in the prior iteration",  # torch's DDP reducer
+    "parameters that were not used in producing the loss",  # Lightning's rewording of it
+)
+
+
+def ddp_unused_parameter_advice(exception: BaseException, names: Sequence[str]) -> str | None:
+    """What to do about DDP's error for parameters that got no gradient, naming them.
+
+    DDP's error ("Expected to have finished reduction in the prior iteration ...") does not say
+    which parameters; ``names`` (from :func:`unused_parameter_names` after the first backward)
+    does.
+
+    Args:
+        exception: The exception that stopped training; its causes are looked at too.
+        names: The parameters found without a gradient, if any.
+
+    Returns:
+        The message, or ``None`` when ``exception`` is not that DDP error.
+
+    Example:
+        >>> error = RuntimeError("Expected to have finished reduction in the prior iteration ...")
+        >>> print(ddp_unused_parameter_advice(error, ["spare.weight"]))  # doctest: +ELLIPSIS
+        DDP stopped because parameters got no gradient: spare.weight (...). Either remove them ...
+        >>> ddp_unused_parameter_advice(ValueError("other"), ["spare.weight"]) is None
+        True
+    """
+    seen: set[int] = set()
+    error: BaseException | None = exception
+    while error is not None and id(error) not in seen:
+        if any(text in str(error) for text in _DDP_UNUSED_ERRORS):
+            break
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    else:
+        return None
+    if names:
+        which = (
+            f"parameters got no gradient: {_name_list(list(names))} (found without a gradient "
+            "after the first backward)"
+        )
+    else:
+        which = (
+            "some parameters got no gradient; all had one after the first backward, so they "
+            "are skipped on some steps only (a branch taken now and then); set "
+            "TORCH_DISTRIBUTED_DEBUG=INFO to have torch name them"
+        )
+    return (
+        f"DDP stopped because {which}. Either remove them (or freeze them with "
+        "requires_grad_(False), or make them take part in the loss), or let DDP look for unused "
+        "parameters on every step, which costs some speed: "
+        'Trainer(strategy="ddp_find_unused_parameters_true")'
+    )
