@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from learnscope.records import EmbeddingSnapshot
-from learnscope.selection import id_keys, mix_keys
+from learnscope.selection import id_keys, mix_keys, smallest
 
 ROW_COLUMN = "row"  # row number in the epoch, kept when the epoch had more than max_points
 
@@ -248,11 +248,7 @@ class EmbeddingRows:
         if not self.keys:
             return
         keys = torch.cat([k.to(self.keys[0].device) for k in self.keys])
-        order = torch.argsort(keys, stable=True)
-        sorted_keys = keys[order]
-        first = torch.ones_like(sorted_keys, dtype=torch.bool)
-        first[1:] = sorted_keys[1:] != sorted_keys[:-1]  # the same id from two processes
-        index = order[first][: self.max_points]
+        index = smallest(keys, self.max_points)  # an id seen by two processes counts once
         device = self.vectors[0].device
         self.keys = [keys[index]]
         self.vectors = [torch.cat([v.to(device) for v in self.vectors])[index.to(device)]]

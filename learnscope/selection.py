@@ -65,7 +65,10 @@ def mix_keys(keys: torch.Tensor, salt: torch.Tensor) -> torch.Tensor:
 
 
 def smallest(keys: torch.Tensor, k: int) -> torch.Tensor:
-    """Indices of the ``k`` smallest keys, ordered by key (all of them when there are fewer).
+    """Indices of the ``k`` smallest distinct keys, ordered by key (all when there are fewer).
+
+    A key that appears more than once (the same id seen by two processes) counts once: the
+    index of its first occurrence is kept.
 
     Args:
         keys: ``int64`` keys from :func:`id_keys`.
@@ -75,11 +78,14 @@ def smallest(keys: torch.Tensor, k: int) -> torch.Tensor:
         ``int64`` indices on the device of ``keys``.
 
     Example:
-        >>> smallest(torch.tensor([30, 10, 20]), 2).tolist()
+        >>> smallest(torch.tensor([30, 10, 20, 10]), 2).tolist()
         [1, 2]
     """
-    k = min(k, len(keys))
-    return torch.topk(keys, k, largest=False, sorted=True).indices
+    order = torch.argsort(keys, stable=True)
+    ordered = keys[order]
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    return order[first][:k]
 
 
 def _int_keys(x: torch.Tensor) -> torch.Tensor:

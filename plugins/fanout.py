@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from learnscope.plugins.base import Writer, shows
+from learnscope.plugins.base import Writer
 from learnscope.records import (
     AutocorrelationSummary,
     EmbeddingSnapshot,
@@ -41,10 +41,6 @@ class Writers:
 
     def __init__(self, writers: Iterable[Writer]) -> None:
         self.active: list[Writer] = list(writers)
-
-    def showing(self, method: str) -> list[Writer]:
-        """The active writers that can show records of ``method``."""
-        return [w for w in self.active if shows(w, method)]
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Hand ``snapshot`` to every writer."""

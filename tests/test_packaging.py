@@ -1,9 +1,11 @@
-"""Every sub-package is listed in pyproject.toml, so a wheel (not only an editable install) has it."""
+"""Every sub-package is listed in pyproject.toml, so that a wheel, not only an editable
+install, has it."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
