@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from learnscope.plugins import Writers, shows, writers_for
+from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
 
@@ -104,18 +105,27 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
         return part not in self.switched_off
 
     @contextlib.contextmanager
-    def guard(self, part: str) -> Iterator[None]:
+    def guard(self, part: str, record: str | None = None) -> Iterator[None]:
         """Run a diagnostic; on failure log it once with its traceback and switch it off.
+
+        Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the failure is raised
+        instead, so that learnscope's own bugs fail its tests.
 
         Args:
             part: A short name of the diagnostic, such as ``"embedding projector"``.
+            record: What it was working on, for the message, such as ``"step 40"``.
         """
         try:
             yield
-        except Exception:
+        except Exception as error:
+            if strict_mode():
+                raise
             log.exception(
-                "learnscope: %s of %s failed and is switched off; training goes on",
+                "learnscope: %s of %s failed%s (%s: %s) and is switched off; training goes on",
                 part,
                 type(self).__name__,
+                f" on {record}" if record else "",
+                type(error).__name__,
+                error,
             )
             self.switched_off.add(part)

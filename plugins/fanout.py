@@ -14,6 +14,7 @@ from learnscope.records import (
     Histogram,
     RenderedImage,
 )
+from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
 
@@ -23,7 +24,7 @@ class Writers:
 
     Diagnostics never kill a training run: when a writer raises (disk full, a run finished early),
     the error is logged once with its traceback, that writer is switched off, and the others go
-    on.
+    on. Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the error is raised.
 
     Args:
         writers: The writers to call, in order.
@@ -79,6 +80,8 @@ class Writers:
             try:
                 getattr(writer, method)(*args)
             except Exception:
+                if strict_mode():
+                    raise
                 log.exception(
                     "learnscope: %s failed in %s; it is switched off for the rest of the run, "
                     "training goes on",

@@ -81,10 +81,11 @@ class WandbWriter(Writer):
             data_columns.append([self.wandb.Image(_image_for_wandb(img)) for img in images])
         rows = [list(row) for row in zip(*data_columns, strict=True)]
         table = self.wandb.Table(columns=columns, data=rows)
-        logged: dict[str, Any] = {f"embeddings/{snapshot.key}": table, STEP_KEY: snapshot.step}
-        chart = pca_scatter_chart(self.wandb, metadata, snapshot.key, snapshot.step)
+        key = wandb_key(snapshot.key)
+        logged: dict[str, Any] = {f"embeddings/{key}": table, STEP_KEY: snapshot.step}
+        chart = pca_scatter_chart(self.wandb, metadata, key, snapshot.step)
         if chart is not None:  # snapshots with aligned PCA columns also get a scatter chart
-            logged[f"embeddings/{snapshot.key}/pca_scatter"] = chart
+            logged[f"embeddings/{key}/pca_scatter"] = chart
         self.run.log(logged)
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
@@ -118,6 +119,19 @@ class WandbWriter(Writer):
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""
         return f"WandbWriter({getattr(self.run, 'id', '?')})"
+
+
+def wandb_key(tag: str) -> str:
+    """``tag`` as a wandb key that is also a valid artifact path (wandb stores tables as files).
+
+    Backslashes become ``/``; empty, ``.`` and ``..`` components become ``_``.
+
+    Example:
+        >>> wandb_key("../../escape/..\\enc/validate")
+        '_/_/escape/_/enc/validate'
+    """
+    parts = tag.replace("\\", "/").split("/")
+    return "/".join("_" if part in ("", ".", "..") else part for part in parts)
 
 
 def _image_for_wandb(image: np.ndarray) -> np.ndarray:

@@ -24,7 +24,8 @@ def module_names() -> list[str]:
 
 
 @pytest.mark.parametrize("name", module_names())
-def test_examples_run(name: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_examples_run(name: str, tmp_path, monkeypatch: pytest.MonkeyPatch, lenient: None) -> None:
+    """The examples show what a user sees, outside strict mode."""
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

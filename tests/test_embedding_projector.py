@@ -76,7 +76,7 @@ def test_wrong_metadata_length_fails_in_the_sanity_check(tmp_path: Path) -> None
 
 
 def test_metadata_error_during_training_is_logged_once_and_training_finishes(
-    tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
+    lenient: None, tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
     projector = EmbeddingProjector(metadata_fn=lambda batch: {"label": batch[1][:-1]})
     fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path)), [projector], num_sanity_val_steps=0)

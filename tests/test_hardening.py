@@ -273,7 +273,7 @@ def switched_off_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRec
 
 
 def test_projector_folder_replaced_by_a_file_mid_run(
-    tmp_path: Path, wandb_dir: Path, learnscope_log: pytest.LogCaptureFixture
+    lenient: None, tmp_path: Path, wandb_dir: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
     """A writer that fails for good (tests run as root, where chmod would not stop writes).
 
@@ -307,7 +307,7 @@ def test_projector_folder_replaced_by_a_file_mid_run(
 
 
 def test_wandb_run_finished_early(
-    tmp_path: Path, wandb_dir: Path, learnscope_log: pytest.LogCaptureFixture
+    lenient: None, tmp_path: Path, wandb_dir: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     wb = WandbLogger(project="t", save_dir=str(wandb_dir))
@@ -326,7 +326,7 @@ def test_wandb_run_finished_early(
 
 
 def test_metadata_fn_raising_mid_run_switches_the_projector_off(
-    tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
+    lenient: None, tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
     calls = []
 

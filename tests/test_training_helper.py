@@ -231,7 +231,7 @@ def test_fractional_coordinates_are_flagged(
 
 
 def test_failing_input_check_is_switched_off_and_training_goes_on(
-    tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
+    lenient: None, tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
     helper = TrainingHelper(check_every_n_steps=5, input_checks=[CoordinateRangeCheck("pos")])
     fit(tmp_path, TinyClassifier(), helper)  # tuple batches: no 'pos'
