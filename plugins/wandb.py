@@ -122,7 +122,7 @@ class WandbWriter(Writer):
 
 
 def wandb_key(tag: str) -> str:
-    """``tag`` as a wandb key that is also a valid artifact path (wandb stores tables as files).
+    r"""``tag`` as a wandb key that is also a valid artifact path (wandb stores tables as files).
 
     Backslashes become ``/``; empty, ``.`` and ``..`` components become ``_``.
 
