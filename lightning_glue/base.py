@@ -10,10 +10,15 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from learnscope.plugins import Writers, shows, writers_for
+from typing_extensions import override
+
+from learnscope.lightning_glue import session
+from learnscope.lightning_glue.session import WriterSession
+from learnscope.plugins import Writers
 from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
@@ -35,11 +40,15 @@ def _callback_bases() -> tuple[type, ...]:
 
 
 class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
-    """Common plumbing: the writers of the trainer's loggers, and diagnostics that fail softly.
+    """Common plumbing: the trainer's writer session, and diagnostics that fail softly.
 
-    Subclasses call :meth:`writers` to reach every logger (empty on ranks other than zero), and
-    run each diagnostic inside :meth:`guard`, which logs a failure once with its traceback and
-    switches that diagnostic off instead of stopping training.
+    In ``setup`` a callback joins the writer session of its trainer (see
+    :mod:`learnscope.lightning_glue.session`): one writer per logger, shared by every learnscope
+    callback on that trainer, closed when the last one leaves in ``teardown``. Subclasses that
+    override ``setup``, ``teardown`` or ``on_exception`` call ``super()`` first. They reach the
+    writers with :meth:`writers` (empty on ranks other than zero), and run each diagnostic
+    inside :meth:`guard`, which logs a failure once with its traceback and switches that
+    diagnostic off instead of stopping training.
 
     Example:
         >>> class Hello(LearnscopeCallback):
@@ -50,8 +59,39 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__()
-        self._writers: Writers | None = None
+        self._session: WriterSession | None = None
+        self._session_trainer: weakref.ref[Any] | None = None
         self.switched_off: set[str] = set()
+
+    @override
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        """Join the writer session of ``trainer``."""
+        self._join(trainer)
+
+    @override
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        """Leave the writer session; the last callback to leave flushes and closes the writers."""
+        self._leave()
+
+    @override
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """Leave the writer session (Lightning does not call ``teardown`` after an exception)."""
+        self._leave()
+
+    def _join(self, trainer: Any) -> WriterSession:
+        if self._session is not None and self._session_trainer is not None:
+            if self._session_trainer() is trainer:
+                return self._session
+            self._leave()
+        self._session = session.join(trainer, self)
+        self._session_trainer = weakref.ref(trainer)
+        return self._session
+
+    def _leave(self) -> None:
+        trainer = self._session_trainer() if self._session_trainer is not None else None
+        if trainer is not None:
+            session.leave(trainer, self)
+        self._session = self._session_trainer = None
 
     def writers(
         self,
@@ -60,45 +100,27 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
         *,
         warn_without_logger: bool = True,
     ) -> Writers:
-        """The writers for ``trainer.loggers``, made once; none on ranks other than zero.
+        """The writers of ``trainer``'s loggers, shared with the other learnscope callbacks.
 
         Args:
             trainer: The Lightning trainer.
-            shows_method: When given, warn once for each logger whose writer cannot show
-                records of this :class:`~learnscope.plugins.Writer` method (or of any of these
-                methods, named in one warning), and once when there is no logger at all.
+            shows_method: When given, warn once per logger whose writer cannot show records of
+                this :class:`~learnscope.plugins.Writer` method (or of any of these methods,
+                named in one warning), and once when there is no logger at all.
             warn_without_logger: Whether to warn when there is no logger at all.
 
         Returns:
-            The writers, failure-isolated.
+            The writers, failure-isolated; none on ranks other than zero.
         """
-        if self._writers is None:
-            self._writers = Writers(writers_for(trainer.loggers) if trainer.is_global_zero else [])
-            if trainer.is_global_zero and shows_method is not None:
-                methods = (shows_method,) if isinstance(shows_method, str) else shows_method
-                self._warn_unshown(tuple(methods), warn_without_logger)
-        return self._writers
+        joined = self._join(trainer)
+        if shows_method is not None:
+            methods = (shows_method,) if isinstance(shows_method, str) else tuple(shows_method)
+            joined.tell_unshown(methods, warn_without_logger=warn_without_logger)
+        return joined.writers()
 
-    def _warn_unshown(self, methods: tuple[str, ...], warn_without_logger: bool) -> None:
-        assert self._writers is not None
-
-        def kinds(names: Sequence[str]) -> str:
-            return " or ".join(m.removeprefix("write_").replace("_", " ") for m in names)
-
-        if not self._writers.active and warn_without_logger:
-            log.warning(
-                "learnscope: %s has no logger to show %s; add a TensorBoardLogger or WandbLogger",
-                type(self).__name__,
-                kinds(methods),
-            )
-        for writer in self._writers.active:
-            unshown = [m for m in methods if not shows(writer, m)]
-            if unshown:
-                log.warning(
-                    "learnscope: %s cannot show %s records; they are not written there",
-                    writer.describe(),
-                    kinds(unshown),
-                )
+    def warn_once(self, trainer: Any, who: str, what: str, message: str, *args: Any) -> None:
+        """Warn once per trainer about ``(who, what)``: a logger that cannot show a chart, say."""
+        self._join(trainer).warn_once(who, what, message, *args)
 
     def is_on(self, part: str) -> bool:
         """Whether diagnostic ``part`` is still switched on."""

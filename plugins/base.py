@@ -37,7 +37,12 @@ class Writer:
         """Show scalar values at a trainer step."""
 
     def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
-        """Show one autocorrelation analysis (charts over lag and over steps)."""
+        """Show one autocorrelation analysis (charts over lag and over steps).
+
+        A writer that cannot draw the charts gets the summary's scalars
+        (:meth:`AutocorrelationSummary.to_scalars`) through :meth:`write_scalars`.
+        """
+        self.write_scalars(summary.to_scalars(), summary.step)
 
     def write_histogram(self, histogram: Histogram) -> None:
         """Show the distribution of some values at a step."""

@@ -232,8 +232,7 @@ def test_without_any_logger_one_warning_and_findings_on_the_python_logger(
     run.fit(ZeroBranch(), *loaders())
     logged = messages(learnscope_log)
     assert [m for m in logged if "no logger" in m] == [
-        "learnscope: EmbeddingProjector has no logger to show embedding; add a "
-        "TensorBoardLogger or WandbLogger"
+        "learnscope: no logger to show embedding; add a TensorBoardLogger or WandbLogger"
     ]
     assert [m for m in logged if "zero-gradient" in m] == [
         "learnscope: zero-gradient branch: branch.weight, branch.bias got a gradient of exactly "

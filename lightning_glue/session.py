@@ -1,0 +1,149 @@
+"""One writer session per trainer: the writers of its loggers, shared by every learnscope callback.
+
+Every learnscope callback on a trainer joins that trainer's session in ``setup`` and leaves it in
+``teardown`` (or when training stops with an exception). The session makes one writer per logger
+the first time a callback writes (so three callbacks write through one TensorBoard writer and one
+wandb writer, not three of each), says once per logger what that logger cannot show, and flushes
+and closes the writers when the last callback leaves. A callback reused with another trainer
+joins that trainer's session and writes to that trainer's loggers. Only the process of global rank
+zero gets writers; on the others the session holds none.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from learnscope.plugins import Writers, shows, writers_for
+
+log = logging.getLogger("learnscope")
+
+
+class WriterSession:
+    """The writers of one trainer's loggers, made on first use and shared by its callbacks.
+
+    Args:
+        loggers: The trainer's loggers (``trainer.loggers``).
+        is_global_zero: Whether this process writes (global rank zero).
+
+    Example:
+        >>> class CSVLogger:
+        ...     def log_metrics(self, metrics, step):
+        ...         print(step, metrics)
+        >>> session = WriterSession([CSVLogger()], is_global_zero=True)
+        >>> session.writers().write_scalars({"loss": 0.5}, step=3)
+        3 {'loss': 0.5}
+        >>> [w.describe() for w in session.writers().active]
+        ['LoggerMetricsWriter(CSVLogger)']
+    """
+
+    def __init__(self, loggers: Sequence[Any], is_global_zero: bool) -> None:
+        self.loggers = list(loggers)
+        self.is_global_zero = is_global_zero
+        self.members: set[int] = set()  # ids of the callbacks that joined
+        self._writers: Writers | None = None
+        self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
+
+    def writers(self) -> Writers:
+        """The writers, one per logger, made on the first call; none on ranks other than zero."""
+        if self._writers is None:
+            self._writers = Writers(writers_for(self.loggers) if self.is_global_zero else [])
+        return self._writers
+
+    def warn_once(self, who: str, what: str, message: str, *args: Any) -> None:
+        """Log ``message % args`` as a warning the first time ``(who, what)`` comes up.
+
+        Example:
+            >>> session = WriterSession([], is_global_zero=True)
+            >>> session.warn_once("csv", "embedding", "learnscope: %s", "said once")
+            >>> session.warn_once("csv", "embedding", "learnscope: %s", "not again")
+        """
+        if (who, what) not in self._said:
+            self._said.add((who, what))
+            log.warning(message, *args)
+
+    def tell_unshown(self, methods: Sequence[str], *, warn_without_logger: bool = True) -> None:
+        """Warn once per logger that cannot show records of these :class:`Writer` methods.
+
+        Also warn once when there is no logger at all (unless ``warn_without_logger`` is false).
+        Nothing is said on ranks other than zero.
+
+        Args:
+            methods: Writer method names, such as ``("write_histogram", "write_findings")``.
+            warn_without_logger: Whether to warn when there is no logger at all.
+        """
+        if not self.is_global_zero:
+            return
+        writers = self.writers()
+        if not writers.active and warn_without_logger:
+            for method in methods:
+                self.warn_once(
+                    "no logger",
+                    method,
+                    "learnscope: no logger to show %s; add a TensorBoardLogger or WandbLogger",
+                    _kinds([method]),
+                )
+        for writer in writers.active:
+            unshown = [m for m in methods if not shows(writer, m)]
+            if unshown:
+                self.warn_once(
+                    writer.describe(),
+                    ",".join(unshown),
+                    "learnscope: %s cannot show %s records; they are not written there",
+                    writer.describe(),
+                    _kinds(unshown),
+                )
+
+    def close(self) -> None:
+        """Flush and close the writers (a logger's own ``SummaryWriter`` or run stays open)."""
+        if self._writers is not None:
+            self._writers.close()
+            self._writers = None
+
+
+def _kinds(methods: Sequence[str]) -> str:
+    return " or ".join(m.removeprefix("write_").replace("_", " ") for m in methods)
+
+
+_SESSIONS: weakref.WeakKeyDictionary[Any, WriterSession] = weakref.WeakKeyDictionary()
+
+
+def join(trainer: Any, callback: object) -> WriterSession:
+    """The session of ``trainer``, made when the first callback joins; ``callback`` is a member.
+
+    Example:
+        >>> class Trainer:
+        ...     loggers, is_global_zero = [], True
+        >>> trainer, first, second = Trainer(), object(), object()
+        >>> join(trainer, first) is join(trainer, second)
+        True
+    """
+    session = _SESSIONS.get(trainer)
+    if session is None:
+        session = WriterSession(trainer.loggers, bool(trainer.is_global_zero))
+        _SESSIONS[trainer] = session
+    session.members.add(id(callback))
+    return session
+
+
+def leave(trainer: Any, callback: object) -> None:
+    """``callback`` leaves the session of ``trainer``; the last to leave closes the writers.
+
+    Example:
+        >>> class Trainer:
+        ...     loggers, is_global_zero = [], True
+        >>> trainer, callback = Trainer(), object()
+        >>> session = join(trainer, callback)
+        >>> leave(trainer, callback)
+        >>> join(trainer, callback) is session
+        False
+    """
+    session = _SESSIONS.get(trainer)
+    if session is None:
+        return
+    session.members.discard(id(callback))
+    if not session.members:
+        del _SESSIONS[trainer]
+        session.close()
