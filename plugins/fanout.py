@@ -79,13 +79,29 @@ class Writers:
         for writer in list(self.active):
             try:
                 getattr(writer, method)(*args)
-            except Exception:
+            except Exception as error:
                 if strict_mode():
                     raise
                 log.exception(
-                    "learnscope: %s failed in %s; it is switched off for the rest of the run, "
-                    "training goes on",
+                    "learnscope: %s failed in %s%s (%s: %s); it is switched off for the rest of "
+                    "the run, training goes on",
                     writer.describe(),
                     method,
+                    _record_name(args),
+                    type(error).__name__,
+                    error,
                 )
                 self.active.remove(writer)
+
+
+def _record_name(args: tuple[Any, ...]) -> str:
+    """`` on <what> at step <n>`` for the record being written, or ``""``."""
+    if not args:
+        return ""
+    record = args[0]
+    name = getattr(record, "key", None) or getattr(record, "tag", None)
+    step = getattr(record, "step", None)
+    if not isinstance(name, str):
+        name = type(record).__name__.lower() if not isinstance(record, Mapping) else "scalars"
+        step = args[1] if len(args) > 1 and isinstance(args[1], int) else step
+    return f" on {name}" + (f" at step {step}" if isinstance(step, int) else "")
