@@ -87,21 +87,20 @@ class Writers:
                     "the run, training goes on",
                     writer.describe(),
                     method,
-                    _record_name(args),
+                    _record_name(method, args),
                     type(error).__name__,
                     error,
                 )
                 self.active.remove(writer)
 
 
-def _record_name(args: tuple[Any, ...]) -> str:
-    """`` on <what> at step <n>`` for the record being written, or ``""``."""
+def _record_name(method: str, args: tuple[Any, ...]) -> str:
+    """`` on <tag> at step <n>`` for the record being written (``""`` for flush and close)."""
     if not args:
         return ""
     record = args[0]
     name = getattr(record, "key", None) or getattr(record, "tag", None)
-    step = getattr(record, "step", None)
     if not isinstance(name, str):
-        name = type(record).__name__.lower() if not isinstance(record, Mapping) else "scalars"
-        step = args[1] if len(args) > 1 and isinstance(args[1], int) else step
+        name = method.removeprefix("write_")
+    step = getattr(record, "step", args[1] if len(args) > 1 else None)
     return f" on {name}" + (f" at step {step}" if isinstance(step, int) else "")
