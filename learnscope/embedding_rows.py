@@ -4,12 +4,17 @@ Every row has a key: the hash of its id (``ids_fn``), or without ids the hash of
 in the epoch. Whenever twice ``max_points`` rows are held only the ``max_points`` smallest keys
 are kept, so memory stays bounded, the choice does not depend on the batch order, and a
 subsample is spread evenly over the epoch. Rows from several processes merge the same way.
+
+A sample may give several rows: a sequence one per token, a graph one per node. A
+:class:`RowSamples` says which sample of the batch each row belongs to; values given per sample
+(ids, metadata, images) are spread over the sample's rows with it, and each row's number within
+its sample (a ``position`` or ``node`` column) is mixed into its key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -17,6 +22,125 @@ from learnscope.records import EmbeddingSnapshot
 from learnscope.selection import id_keys, mix_keys, smallest
 
 ROW_COLUMN = "row"  # row number in the epoch, kept when the epoch had more than max_points
+POSITION_COLUMN = "position"  # token number within its sample, for [batch, tokens, dim] outputs
+NODE_COLUMN = "node"  # node number within its graph, for graph batches
+LOADER_COLUMN = "dataloader"  # the loader a row came from, when a stage has several
+
+
+class RowSamples(NamedTuple):
+    """Which sample of the batch each embedding row belongs to, when a sample gives several rows.
+
+    Made by :func:`token_rows` or :func:`graph_rows`.
+
+    Attributes:
+        index: ``int64 [R]``: each row's sample within the batch, from 0 to ``count - 1``.
+        count: Number of samples in the batch.
+        within: ``int64 [R]``: each row's number within its sample (0, 1, ...).
+        column: Name of the metadata column that shows ``within``.
+        per_sample: Rows per sample when every sample has that many, in sample order (tokens);
+            per-sample Python lists are then spread without reading ``index`` on the host.
+    """
+
+    index: torch.Tensor
+    count: int
+    within: torch.Tensor
+    column: str
+    per_sample: int | None = None
+
+    @property
+    def unit(self) -> str:
+        """What a sample is called in messages: ``"samples"`` or ``"graphs"``."""
+        return "graphs" if self.column == NODE_COLUMN else "samples"
+
+
+def token_rows(shape: Sequence[int], device: torch.device | str | None = None) -> RowSamples | None:
+    """The samples of an output of shape ``[B, ..., D]``: one row per token, in order.
+
+    ``None`` when each sample gives one row (``[B, D]``, or ``[B, 1, D]``).
+
+    Example:
+        >>> samples = token_rows((2, 3, 8))
+        >>> samples.index.tolist(), samples.within.tolist(), samples.column
+        ([0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2], 'position')
+    """
+    count = int(shape[0])
+    per_sample = 1
+    for size in shape[1:-1]:
+        per_sample *= int(size)
+    if count == 0 or per_sample <= 1:
+        return None
+    index = torch.arange(count, device=device).repeat_interleave(per_sample)
+    within = torch.arange(per_sample, device=device).repeat(count)
+    return RowSamples(index, count, within, POSITION_COLUMN, per_sample)
+
+
+def graph_rows(index: torch.Tensor, count: int | None = None) -> RowSamples:
+    """The samples of a batch of graphs whose rows are nodes: ``index[i]`` is row ``i``'s graph.
+
+    Each node's number within its graph counts the graph's rows in batch order (PyTorch
+    Geometric and DGL keep each graph's nodes together, but they need not be together).
+
+    Args:
+        index: Integer tensor ``[R]``: each row's graph within the batch, from 0 to
+            ``count - 1``.
+        count: Number of graphs in the batch (PyTorch Geometric's ``batch.num_graphs``); then
+            nothing is read on the host. By default the largest index plus one, read on the
+            host, where the index is also checked.
+
+    Returns:
+        The rows' samples, with a ``node`` column.
+
+    Raises:
+        ValueError: When ``index`` is not a 1-D integer tensor, or (without ``count``) has a
+            negative value.
+
+    Example:
+        >>> samples = graph_rows(torch.tensor([0, 0, 1, 2, 2, 2]))
+        >>> samples.count, samples.within.tolist(), samples.column
+        (3, [0, 1, 0, 0, 1, 2], 'node')
+    """
+    if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.is_floating_point():
+        kind = (
+            f"shape {tuple(index.shape)}"
+            if isinstance(index, torch.Tensor)
+            else type(index).__name__
+        )
+        raise ValueError(f"a graph index must be a 1-D integer tensor, got {kind}")
+    index = index.to(torch.int64)
+    rows = len(index)
+    if count is None:
+        count = 0
+        if rows:
+            low, high = (int(v) for v in torch.aminmax(index))
+            if low < 0:
+                raise ValueError(f"a graph index must not be negative, got {low}")
+            count = high + 1
+    # A node's number is its place among its graph's rows: sort the rows by graph (stable), and
+    # subtract from each sorted place the first place of its graph.
+    order = torch.argsort(index, stable=True)
+    ordered = index[order]
+    places = torch.arange(rows, device=index.device)
+    first = torch.full((max(count, 1),), rows, dtype=torch.int64, device=index.device)
+    first = first.scatter_reduce(0, ordered, places, "amin")
+    within = torch.empty_like(index)
+    within[order] = places - first[ordered]
+    return RowSamples(index, count, within, NODE_COLUMN)
+
+
+class BatchRows(NamedTuple):
+    """One batch's rows, as :func:`batch_rows` gives them and :meth:`EmbeddingRows.add` takes.
+
+    Attributes:
+        vectors: ``[R, D]``.
+        columns: Column name to ``R`` values.
+        images: ``[R, C, H, W]`` or ``None``.
+        within: Each row's number within its sample, mixed into its key, or ``None``.
+    """
+
+    vectors: torch.Tensor
+    columns: dict[str, Any]
+    images: torch.Tensor | None
+    within: torch.Tensor | None = None
 
 
 def batch_rows(
@@ -24,33 +148,49 @@ def batch_rows(
     metadata: Mapping[str, Any] | None = None,
     images: torch.Tensor | None = None,
     ids: Sequence[Any] | torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, Any], torch.Tensor | None]:
+    samples: RowSamples | None = None,
+) -> BatchRows:
     """One batch's rows ``[R, D]``, metadata columns (with ``id``) and images, lengths checked.
 
     ``output`` of shape ``[B, ..., D]`` gives ``R = B * ...`` rows (one per token, say); values
     given per sample are then repeated for each row of the sample and a ``position`` column is
-    added.
+    added. With ``samples`` from :func:`graph_rows` (rows are nodes), values given per graph are
+    spread over its nodes the same way, and a ``node`` column is added.
 
     Args:
         output: The module's embedding output, at least 2-D.
         metadata: Column name to one value per row or per sample.
-        images: ``[B, C, H, W]`` thumbnails, one per sample.
+        images: ``[B, C, H, W]`` thumbnails, one per sample (or one per row).
         ids: One stable id per row or per sample (goes in the ``id`` column).
+        samples: Each row's sample; by default from the shape of ``output``
+            (:func:`token_rows`).
 
     Returns:
-        The rows, the columns and the images, each with one entry per row.
+        The rows, the columns and the images, each with one entry per row, and each row's number
+        within its sample.
 
     Raises:
-        ValueError: When a column or the images do not match the number of rows or samples.
+        ValueError: When a column or the images do not match the number of rows or samples, or
+            metadata has a column that learnscope adds itself.
 
     Example:
-        >>> vectors, columns, _ = batch_rows(torch.zeros(2, 3, 4), {"label": [7, 8]})
-        >>> vectors.shape, columns["label"], columns["position"].tolist()
+        >>> rows = batch_rows(torch.zeros(2, 3, 4), {"label": [7, 8]})
+        >>> rows.vectors.shape, rows.columns["label"], rows.columns["position"].tolist()
         (torch.Size([6, 4]), [7, 7, 7, 8, 8, 8], [0, 1, 2, 0, 1, 2])
+        >>> nodes = batch_rows(
+        ...     torch.zeros(3, 4), {"label": [7, 8]}, samples=graph_rows(torch.tensor([0, 0, 1]))
+        ... )
+        >>> nodes.columns["label"], nodes.columns["node"].tolist()
+        ([7, 7, 8], [0, 1, 0])
     """
     vectors = output.reshape(-1, output.shape[-1])
-    per_sample = output.shape[0]
-    repeat = len(vectors) // per_sample if per_sample else 1
+    if samples is None:
+        samples = token_rows(output.shape, vectors.device)
+    elif len(samples.index) != len(vectors):
+        raise ValueError(
+            f"EmbeddingProjector: the batch has {len(vectors)} embedding rows but its "
+            f"{samples.unit} cover {len(samples.index)} rows"
+        )
     metadata = dict(metadata or {})
     if ids is not None:
         if "id" in metadata:
@@ -59,31 +199,39 @@ def batch_rows(
                 "ids go in the 'id' column, rename the other one"
             )
         metadata["id"] = ids
+    if samples is not None and samples.column in metadata:
+        raise ValueError(
+            f"EmbeddingProjector: metadata_fn gives a {samples.column!r} column; learnscope adds "
+            f"it (each row's number within its {samples.unit[:-1]}), rename yours"
+        )
     columns: dict[str, Any] = {}
     for name, values in metadata.items():
         if isinstance(values, torch.Tensor):
             values = values.detach().reshape(-1)
         if len(values) == len(vectors):
             columns[name] = values
-        elif repeat > 1 and len(values) == per_sample:
-            columns[name] = _repeat(values, repeat)
+        elif samples is not None and len(values) == samples.count:
+            columns[name] = _spread(values, samples)
         else:
+            per = f" ({samples.count} {samples.unit})" if samples is not None else ""
             raise ValueError(
                 f"EmbeddingProjector: metadata column {name!r} has {len(values)} values but the "
-                f"batch has {len(vectors)} embedding rows"
+                f"batch has {len(vectors)} embedding rows{per}"
             )
-    if repeat > 1:
-        columns["position"] = torch.arange(repeat, device=vectors.device).repeat(per_sample)
+    if samples is not None:
+        columns[samples.column] = samples.within.to(vectors.device)
     if images is not None:
         images = torch.as_tensor(images).detach()
-        if images.ndim != 4 or len(images) != per_sample:
+        count = samples.count if samples is not None else len(vectors)
+        if images.ndim != 4 or len(images) not in (count, len(vectors)):
+            unit = samples.unit[:-1] if samples is not None else "sample"
             raise ValueError(
                 f"EmbeddingProjector: images_fn gave shape {tuple(images.shape)}; expected "
-                f"[{per_sample}, C, H, W], one image per sample"
+                f"[{count}, C, H, W], one image per {unit}"
             )
-        if repeat > 1:
-            images = images.repeat_interleave(repeat, dim=0)
-    return vectors, columns, images
+        if samples is not None and len(images) != len(vectors):
+            images = _spread(images, samples)
+    return BatchRows(vectors, columns, images, samples.within if samples is not None else None)
 
 
 class EmbeddingRows:
@@ -95,7 +243,10 @@ class EmbeddingRows:
         max_points: Rows in the snapshot at most.
         by_id: Rows carry an ``id`` column whose hash is the key (the same points every
             snapshot); otherwise the key is the hash of the row number.
-        order: Dataset indices in loader order, for ``ids_fn="dataset_index"``.
+        loaders: The names of the stage's loaders (their index, or their key when the loaders
+            come as a dict), when there are several: each row then gets a ``dataloader``
+            column, and its loader is mixed into its key, so that sample 3 of one loader and
+            sample 3 of another are two points.
         rank: This process's rank; row numbers are ``local_row * world_size + rank``, which is
             the dataset index under an unshuffled ``DistributedSampler``.
         world_size: Number of processes.
@@ -107,6 +258,13 @@ class EmbeddingRows:
         >>> snapshot, dropped = rows.snapshot("encoder")
         >>> snapshot.num_points, dropped, sorted(snapshot.metadata)
         (3, 0, ['label', 'row'])
+        >>> two = EmbeddingRows(5, "test", max_points=9, by_id=True, loaders=["a", "b"])
+        >>> for loader in (0, 1):
+        ...     ids = two.next_dataset_indices(2, loader)
+        ...     two.add(*batch_rows(torch.randn(2, 4), ids=ids), loader=loader)
+        >>> snapshot, _ = two.snapshot("encoder")
+        >>> sorted(zip(snapshot.metadata["dataloader"], snapshot.metadata["id"].tolist()))
+        [('a', 0), ('a', 1), ('b', 0), ('b', 1)]
     """
 
     def __init__(
@@ -116,7 +274,7 @@ class EmbeddingRows:
         max_points: int,
         *,
         by_id: bool = False,
-        order: Sequence[int] | None = None,
+        loaders: Sequence[int | str] | None = None,
         rank: int = 0,
         world_size: int = 1,
     ) -> None:
@@ -124,10 +282,17 @@ class EmbeddingRows:
         self.stage = stage
         self.max_points = max_points
         self.by_id = by_id
-        self.order = order
+        self.loaders = list(loaders) if loaders is not None else None
+        # Salts hashed from the loader's name, not its index, so a dict of loaders keeps its
+        # points when reordered; prefixed, since a salt hashed the way ids are would make id 0
+        # of loader 1 and id 1 of loader 0 one key (``mix_keys`` XORs before hashing).
+        self._loader_salts = (
+            id_keys([f"{LOADER_COLUMN}:{name}" for name in self.loaders]) if self.loaders else None
+        )
         self.rank = rank
         self.world_size = world_size
-        self.seen = 0  # samples of the epoch so far (for dataset indices)
+        self.orders: dict[int, Sequence[int]] = {}  # per loader: dataset indices in loader order
+        self.seen: dict[int, int] = {}  # per loader: samples of the epoch so far
         self.rows_seen = 0  # rows of the epoch so far, kept or not
         self.vectors: list[torch.Tensor] = []
         self.columns: dict[str, list[Any]] = {}
@@ -140,22 +305,44 @@ class EmbeddingRows:
         """Rows held now."""
         return sum(len(v) for v in self.vectors)
 
-    def next_dataset_indices(self, count: int) -> torch.Tensor:
-        """The dataset indices of the next ``count`` samples, for ``ids_fn="dataset_index"``."""
-        start, self.seen = self.seen, self.seen + count
-        if self.order is None:
+    def next_dataset_indices(self, count: int, loader: int = 0) -> torch.Tensor:
+        """The dataset indices of the next ``count`` samples of ``loader`` (its index).
+
+        For ``ids_fn="dataset_index"``: each loader counts its own samples, in the order of
+        ``orders[loader]`` when set (an unshuffled ``DistributedSampler``'s share), else
+        ``0, 1, 2, ...``.
+        """
+        start = self.seen.get(loader, 0)
+        self.seen[loader] = start + count
+        order = self.orders.get(loader)
+        if order is None:
             return torch.arange(start, start + count)
-        return torch.as_tensor(list(self.order[start : start + count]), dtype=torch.int64)
+        return torch.as_tensor(list(order[start : start + count]), dtype=torch.int64)
 
     def add(
-        self, vectors: torch.Tensor, columns: dict[str, Any], images: torch.Tensor | None
+        self,
+        vectors: torch.Tensor,
+        columns: dict[str, Any],
+        images: torch.Tensor | None,
+        within: torch.Tensor | None = None,
+        *,
+        loader: int = 0,
     ) -> None:
-        """Add one batch's rows (as :func:`batch_rows` returns them)."""
+        """Add one batch's rows (as :func:`batch_rows` returns them) from ``loader``."""
         columns = dict(columns)
+        if self.loaders is not None:
+            if LOADER_COLUMN in columns:
+                raise ValueError(
+                    f"EmbeddingProjector: metadata_fn gives a {LOADER_COLUMN!r} column; "
+                    "learnscope adds it when a stage has several loaders, rename yours"
+                )
+            columns[LOADER_COLUMN] = _constant(self.loaders[loader], len(vectors), vectors.device)
         if self.by_id:
             keys = id_keys(columns["id"])
-            if "position" in columns:
-                keys = mix_keys(keys, torch.as_tensor(columns["position"]))
+            if within is not None:
+                keys = mix_keys(keys, within)
+            if self._loader_salts is not None:
+                keys = mix_keys(keys, self._loader_salts[loader])
         else:
             local = torch.arange(self.rows_seen, self.rows_seen + len(vectors))
             columns[ROW_COLUMN] = local * self.world_size + self.rank
@@ -275,7 +462,16 @@ def _take(values: Any, index: torch.Tensor) -> Any:
     return [values[i] for i in index.tolist()]
 
 
-def _repeat(values: Any, times: int) -> Any:
+def _spread(values: Any, samples: RowSamples) -> Any:
+    """Per-sample ``values`` (a tensor along its first dimension, or a sequence) to every row."""
     if isinstance(values, torch.Tensor):
-        return values.repeat_interleave(times)
-    return [v for v in values for _ in range(times)]
+        return values[samples.index.to(values.device)]
+    if samples.per_sample is not None:
+        return [v for v in values for _ in range(samples.per_sample)]
+    return [values[i] for i in samples.index.tolist()]
+
+
+def _constant(value: int | str, count: int, device: torch.device) -> Any:
+    if isinstance(value, int):
+        return torch.full((count,), value, dtype=torch.int64, device=device)
+    return [value] * count

@@ -17,7 +17,7 @@ from learnscope.canvas import BLACK, GREY, Axes, Canvas, palette, text_width
 
 MAX_LEGEND = 20  # legend entries; beyond, the rarest labels share one grey "other" entry
 OTHER = "other"
-NOT_LABELS = ("id", "position", "pca_x", "pca_y", "pca_z")  # columns never used for colour
+NOT_LABELS = ("id", "position", "node", "row", "pca_x", "pca_y", "pca_z")  # never colours
 
 Limits = tuple[float, float, float, float]  # xmin, xmax, ymin, ymax
 

@@ -10,7 +10,14 @@ import numpy as np
 import torch
 from typing_extensions import override
 
-from learnscope.embedding_rows import EmbeddingRows, batch_rows
+from learnscope.embedding_rows import (
+    BatchRows,
+    EmbeddingRows,
+    RowSamples,
+    batch_rows,
+    graph_rows,
+    token_rows,
+)
 from learnscope.lightning_glue.base import LearnscopeCallback, log
 from learnscope.projection import PCA_COLUMNS, AlignedPCA
 from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage
@@ -35,6 +42,25 @@ class EmbeddingProjector(LearnscopeCallback):
 
     Outputs with more than two dimensions, such as ``[batch, tokens, dim]``, give one row per
     token; per-sample metadata is then repeated for each token and a ``position`` column added.
+
+    **Graph batches.** When the rows are the nodes of a batch of several graphs, per-graph values
+    (ids, metadata columns with one value per graph, images) are spread over each graph's nodes,
+    and a ``node`` column gives each node's number within its graph; with ids, a node's key
+    mixes its graph's id with that number, so the same nodes are kept every snapshot.
+    PyTorch Geometric batches are recognised by themselves (``batch.batch``, ``batch.ptr``) when
+    ``batch.batch`` has one entry per row; a pooled embedding with one row per graph keeps one
+    row per graph. Other graph libraries pass ``graph_index_fn``. ``ids_fn="dataset_index"``
+    counts graphs, not nodes.
+
+    **Several evaluation loaders.** A stage with several loaders (a list or a dict of them) gives
+    one snapshot per stage and epoch that holds every loader's rows, with a ``dataloader``
+    column (the loader's index, or its key in the dict) to colour or filter them by in the
+    Projector: all loaders are seen in one space, under one PCA, and ``max_points`` is shared
+    between them (deterministically: by id, or spread over the epoch). Snapshots per loader
+    would give each loader its own Projector entry and its own PCA, so two loaders could never
+    be seen in one view. ``ids_fn="dataset_index"`` counts each loader's samples on their own,
+    and a row's loader is mixed into its key, so that sample 3 of one loader and sample 3 of
+    another are two points.
 
     **Comparing snapshots.** With ``ids_fn``, every snapshot holds the same points: each point's
     id is hashed, and the ``max_points`` points with the smallest hashes are kept (the choice
@@ -70,8 +96,13 @@ class EmbeddingProjector(LearnscopeCallback):
         tag: Name shown in the dashboards; defaults to ``module``.
         ids_fn: ``batch -> ids``, one stable id (int or string) per sample or per row, such as
             ``lambda batch: batch["index"]``; or ``"dataset_index"``: the index of each sample
-            in the data set, for evaluation loaders that read it in order (not shuffled; checked
-            when the epoch starts).
+            (each graph, for graph batches) in its loader's data set, for evaluation loaders
+            that read it in order (not shuffled; checked when the epoch starts).
+        graph_index_fn: ``batch -> LongTensor[rows]``, each embedding row's graph within the
+            batch (0 to the number of graphs minus one), for node embeddings of graph batches
+            that are not PyTorch Geometric's, such as
+            ``lambda g: torch.arange(g.batch_size).repeat_interleave(g.batch_num_nodes())`` for
+            DGL. The number of graphs is taken as the largest index plus one.
         aligned_pca: Add the aligned ``pca_x``, ``pca_y``, ``pca_z`` columns and a scatter
             image per snapshot.
         gather: Under DDP, collect the captured rows (and metadata) of every rank on rank
@@ -90,6 +121,9 @@ class EmbeddingProjector(LearnscopeCallback):
         >>> projector.tag
         'encoder'
         >>> compared = EmbeddingProjector("encoder", ids_fn="dataset_index", aligned_pca=True)
+        >>> nodes = EmbeddingProjector(
+        ...     "gnn", ids_fn="dataset_index", graph_index_fn=lambda batch: batch["graph"]
+        ... )
     """
 
     def __init__(
@@ -109,6 +143,7 @@ class EmbeddingProjector(LearnscopeCallback):
         | None = None,
         aligned_pca: bool = False,
         gather: bool = False,
+        graph_index_fn: Callable[[Any], torch.Tensor] | None = None,
     ) -> None:
         super().__init__()
         stages = (stages,) if isinstance(stages, str) else tuple(stages)
@@ -121,6 +156,8 @@ class EmbeddingProjector(LearnscopeCallback):
             raise ValueError("capturing the 'train' stage needs every_n_train_steps >= 1")
         if not (ids_fn is None or ids_fn == DATASET_INDEX or callable(ids_fn)):
             raise ValueError(f"ids_fn must be a function or {DATASET_INDEX!r}, got {ids_fn!r}")
+        if graph_index_fn is not None and not callable(graph_index_fn):
+            raise ValueError(f"graph_index_fn must be a function, got {graph_index_fn!r}")
         self.module = module
         self.select = select
         self.metadata_fn = metadata_fn
@@ -131,6 +168,7 @@ class EmbeddingProjector(LearnscopeCallback):
         self.max_points = max_points
         self.tag = tag or module
         self.ids_fn = ids_fn
+        self.graph_index_fn = graph_index_fn
         self.aligned_pca = aligned_pca
         self._pca = AlignedPCA(dims=3)
         self._limits: dict[str, Limits] = {}  # scatter axes per snapshot key, only growing
@@ -141,6 +179,13 @@ class EmbeddingProjector(LearnscopeCallback):
         self.gather = gather
         self._rows: EmbeddingRows | None = None
         self._due = False  # this batch's stage and epoch are captured (the same on every rank)
+        self._stage = "validate"  # the stage of the current batch
+        self._loader = 0  # the dataloader_idx of the current batch
+        self._loaders: list[int | str] | None = None  # the stage's loaders, when several
+        # Whether the rows of PyTorch Geometric batches are nodes: decided by the first batch
+        # that tells (rows == nodes != graphs, or rows == graphs != nodes) and kept, so that a
+        # batch of one-node graphs (rows == nodes == graphs) is read the same way.
+        self._node_rows: bool | None = None
 
     @property
     def state_key(self) -> str:
@@ -161,6 +206,7 @@ class EmbeddingProjector(LearnscopeCallback):
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Find the sub-module and attach the forward hook."""
+        super().setup(trainer, pl_module, stage)
         try:
             target = pl_module.get_submodule(self.module)
         except AttributeError:
@@ -174,13 +220,14 @@ class EmbeddingProjector(LearnscopeCallback):
 
     @override
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Detach the hook and flush the writers."""
+        """Detach the hook; leaving the writer session flushes the writers (closes them last)."""
+        super().teardown(trainer, pl_module, stage)
         self._detach()
-        self.writers(trainer).flush()
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """Detach the hook, which Lightning's ``teardown`` does not do after an exception."""
+        super().on_exception(trainer, pl_module, exception)
         self._detach()
 
     def _detach(self) -> None:
@@ -195,28 +242,38 @@ class EmbeddingProjector(LearnscopeCallback):
         self, trainer: Any, stage: str, capture: bool, dataloader_idx: int = 0
     ) -> None:
         self._output = None
+        self._stage, self._loader = stage, dataloader_idx
         self._checking = trainer.sanity_checking and "validate" in self.stages
-        if self._checking and self.ids_fn == DATASET_INDEX:
-            _dataset_order(trainer, stage, dataloader_idx)  # a shuffled loader fails here
+        if self._checking:
+            self._loaders = _loader_names(trainer, stage)
+            if self.ids_fn == DATASET_INDEX:
+                _dataset_order(trainer, stage, dataloader_idx)  # a shuffled loader fails here
         self._due = capture and not trainer.sanity_checking and stage in self.stages
         self._armed = (
             self._due and self.is_on(_PART) and (trainer.is_global_zero or self._gathering(trainer))
         )
-        if self._armed and self._rows is None:
-            with self.guard(_PART):
-                order = None
-                if self.ids_fn == DATASET_INDEX:
-                    order = _dataset_order(trainer, stage, dataloader_idx)
+        if not self._armed:
+            return
+        with self.guard(_PART, self._record(trainer.global_step)):
+            if self._rows is None:
+                self._loaders = _loader_names(trainer, stage)
                 self._rows = EmbeddingRows(
                     trainer.global_step,
                     stage,
                     self.max_points,
                     by_id=self.ids_fn is not None,
-                    order=order,
+                    loaders=self._loaders,
                     rank=trainer.global_rank,
                     world_size=trainer.world_size,
                 )
-            self._armed = self.is_on(_PART)
+            if self.ids_fn == DATASET_INDEX and dataloader_idx not in self._rows.orders:
+                self._rows.orders[dataloader_idx] = _dataset_order(trainer, stage, dataloader_idx)
+        self._armed = self.is_on(_PART)
+
+    def _record(self, step: int) -> str:
+        """What the projector works on, for a failure's message."""
+        loader = f" dataloader {self._loader}" if self._loaders is not None else ""
+        return f"{self.tag}/{self._stage} step {step}{loader}"
 
     def _gathering(self, trainer: Any) -> bool:
         return self.gather and trainer.world_size > 1
@@ -283,31 +340,67 @@ class EmbeddingProjector(LearnscopeCallback):
         output, self._output = self._output, None
         if output is None:
             return
-        if self._checking:
-            self._batch_rows(output, batch)
+        if self._checking:  # the user's functions on a real batch, outside the guard
+            rows = self._batch_rows(output, batch)
+            by_id = self.ids_fn is not None
+            check = EmbeddingRows(0, self._stage, 1, by_id=by_id, loaders=self._loaders)
+            check.add(*rows, loader=self._loader)
             return
         if self._armed and self._rows is not None:
-            with self.guard(_PART):
-                self._rows.add(*self._batch_rows(output, batch))
+            with self.guard(_PART, self._record(self._rows.step)):
+                self._rows.add(*self._batch_rows(output, batch), loader=self._loader)
         self._armed = False
 
-    def _batch_rows(
-        self, output: torch.Tensor, batch: Any
-    ) -> tuple[torch.Tensor, dict[str, Any], torch.Tensor | None]:
+    def _batch_rows(self, output: torch.Tensor, batch: Any) -> BatchRows:
+        samples = self._samples(output, batch)
         metadata = self.metadata_fn(batch) if self.metadata_fn is not None else None
         images = self.images_fn(batch) if self.images_fn is not None else None
-        return batch_rows(output, metadata, images, self._ids(batch, output))
+        count = samples.count if samples is not None else output.shape[0]
+        return batch_rows(output, metadata, images, self._ids(batch, count), samples)
 
-    def _ids(self, batch: Any, output: torch.Tensor) -> Sequence[Any] | torch.Tensor | None:
-        """This batch's ids: from ``ids_fn``, or the next dataset indices of the epoch."""
+    def _samples(self, output: torch.Tensor, batch: Any) -> RowSamples | None:
+        """Which sample (graph, sequence) each embedding row of this batch belongs to."""
+        rows = output.shape[0]
+        if self.graph_index_fn is not None:
+            index = self.graph_index_fn(batch)
+            length = len(index) if isinstance(index, torch.Tensor) and index.ndim == 1 else None
+            if output.ndim != 2 or length != rows:
+                given = f"{length} values" if length is not None else _describe(index)
+                raise ValueError(
+                    f"EmbeddingProjector: graph_index_fn gave {given} but the batch has "
+                    f"{output.shape[:-1].numel()} embedding rows of shape "
+                    f"{tuple(output.shape)}; it must give each row's graph within the batch "
+                    "for a [nodes, dim] embedding"
+                )
+            return graph_rows(index)
+        if output.ndim > 2:
+            return token_rows(output.shape, output.device)
+        graphs = _pyg_graphs(batch)
+        if graphs is None:
+            return None
+        index, count = graphs
+        if len(index) != rows:  # pooled (one row per graph), or rows of something else
+            self._node_rows = False if rows == count else self._node_rows
+            return None
+        if rows != count:
+            self._node_rows = True
+        elif self._node_rows is False:  # one-node graphs: read as the earlier batches were
+            return None
+        return graph_rows(index, count)
+
+    def _ids(self, batch: Any, count: int) -> Sequence[Any] | torch.Tensor | None:
+        """This batch's ids: from ``ids_fn``, or the next dataset indices of its loader.
+
+        ``count`` is the number of samples in the batch (graphs, for graph batches).
+        """
         if self.ids_fn is None:
             return None
         if self.ids_fn != DATASET_INDEX:
             ids = self.ids_fn(batch)  # type: ignore[operator]
             return ids.detach().reshape(-1) if isinstance(ids, torch.Tensor) else list(ids)
         if self._checking or self._rows is None:
-            return torch.arange(output.shape[0])
-        return self._rows.next_dataset_indices(output.shape[0])
+            return torch.arange(count)
+        return self._rows.next_dataset_indices(count, self._loader)
 
     def _write(self, trainer: Any, due: bool) -> None:
         """Write the snapshot; ``due`` (the same on every rank) says whether ranks gather."""
@@ -317,7 +410,8 @@ class EmbeddingProjector(LearnscopeCallback):
         if rows is None or not trainer.is_global_zero or not self.is_on(_PART):
             return
         snapshot, dropped = None, 0
-        with self.guard(_PART):
+        record = f"{self.tag}/{rows.stage} step {rows.step}"
+        with self.guard(_PART, record):
             snapshot, dropped = rows.snapshot(self.tag)
         if dropped:
             self._report_non_finite(trainer, rows, snapshot, dropped)
@@ -325,7 +419,7 @@ class EmbeddingProjector(LearnscopeCallback):
             return
         image = None
         if self.aligned_pca and self.is_on(_COMPARE):
-            with self.guard(_COMPARE):
+            with self.guard(_COMPARE, record):
                 snapshot, image = self._compare(snapshot, rows.final_keys)
         writers = self.writers(trainer, shows_method="write_embedding")
         writers.write_embedding(snapshot)
@@ -473,19 +567,72 @@ class EmbeddingProjector(LearnscopeCallback):
         self._write(trainer, "predict" in self.stages)
 
 
+_LOADERS = {
+    "train": "train_dataloader",
+    "validate": "val_dataloaders",
+    "test": "test_dataloaders",
+    "predict": "predict_dataloaders",
+}
+
+
+def _named_loaders(loaders: Any) -> list[tuple[int | str, Any]]:
+    """``(name, loader)`` of each loader, in the order of Lightning's ``dataloader_idx``.
+
+    Lightning numbers the loaders of a list, tuple or dict (nested ones too) in the order of
+    ``torch.utils._pytree``: list order, and a dict's insertion order. A loader of a list is
+    named by its index, one of a dict by its key; nested ones by their path (``"clean/0"``).
+    """
+    if isinstance(loaders, Mapping):
+        items: list[tuple[int | str, Any]] = [(str(k), v) for k, v in loaders.items()]
+    elif isinstance(loaders, list | tuple):
+        items = list(enumerate(loaders))
+    else:
+        return [(0, loaders)]
+    named: list[tuple[int | str, Any]] = []
+    for key, value in items:
+        if isinstance(value, Mapping | list | tuple):
+            named += [(f"{key}/{sub}", loader) for sub, loader in _named_loaders(value)]
+        else:
+            named.append((key, value))
+    return named
+
+
+def _loader_names(trainer: Any, stage: str) -> list[int | str] | None:
+    """The names of the stage's loaders, or ``None`` when it has one (or training's)."""
+    if stage == "train":  # several training loaders give one combined batch
+        return None
+    named = _named_loaders(getattr(trainer, _LOADERS[stage], None))
+    return [name for name, _ in named] if len(named) > 1 else None
+
+
+def _pyg_graphs(batch: Any) -> tuple[torch.Tensor, int] | None:
+    """``(batch.batch, number of graphs)`` of a PyTorch Geometric batch of graphs, else None."""
+    index = getattr(batch, "batch", None)
+    if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.is_floating_point():
+        return None
+    ptr = getattr(batch, "ptr", None)
+    if isinstance(ptr, torch.Tensor) and ptr.ndim == 1:
+        return index, ptr.numel() - 1
+    count = getattr(batch, "num_graphs", None)
+    return (index, count) if isinstance(count, int) else None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
 def _dataset_order(trainer: Any, stage: str, dataloader_idx: int) -> Sequence[int]:
     """The dataset index of each sample of the stage's loader, in the order it reads them."""
     from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
 
-    attribute = {
-        "train": "train_dataloader",
-        "validate": "val_dataloaders",
-        "test": "test_dataloaders",
-        "predict": "predict_dataloaders",
-    }[stage]
-    loaders = getattr(trainer, attribute, None)
-    loader = loaders[dataloader_idx] if isinstance(loaders, list | tuple) else loaders
+    named = _named_loaders(getattr(trainer, _LOADERS[stage], None))
+    loader = named[dataloader_idx][1] if dataloader_idx < len(named) else None
     batch_sampler = getattr(loader, "batch_sampler", None)
+    # Lightning wraps a predict loader's batch sampler to record the indices it yields.
+    inner = getattr(batch_sampler, "_batch_sampler", None)
+    batch_sampler = inner if isinstance(inner, BatchSampler) else batch_sampler
     sampler = batch_sampler.sampler if isinstance(batch_sampler, BatchSampler) else None
     if isinstance(sampler, SequentialSampler):
         return range(len(sampler))

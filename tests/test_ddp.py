@@ -54,7 +54,8 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
     assert rank0["switched_off"] == [] and rank1["switched_off"] == ["embedding projector"]
     # rank 1's failing metadata_fn: logged there, once; it sends nothing, and nothing hangs
     assert [line for line in logged_1 if line.startswith("learnscope")] == [
-        "learnscope: embedding projector of EmbeddingProjector failed (RuntimeError: "
+        "learnscope: embedding projector of EmbeddingProjector failed on rank0/validate step 4 "
+        "(RuntimeError: "
         "metadata_fn failed on rank 1) and is switched off; training goes on"
     ]
     assert logged_1[1] == "Traceback (most recent call last):"

@@ -218,9 +218,9 @@ def test_captured_rows_hold_no_autograd_graph(
     seen: list[torch.Tensor] = []
     original = EmbeddingRows.add
 
-    def spy(self: EmbeddingRows, vectors: torch.Tensor, *args: Any) -> None:
+    def spy(self: EmbeddingRows, vectors: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         seen.append(vectors)
-        original(self, vectors, *args)
+        original(self, vectors, *args, **kwargs)
 
     monkeypatch.setattr(EmbeddingRows, "add", spy)
     projector = EmbeddingProjector(stages="train", every_n_train_steps=1)
