@@ -9,9 +9,12 @@ so each column is one element's series over ``T`` steps.
 * :func:`is_reliable`: whether a history is long enough for tau to mean something.
 * :func:`summarize`: per module group, the mean ACF, the quartiles of the lag-1
   autocorrelation and tau, as an :class:`~learnscope.records.AutocorrelationSummary`.
+* :func:`summarize_several`: the same for several sets of histories at once (one per
+  optimizer), in one summary.
 
 Everything runs on the history's device and never synchronises with the host, except
-:func:`summarize`, which moves its finished summary to the host in one transfer.
+:func:`summarize` and :func:`summarize_several`, which move their finished summary to the
+host in one transfer.
 
 Example:
     >>> import torch
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import torch
 from torch import Tensor
@@ -39,9 +42,13 @@ __all__ = [
     "integrated_time",
     "is_reliable",
     "summarize",
+    "summarize_several",
 ]
 
 Detrend = Literal["mean", "linear"]
+# One set of histories with its columns' groups: (kind -> [T, K] history, [K] group index,
+# group names), as :func:`summarize` takes them.
+HistorySource: TypeAlias = tuple[Mapping[str, Tensor], Tensor, Sequence[str]]
 DEFAULT_LAGS: tuple[int, ...] = (1, 2, 5, 10)
 
 _DETREND_METHODS: tuple[str, ...] = ("mean", "linear")
@@ -242,25 +249,93 @@ def summarize(
     """
     if not histories:
         raise ValueError("histories is empty: pass at least one kind, e.g. {'params': ...}")
+    return summarize_several(
+        [(histories, group_index, group_names)],
+        step=step,
+        lags=lags,
+        detrend=detrend,
+        c=c,
+        factor=factor,
+    )
+
+
+def summarize_several(
+    sources: Sequence[HistorySource],
+    *,
+    step: int,
+    lags: Sequence[int] = DEFAULT_LAGS,
+    detrend: Detrend = "mean",
+    c: float = 5.0,
+    factor: float = 50.0,
+) -> AutocorrelationSummary:
+    """Summarise several sets of histories, such as one per optimizer, in one summary.
+
+    Each source is what :func:`summarize` takes: ``(histories, group_index, group_names)``.
+    Its histories may have their own length and number of columns. The groups are those of
+    :func:`summarize` for each source, in the order of the kinds (as first met), then of the
+    sources, then of their ``group_names``; the numbers of all of them come to the host in a
+    single transfer.
+
+    Args:
+        sources: ``(histories, group_index, group_names)`` per set; group names must not
+            repeat between sources that share a kind.
+        step: The training step the histories end at.
+        lags: The lags to chart, each below every history's length.
+        detrend: ``"mean"`` or ``"linear"``, see :func:`autocorrelation`.
+        c: Sokal's window factor.
+        factor: How many autocorrelation times a history must span for tau to be reported.
+
+    Returns:
+        The summary of every source.
+
+    Raises:
+        ValueError: As :func:`summarize`, on no source, on a source without histories, or on
+            a group name that two sources share for one kind.
+
+    Example:
+        >>> import torch
+        >>> noise = torch.randn(100, 4, generator=torch.Generator().manual_seed(0))
+        >>> generator = ({"params": noise[:, :2]}, torch.tensor([0, 0]), ["generator"])
+        >>> critic = ({"params": noise[:60, 2:]}, torch.tensor([0, 0]), ["critic"])
+        >>> summary = summarize_several([generator, critic], step=99, lags=(1,))
+        >>> [(g.kind, g.group) for g in summary.groups]
+        [('params', 'generator'), ('params', 'critic')]
+    """
+    if not sources:
+        raise ValueError("sources is empty: pass at least one (histories, index, names)")
     lags = _check_lags(lags)
     _check_detrend(detrend)
     if not (c > 0 and factor > 0):
         raise ValueError(f"c and factor must be positive, got c={c}, factor={factor}")
-    names = [str(name) for name in group_names]
+    sets = []
+    for histories, group_index, group_names in sources:
+        if not histories:
+            raise ValueError("a source has no histories: pass at least one kind")
+        sets.append((histories, group_index, [str(name) for name in group_names]))
+    kinds = list(dict.fromkeys(kind for histories, _, _ in sets for kind in histories))
+    labels: list[tuple[str, str]] = []
     tables = []
-    for kind, history in histories.items():
-        columns = _as_columns(history)
-        if max(lags) >= columns.shape[0]:
-            raise ValueError(
-                f"lags must be below the history length {columns.shape[0]} of {kind!r}, "
-                f"got max(lags) = {max(lags)}"
-            )
-        index = _check_group_index(group_index, columns)
-        table = _group_table(columns, index, len(names), max(lags), detrend, c, factor)
-        tables.append(table.to(torch.float64))
+    for kind in kinds:
+        for histories, group_index, names in sets:
+            if kind not in histories:
+                continue
+            repeated = sorted({name for name in names if (kind, name) in labels})
+            if repeated:
+                raise ValueError(f"group names {repeated} of {kind!r} are in two sources")
+            columns = _as_columns(histories[kind])
+            if max(lags) >= columns.shape[0]:
+                raise ValueError(
+                    f"lags must be below the history length {columns.shape[0]} of {kind!r}, "
+                    f"got max(lags) = {max(lags)}"
+                )
+            index = _check_group_index(group_index, columns)
+            table = _group_table(columns, index, len(names), max(lags), detrend, c, factor)
+            device = tables[0].device if tables else table.device
+            tables.append(table.to(device=device, dtype=torch.float64))
+            labels.extend((kind, name) for name in names)
     host = torch.cat(tables).cpu().numpy()  # the one transfer to the host
     groups = []
-    for row, (kind, name) in zip(host, [(k, n) for k in histories for n in names], strict=True):
+    for row, (kind, name) in zip(host, labels, strict=True):
         *acf, q25, median, q75, tau = row.tolist()
         groups.append(
             GroupAutocorrelation(

@@ -29,7 +29,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["HISTORY_KINDS", "HistoryKind", "SampledParameterHistory", "SampledSlice"]
+from learnscope.health.parameters import group_name
+
+__all__ = [
+    "HISTORY_KINDS",
+    "HistoryKind",
+    "SampledParameterHistory",
+    "SampledSlice",
+    "plan_slices",
+]
 
 HistoryKind = Literal["params", "grads"]
 HISTORY_KINDS: tuple[str, ...] = ("params", "grads")
@@ -81,12 +89,13 @@ class SampledParameterHistory:
     each. Everything is drawn from a numpy generator seeded with ``seed``, so the same
     model and seed always sample the same elements.
 
-    Two float32 buffers ``[K, capacity]`` (``K = num_elements``; time last, so that the
-    analysis reads each element's series contiguously), one for parameter values
-    and one for gradients, live on the parameters' device: ``nbytes = 2 * capacity * K * 4``,
-    bounded by ``max_elements`` whatever the model's size: at most 128 MiB at the defaults
-    (256 steps, 65,536 elements), reached by any model with 256 or more tensors of 256 or
-    more elements.
+    One float32 buffer ``[K, capacity]`` per recorded kind (``K = num_elements``; time last,
+    so that the analysis reads each element's series contiguously) lives on the parameters'
+    device: one for parameter values and one for gradients by default, only the first with
+    ``kinds=("params",)``. So ``nbytes = len(kinds) * capacity * K * 4``, bounded by
+    ``max_elements`` whatever the model's size: at most 128 MiB at the defaults (256 steps,
+    65,536 elements, both kinds; 64 MiB for parameter values only), reached by any model with
+    256 or more tensors of 256 or more elements.
 
     Each :meth:`record` gathers the slices' views with a single ``torch.cat`` into a
     ``[K]`` staging vector (measured on the CPU: about 3x faster than
@@ -100,7 +109,12 @@ class SampledParameterHistory:
 
     Each element belongs to a module group: the first ``group_depth`` components of its
     parameter's module path (``encoder.layers.0.weight`` is in ``encoder`` at depth 1 and
-    ``encoder.layers`` at depth 2; a parameter of the root module is its own group).
+    ``encoder.layers`` at depth 2; the parameters of the root module are in the group
+    ``root``), the same groups as :func:`learnscope.health.group_name`.
+
+    ``slices`` replaces the random choice by given slices, for example a part of a
+    :func:`plan_slices` made over the parameters of several optimizers together, so that one
+    ``max_elements`` budget bounds all their histories.
 
     Args:
         named_parameters: ``(name, parameter)`` pairs, e.g. ``model.named_parameters()``.
@@ -109,11 +123,17 @@ class SampledParameterHistory:
         elements_per_tensor: Slice length per parameter tensor.
         max_elements: Cap on the total number of sampled elements ``K``.
         group_depth: How many components of the module path name a group.
-        seed: Seed for choosing the slices.
+        seed: Seed for choosing the slices (and the seed :meth:`state_dict` saves).
+        kinds: What to record, a non-empty subset of ``HISTORY_KINDS``: ``("params",
+            "grads")``, or ``("params",)`` for parameter values only (half the memory).
+        slices: The slices to track instead of drawing them (``elements_per_tensor`` and
+            ``max_elements`` are then not used); each must lie in a trainable parameter of
+            ``named_parameters``.
 
     Raises:
         ValueError: On a non-positive size argument, no trainable parameter, parameters on
-            several devices, or a complex parameter.
+            several devices, a complex parameter, empty or unknown ``kinds``, or a slice that
+            is empty, outside its parameter or names a parameter that is not trainable.
 
     Example:
         >>> import torch
@@ -124,6 +144,12 @@ class SampledParameterHistory:
         ... )
         >>> [(s.name, s.length) for s in history.slices], history.nbytes
         ([('encoder.weight', 32), ('encoder.bias', 32)], 4096)
+        >>> values_only = SampledParameterHistory(
+        ...     [("encoder.weight", layer.weight)], capacity=8, elements_per_tensor=32,
+        ...     kinds=("params",),
+        ... )
+        >>> values_only.kinds, values_only.nbytes
+        (('params',), 1024)
     """
 
     def __init__(
@@ -135,6 +161,8 @@ class SampledParameterHistory:
         max_elements: int = 65536,
         group_depth: int = 1,
         seed: int = 0,
+        kinds: Sequence[str] = HISTORY_KINDS,
+        slices: Sequence[SampledSlice] | None = None,
     ) -> None:
         for argument, value in (
             ("capacity", capacity),
@@ -143,13 +171,19 @@ class SampledParameterHistory:
             ("group_depth", group_depth),
         ):
             _check_positive_int(argument, value)
+        self._kinds = _check_kinds(kinds)
         self._parameters = _trainable_parameters(named_parameters)
+        _check_same_device(self._parameters)
         self._capacity = capacity
         self._group_depth = group_depth
         self._seed = int(seed)
         self._device = next(iter(self._parameters.values())).device
-        sizes = [(name, p.numel()) for name, p in self._parameters.items()]
-        self._install(_plan_slices(sizes, elements_per_tensor, max_elements, self._seed))
+        if slices is None:
+            sizes = [(name, p.numel()) for name, p in self._parameters.items()]
+            slices = _plan_slices(sizes, elements_per_tensor, max_elements, self._seed)
+        else:
+            slices = self._checked_slices(slices, "slices")
+        self._install(slices)
 
     @property
     def capacity(self) -> int:
@@ -160,6 +194,16 @@ class SampledParameterHistory:
     def seed(self) -> int:
         """The seed the slices were drawn with."""
         return self._seed
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """What :meth:`record` records: ``("params", "grads")`` or ``("params",)``."""
+        return self._kinds
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """The names of the trainable parameters that slices may come from."""
+        return tuple(self._parameters)
 
     @property
     def device(self) -> torch.device:
@@ -198,17 +242,17 @@ class SampledParameterHistory:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the two buffers: ``2 * capacity * K * 4``."""
-        return len(HISTORY_KINDS) * self._capacity * self._num_elements * _BYTES_PER_VALUE
+        """Bytes held by the buffers: ``len(kinds) * capacity * K * 4``."""
+        return len(self._kinds) * self._capacity * self._num_elements * _BYTES_PER_VALUE
 
     @torch.no_grad()
     def record(self) -> None:
-        """Copy the current values of the sampled parameters and gradients into the buffers.
+        """Copy the current values of the sampled parameters (and gradients) into the buffers.
 
         Gradients are read from ``.grad`` as they are now: call it where they are final for
         the step (in Lightning, ``on_before_optimizer_step``, after accumulation and
-        unscaling). One ``torch.cat`` and one column copy per kind, no host
-        synchronisation.
+        unscaling), once per optimizer step. One ``torch.cat`` and one column copy per
+        recorded kind, no host synchronisation.
 
         Example:
             >>> import torch
@@ -220,9 +264,10 @@ class SampledParameterHistory:
             tensor([[1., 1., 1., 1.]])
         """
         column = self._count % self._capacity
-        for kind, views in (("params", self._parameter_views()), ("grads", self._gradient_views())):
+        for kind, buffer in self._buffers.items():
+            views = self._parameter_views() if kind == "params" else self._gradient_views()
             torch.cat(views, out=self._staging)
-            self._buffers[kind][:, column].copy_(self._staging)
+            buffer[:, column].copy_(self._staging)
         self._count += 1
 
     def history(self, kind: HistoryKind) -> Tensor:
@@ -238,7 +283,7 @@ class SampledParameterHistory:
             layout :func:`learnscope.autocorrelation.summarize` reads fastest.
 
         Raises:
-            ValueError: On an unknown kind.
+            ValueError: On an unknown kind, or a kind this history does not record.
 
         Example:
             >>> import torch
@@ -252,6 +297,11 @@ class SampledParameterHistory:
         """
         if kind not in HISTORY_KINDS:
             raise ValueError(f"kind must be one of {HISTORY_KINDS}, got {kind!r}")
+        if kind not in self._buffers:
+            raise ValueError(
+                f"this history records {self._kinds} only, not {kind!r}; construct it with "
+                f"kinds={HISTORY_KINDS} to record {kind} as well"
+            )
         buffer = self._buffers[kind]
         if self._count <= self._capacity:
             return buffer[:, : self._count].contiguous().T
@@ -306,26 +356,36 @@ class SampledParameterHistory:
             SampledSlice(str(name), int(start), int(length))
             for name, start, length in zip(names, starts, lengths, strict=True)
         ]
-        for piece in slices:
+        slices = self._checked_slices(slices, "state")
+        self._seed = int(state["seed"])
+        self._install(slices)
+
+    def _checked_slices(self, slices: Sequence[SampledSlice], what: str) -> list[SampledSlice]:
+        """``slices`` as a list, each checked to lie within a trainable parameter here."""
+        checked = list(slices)
+        if not checked:
+            raise ValueError(f"{what} holds no slice")
+        for piece in checked:
+            if not isinstance(piece, SampledSlice):
+                raise ValueError(f"{what} must hold SampledSlice values, got {piece!r}")
             parameter = self._parameters.get(piece.name)
             if parameter is None:
                 raise ValueError(
-                    f"state samples {piece.name!r}, which is not a trainable parameter here"
+                    f"{what} samples {piece.name!r}, which is not a trainable parameter here"
                 )
             if piece.start < 0 or piece.length < 1 or piece.stop > parameter.numel():
                 raise ValueError(
-                    f"state slice {piece.start}:{piece.stop} of {piece.name!r} is outside "
+                    f"{what} slice {piece.start}:{piece.stop} of {piece.name!r} is outside "
                     f"its {parameter.numel()} elements"
                 )
-        self._seed = int(state["seed"])
-        self._install(slices)
+        return checked
 
     def _install(self, slices: Sequence[SampledSlice]) -> None:
         """Adopt ``slices``: group columns, allocate empty buffers, forget cached views."""
         self._slices = tuple(slices)
         self._sampled = [self._parameters[s.name] for s in self._slices]
         self._num_elements = sum(s.length for s in self._slices)
-        groups = [_group_of(s.name, self._group_depth) for s in self._slices]
+        groups = [group_name(s.name, self._group_depth) for s in self._slices]
         self._group_names = list(dict.fromkeys(groups))
         position = {name: index for index, name in enumerate(self._group_names)}
         lengths = torch.tensor([s.length for s in self._slices])
@@ -335,12 +395,14 @@ class SampledParameterHistory:
             kind: torch.zeros(
                 self._num_elements, self._capacity, dtype=torch.float32, device=self._device
             )
-            for kind in HISTORY_KINDS
+            for kind in self._kinds
         }
         self._staging = torch.empty(self._num_elements, dtype=torch.float32, device=self._device)
-        longest = max(s.length for s in self._slices)
-        zeros = torch.zeros(longest, dtype=torch.float32, device=self._device)
-        self._no_gradient = [zeros[: s.length] for s in self._slices]
+        self._no_gradient: list[Tensor] = []
+        if "grads" in self._kinds:
+            longest = max(s.length for s in self._slices)
+            zeros = torch.zeros(longest, dtype=torch.float32, device=self._device)
+            self._no_gradient = [zeros[: s.length] for s in self._slices]
         self._count = 0
         self._pointers: tuple[int, ...] = ()
         self._views: list[Tensor | None] = []
@@ -400,18 +462,79 @@ def _flat_slice(tensor: Tensor, piece: SampledSlice) -> Tensor:
     return tensor.reshape(-1)[piece.start : piece.stop]
 
 
+def plan_slices(
+    named_parameters: Iterable[tuple[str, Tensor]],
+    *,
+    elements_per_tensor: int = 256,
+    max_elements: int = 65536,
+    seed: int = 0,
+) -> list[SampledSlice]:
+    """Choose the slices a :class:`SampledParameterHistory` would sample from these parameters.
+
+    The same choice as the history's own (one contiguous slice per trainable tensor, the
+    budget spread fairly, drawn from ``seed``), made once over parameters that several
+    histories then share out with their ``slices`` argument, so that one ``max_elements``
+    bounds them all. The parameters may be on several devices.
+
+    Args:
+        named_parameters: ``(name, parameter)`` pairs; those without ``requires_grad`` or
+            elements are left out.
+        elements_per_tensor: Slice length per parameter tensor.
+        max_elements: Cap on the total number of sampled elements.
+        seed: Seed for choosing the slices.
+
+    Returns:
+        The slices, in the order of ``named_parameters``.
+
+    Raises:
+        ValueError: On a non-positive size argument, no trainable parameter or a complex one.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(100, 10), torch.nn.Linear(10, 1))
+        >>> plan = plan_slices(model.named_parameters(), elements_per_tensor=64, seed=1)
+        >>> [(piece.name, piece.length) for piece in plan]
+        [('0.weight', 64), ('0.bias', 10), ('1.weight', 10), ('1.bias', 1)]
+        >>> history = SampledParameterHistory(model.named_parameters(), slices=plan[2:])
+        >>> history.num_elements, history.group_names
+        (11, ['1'])
+    """
+    for argument, value in (
+        ("elements_per_tensor", elements_per_tensor),
+        ("max_elements", max_elements),
+    ):
+        _check_positive_int(argument, value)
+    parameters = _trainable_parameters(named_parameters)
+    sizes = [(name, p.numel()) for name, p in parameters.items()]
+    return _plan_slices(sizes, elements_per_tensor, max_elements, int(seed))
+
+
 def _trainable_parameters(named_parameters: Iterable[tuple[str, Tensor]]) -> dict[str, Tensor]:
-    """The non-empty ``requires_grad`` parameters by name, checked to share one device."""
+    """The non-empty ``requires_grad`` parameters by name (none of them complex)."""
     parameters = {name: p for name, p in named_parameters if p.requires_grad and p.numel() > 0}
     if not parameters:
         raise ValueError("no trainable parameters (requires_grad=True) to sample")
-    devices = {p.device for p in parameters.values()}
-    if len(devices) > 1:
-        raise ValueError(f"parameters must be on one device, found {sorted(map(str, devices))}")
     complex_names = [name for name, p in parameters.items() if p.is_complex()]
     if complex_names:
         raise ValueError(f"complex parameters cannot be sampled: {complex_names}")
     return parameters
+
+
+def _check_same_device(parameters: Mapping[str, Tensor]) -> None:
+    devices = {p.device for p in parameters.values()}
+    if len(devices) > 1:
+        raise ValueError(f"parameters must be on one device, found {sorted(map(str, devices))}")
+
+
+def _check_kinds(kinds: Sequence[str]) -> tuple[str, ...]:
+    """The kinds to record, without repeats, in the order of ``HISTORY_KINDS``."""
+    if isinstance(kinds, str):
+        kinds = (kinds,)
+    wanted = set(kinds)
+    unknown = sorted(str(kind) for kind in wanted - set(HISTORY_KINDS))
+    if unknown or not wanted:
+        raise ValueError(f"kinds must be a non-empty subset of {HISTORY_KINDS}, got {kinds!r}")
+    return tuple(kind for kind in HISTORY_KINDS if kind in wanted)
 
 
 def _plan_slices(
@@ -446,13 +569,6 @@ def _fair_share(numels: np.ndarray, most: int, budget: int) -> int:
         else:
             high = middle - 1
     return low
-
-
-def _group_of(name: str, depth: int) -> str:
-    """The first ``depth`` components of the parameter's module path (root: the name)."""
-    parts = name.split(".")
-    module = parts[:-1] or parts
-    return ".".join(module[:depth])
 
 
 def _check_positive_int(argument: str, value: int) -> None:

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from learnscope.autocorrelation import autocorrelation
-from learnscope.sampled_history import SampledParameterHistory, SampledSlice
+from learnscope.health import group_name
+from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
 
 
 class Encoder(nn.Module):
@@ -188,11 +189,12 @@ def test_missing_gradients_record_zeros_and_give_nan_acf() -> None:
 @pytest.mark.parametrize(
     ("depth", "names"),
     [
-        (1, ["temperature", "encoder", "head"]),
-        (2, ["temperature", "encoder", "encoder.layers", "head"]),
+        (1, ["root", "encoder", "head"]),
+        (2, ["root", "encoder", "encoder.layers", "head"]),
     ],
 )
 def test_groups_by_module_prefix(depth: int, names: list[str]) -> None:
+    """The groups of the health checks: the root module's ``temperature`` is in ``root``."""
     model = Model()
     history = SampledParameterHistory(model.named_parameters(), group_depth=depth)
     assert history.group_names == names
@@ -200,8 +202,7 @@ def test_groups_by_module_prefix(depth: int, names: list[str]) -> None:
     assert index.dtype == torch.long and index.shape == (history.num_elements,)
     column = 0
     for piece in history.slices:
-        parts = piece.name.split(".")
-        group = ".".join((parts[:-1] or parts)[:depth])
+        group = group_name(piece.name, depth)
         assert index[column : column + piece.length].tolist() == [names.index(group)] * (
             piece.length
         )
@@ -242,6 +243,45 @@ def test_mixed_precision_values_are_stored_as_float32() -> None:
 def test_bad_arguments(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         SampledParameterHistory(Model().named_parameters(), **kwargs)
+
+
+def test_parameter_values_only_allocates_and_records_no_gradients() -> None:
+    model = Model()
+    both = SampledParameterHistory(model.named_parameters(), capacity=8)
+    values = SampledParameterHistory(model.named_parameters(), capacity=8, kinds=("params",))
+    assert values.kinds == ("params",) and both.kinds == ("params", "grads")
+    assert values.slices == both.slices
+    assert values.nbytes == 8 * values.num_elements * 4 == both.nbytes // 2
+    assert sum(b.nbytes for b in values._buffers.values()) == values.nbytes  # nothing else
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    values.record()
+    assert torch.equal(values.history("params")[0], sampled_values(values))
+    with pytest.raises(ValueError, match=r"records \('params',\) only, not 'grads'"):
+        values.history("grads")
+    with pytest.raises(ValueError, match="kinds must be a non-empty subset"):
+        SampledParameterHistory(model.named_parameters(), kinds=("params", "weights"))
+    with pytest.raises(ValueError, match="kinds must be a non-empty subset"):
+        SampledParameterHistory(model.named_parameters(), kinds=())
+
+
+def test_given_slices_share_one_plan_between_histories() -> None:
+    """One budget over two parameter sets (two optimizers): the same elements as one history."""
+    model = Model()
+    named = list(model.named_parameters())
+    plan = plan_slices(named, elements_per_tensor=16, max_elements=100, seed=2)
+    whole = SampledParameterHistory(named, elements_per_tensor=16, max_elements=100, seed=2)
+    assert tuple(plan) == whole.slices
+    encoder = [(n, p) for n, p in named if n.startswith("encoder.")]
+    part = SampledParameterHistory(encoder, slices=[s for s in plan if s.name.startswith("enc")])
+    assert part.group_names == ["encoder"] and part.parameter_names == tuple(n for n, _ in encoder)
+    assert part.num_elements == sum(s.length for s in plan if s.name.startswith("encoder."))
+    with pytest.raises(ValueError, match="'temperature', which is not a trainable parameter"):
+        SampledParameterHistory(encoder, slices=plan)
+    with pytest.raises(ValueError, match="slices holds no slice"):
+        SampledParameterHistory(encoder, slices=[])
+    with pytest.raises(ValueError, match="outside its 3 elements"):
+        SampledParameterHistory(encoder, slices=[SampledSlice("encoder.scale", 1, 3)])
 
 
 def test_no_trainable_parameters_is_an_error() -> None:
