@@ -32,6 +32,18 @@ indices of Z; an undirected graph stores each edge once in each direction):
   of an edge into it, self-loops ignored, repeated edges counted repeatedly), the mean of
   ``1 - cos`` to its neighbours; then the mean over those nodes. 0 when neighbours point the
   same way, about 1 for random features.
+* ``mad_global``: the MAD of all node pairs, Chen et al.'s MAD^global ("Measuring and Relieving
+  the Over-smoothing Problem for Graph Neural Networks from the Topological View", AAAI 2020),
+  with the pairs taken inside each connected component of the graph (edges read in both
+  directions), so that a batch of several graphs is not compared across graphs. For each node
+  in a component of two or more nodes, the mean of ``1 - cos`` to the other nodes of its
+  component; then the mean over those nodes. Computed in O(N D) from the sum of the
+  l2-normalised rows of each component. 0 when every node of a graph points the same way,
+  whatever the lengths of the rows: graph convolutions with symmetric normalisation, stacked
+  deep, make the rows proportional (to the square root of the degree, in the limit) rather than
+  equal, which leaves the Rayleigh quotient large and the neighbour ``mad`` above its threshold
+  while ``mad_global`` falls towards 0. About 1 for random features; the cosine of non-negative
+  features (after a ReLU) is positive, which lowers it for healthy embeddings too.
 
 Conventions:
 
@@ -43,12 +55,15 @@ Conventions:
 * Singular values below ``max(N, D) * eps(float64) * s_max`` count as zero. A matrix with no
   nonzero singular value (an all-zero Z, or identical rows for ``effective_rank``) has rank 1.0:
   complete collapse, the bottom of the range.
-* Without an edge between two distinct nodes, ``rayleigh_quotient`` and ``mad`` are NaN (there
-  is nothing to measure); with ``Z == 0`` the Rayleigh quotient is 0.
+* Without an edge between two distinct nodes, ``rayleigh_quotient``, ``mad`` and
+  ``mad_global`` are NaN (there is nothing to measure); with ``Z == 0`` the Rayleigh quotient is
+  0.
 * All metrics but ``dirichlet_energy`` are unchanged when Z is multiplied by a nonzero constant.
 
 Everything is computed in float64 on the device of Z (on the CPU for Apple's MPS, which has no
-float64), whatever Z's floating dtype, and reaches the host in one transfer.
+float64), whatever Z's floating dtype, and reaches the host in one transfer; with a graph, finding
+the connected components (label propagation with pointer jumping, FastSV) takes one more small
+transfer per round, about log2 of the number of nodes rounds.
 
 Example:
     >>> import torch
@@ -65,7 +80,13 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
-__all__ = ["EmbeddingRowBuffer", "collapse_metrics", "enough_rows", "judge_collapse"]
+__all__ = [
+    "EmbeddingRowBuffer",
+    "collapse_metrics",
+    "connected_components",
+    "enough_rows",
+    "judge_collapse",
+]
 
 _EMBEDDING_KEYS = (
     "rankme",
@@ -74,7 +95,7 @@ _EMBEDDING_KEYS = (
     "cosine_spread",
     "dead_dim_fraction",
 )
-_GRAPH_KEYS = ("dirichlet_energy", "rayleigh_quotient", "mad")
+_GRAPH_KEYS = ("dirichlet_energy", "rayleigh_quotient", "mad", "mad_global")
 _PROBABILITY_FLOOR = 1e-7
 _DEAD_DIM_RATIO = 1e-3
 # Edges are processed in chunks so that a gathered chunk holds about this many float64 values
@@ -91,12 +112,13 @@ def collapse_metrics(z: Tensor, edge_index: Tensor | None = None) -> dict[str, f
         z: Embeddings ``[N, D]``, or ``[..., D]`` flattened to rows; any floating dtype, any
             device. Rows with a NaN or an infinity are dropped.
         edge_index: Optional graph, an integer tensor ``[2, E]`` of row indices of ``z``
-            (source row first). Adds ``dirichlet_energy``, ``rayleigh_quotient`` and ``mad``.
+            (source row first). Adds ``dirichlet_energy``, ``rayleigh_quotient``, ``mad`` and
+            ``mad_global``.
 
     Returns:
         Python floats under the keys ``rankme``, ``effective_rank``, ``normalized_spread``,
         ``cosine_spread``, ``dead_dim_fraction``, and with a graph also
-        ``dirichlet_energy``, ``rayleigh_quotient`` and ``mad``.
+        ``dirichlet_energy``, ``rayleigh_quotient``, ``mad`` and ``mad_global``.
 
     Raises:
         TypeError: ``z`` is not a floating-point tensor, or ``edge_index`` not an integer one.
@@ -113,6 +135,9 @@ def collapse_metrics(z: Tensor, edge_index: Tensor | None = None) -> dict[str, f
         >>> ring = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
         >>> round(collapse_metrics(torch.eye(4), ring)["mad"], 3)
         1.0
+        >>> proportional = torch.arange(1.0, 5.0)[:, None] * torch.randn(1, 8)
+        >>> round(collapse_metrics(proportional, ring)["mad_global"], 6)
+        0.0
     """
     rows = _flatten_rows(z, "z")
     device = _work_device(rows.device)
@@ -159,10 +184,11 @@ def judge_collapse(
     min_rank_fraction: float = 0.1,
     min_rank: float = 1.5,
     min_normalized_spread: float = 0.1,
-    min_cosine_spread: float = 0.05,
+    min_cosine_spread: float = 0.01,
     max_dead_dim_fraction: float = 0.25,
-    min_mad: float = 0.01,
+    min_mad: float = 0.001,
     min_rayleigh_quotient: float = 0.01,
+    min_mad_global: float = 0.01,
 ) -> list[str]:
     """Turn collapse metrics into verdicts: which heuristics fire, in words.
 
@@ -174,9 +200,26 @@ def judge_collapse(
       min_rank)``, only when :func:`enough_rows` holds with ``min_rows_per_dim`` and that
       threshold is below ``min(N, D)``.
     * ``normalized_spread`` fires below ``min_normalized_spread``, ``cosine_spread`` below
-      ``min_cosine_spread``, ``dead_dim_fraction`` above ``max_dead_dim_fraction``.
-    * ``mad`` fires below ``min_mad`` and ``rayleigh_quotient`` below ``min_rayleigh_quotient``
-      (oversmoothing).
+      ``min_cosine_spread``, ``dead_dim_fraction`` above ``max_dead_dim_fraction``. Healthy
+      embeddings measured per training step: a small CNN's pooled features after ReLU reach a
+      cosine spread of 0.08, a tiny BERT's token states 0.24, and the node embeddings of a
+      healthy 2-layer GCN (below) 0.02, as low as the nodes' ``mad_global``; hence the
+      default ``min_cosine_spread`` of 0.01.
+    * ``mad`` fires below ``min_mad``, ``rayleigh_quotient`` below ``min_rayleigh_quotient`` and
+      ``mad_global`` below ``min_mad_global`` (oversmoothing). ``mad_global`` is the one that
+      catches deep graph convolutions, whose rows become proportional rather than equal.
+      Measured on PyG ``GCNConv`` stacks (ReLU between layers) on Zachary's karate club, one
+      graph of 34 nodes, at every step (hidden dimension 16 or 64, Adam at 0.01 or SGD at 0.05;
+      20 seeds each for 2 layers, 10 for 32): 32 layers gave at most 9.3e-4 at initialisation
+      and 0.014 over the first 15 steps; 2 layers gave 0.19 to 0.73 at initialisation, 0.37 to
+      0.94 after 600 steps, and never less than 0.021 (SGD, around step 130, when a shared
+      offset briefly points every node the same way: a mean pairwise cosine of 0.98). The
+      default ``min_mad_global``, 0.01, keeps a factor of 2 from that healthy minimum and
+      catches the deep stack at initialisation with a factor of 10 or more. The neighbour
+      ``mad`` is small in healthy models too, since training pulls neighbours of the same class
+      together (down to 0.011 above); its default ``min_mad`` is 0.001. Graphs whose nodes are
+      all equivalent by symmetry (an elemental crystal) rightly give ``mad_global`` 0; a batch
+      that mixes graphs averages over their nodes.
 
     Args:
         metrics: The output of :func:`collapse_metrics`.
@@ -190,6 +233,8 @@ def judge_collapse(
         max_dead_dim_fraction: Highest healthy fraction of dead dimensions.
         min_mad: Lowest healthy MAD (random features: about 1).
         min_rayleigh_quotient: Lowest healthy Rayleigh quotient (random features: about 2E/N).
+        min_mad_global: Lowest healthy MAD over the node pairs of each graph (random features:
+            about 1).
 
     Returns:
         One message per heuristic that fires, each starting with the metric's key; empty when
@@ -215,6 +260,11 @@ def judge_collapse(
         "rayleigh_quotient": (
             min_rayleigh_quotient,
             "embeddings barely change across edges (oversmoothing)",
+        ),
+        "mad_global": (
+            min_mad_global,
+            "the nodes of each graph all point the same way (oversmoothing: too many "
+            "message-passing layers, or too little to tell nodes apart)",
         ),
     }
     for key, (threshold, meaning) in lows.items():
@@ -546,6 +596,66 @@ def _edge_sums(rows: Tensor, directions: Tensor, edges: Tensor) -> tuple[Tensor,
     return squared_sum, distance_sum, neighbours
 
 
+def connected_components(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Label each node with the smallest node index of its connected component.
+
+    Edges count in both directions. FastSV (Zhang, Azad and Hu, "FastSV: A Distributed-Memory
+    Connected Component Algorithm with Fast Convergence", 2020): hooking and pointer jumping on
+    the device, about log2(num_nodes) rounds, each ending with one small transfer to see
+    whether anything changed.
+
+    Args:
+        edge_index: Integer tensor ``[2, E]`` of node indices below ``num_nodes``.
+        num_nodes: Number of nodes; nodes without edges are components of their own.
+
+    Returns:
+        Long tensor ``[num_nodes]`` on the device of ``edge_index``.
+
+    Example:
+        >>> import torch
+        >>> connected_components(torch.tensor([[0, 3, 4], [1, 2, 3]]), 6).tolist()
+        [0, 0, 2, 2, 2, 5]
+    """
+    parent = torch.arange(num_nodes, device=edge_index.device)
+    if edge_index.numel() == 0:
+        return parent
+    edges = edge_index.to(torch.long)
+    u = torch.cat([edges[0], edges[1]])
+    v = torch.cat([edges[1], edges[0]])
+    grandparent = parent.clone()
+    while True:
+        parent.scatter_reduce_(0, parent[u], grandparent[v], reduce="amin")  # hook roots
+        parent.scatter_reduce_(0, u, grandparent[v], reduce="amin")  # hook nodes
+        parent = torch.minimum(parent, grandparent)  # shortcut
+        next_grandparent = parent[parent]
+        if torch.equal(next_grandparent, grandparent):
+            break
+        grandparent = next_grandparent
+    while not torch.equal(parent, parent[parent]):
+        parent = parent[parent]
+    return parent
+
+
+def _global_mad(directions: Tensor, edges: Tensor) -> Tensor:
+    """MAD over the node pairs of each connected component (NaN without such a pair).
+
+    For node i in component c: ``sum_{j != i in c} cos_ij = u_i . S_c - |u_i|^2``, with ``S_c``
+    the sum of the unit rows of c (a zero row has cosine 0 with everything).
+    """
+    num_rows = directions.shape[0]
+    labels = connected_components(edges, num_rows)
+    ones = directions.new_ones(num_rows)
+    sizes = directions.new_zeros(num_rows).index_add_(0, labels, ones)[labels]
+    sums = torch.zeros_like(directions).index_add_(0, labels, directions)[labels]
+    self_cosine = directions.square().sum(dim=1)
+    cosine_to_others = (directions * sums).sum(dim=1) - self_cosine
+    has_peers = sizes > 1
+    node_mad = 1 - cosine_to_others / (sizes - 1).clamp_min(1)
+    count = has_peers.sum()
+    total = torch.where(has_peers, node_mad, torch.zeros_like(node_mad)).sum()
+    return torch.where(count > 0, total / count.clamp_min(1), torch.full_like(total, math.nan))
+
+
 def _graph_values(rows: Tensor, directions: Tensor, edges: Tensor) -> list[Tensor]:
     """The graph metrics, as 0-d float64 tensors in the order of ``_GRAPH_KEYS``."""
     squared_sum, distance_sum, neighbours = _edge_sums(rows, directions, edges)
@@ -562,6 +672,7 @@ def _graph_values(rows: Tensor, directions: Tensor, edges: Tensor) -> list[Tenso
         squared_sum / rows.shape[0],
         torch.where(has_edges, quotient, nan),
         torch.where(has_edges, mad, nan),
+        torch.where(has_edges, _global_mad(directions, edges), nan),
     ]
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from typing_extensions import override
 
-from learnscope.collapse import EmbeddingRowBuffer
+from learnscope.collapse import EmbeddingRowBuffer, judge_collapse
 from learnscope.health import (
     FindingLog,
+    GradientRound,
     NonFiniteOutputTracer,
     collapse_findings,
     ddp_unused_parameter_advice,
@@ -20,7 +22,6 @@ from learnscope.health import (
     head_findings,
     health_scalars,
     unused_parameter_findings,
-    unused_parameter_names,
 )
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.plugins import Writers
@@ -40,43 +41,71 @@ class TrainingHelper(LearnscopeCallback):
 
     What it checks:
 
-    * **Unused parameters**: after the first backward, parameters that require a gradient and got
-      none, one finding per module, reported once per run. Under DDP (without
-      ``find_unused_parameters``) the second step then fails with "Expected to have finished
-      reduction in the prior iteration", which names no parameter: TrainingHelper logs their
-      names and the two ways out (remove them, or ``strategy="ddp_find_unused_parameters_true"``).
-    * **Gradients**, on check steps (every ``check_every_n_steps`` global steps), in
-      ``on_before_optimizer_step``: non-finite, zero and tiny gradients, named (tiny means under
-      ``small_grad_threshold`` times the median gradient per element over the parameters; see
-      :mod:`learnscope.health`). Zero and tiny gradients are not judged on step 0, where a
-      zero-initialised layer (ReZero, adaLN-zero) rightly gives zero gradients upstream. The
-      norms of all parameters and gradients come from fused calls and reach the host in one
-      transfer. Under float16 mixed precision, non-finite gradients are
-      the gradient scaler's business and are not reported; a non-finite loss still is.
+    * **Unused parameters**: parameters that require a gradient and never got one during a first
+      round of optimizer steps (the first step, or with several optimizers, as in a GAN trained
+      with manual optimization, the first step of every optimizer: each step sees the gradients
+      of its own parameters only), one finding per module, reported once per run. Under DDP
+      (without ``find_unused_parameters``) the second step then fails with "Expected to have
+      finished reduction in the prior iteration", which names no parameter: TrainingHelper logs
+      their names and the two ways out (remove them, or
+      ``strategy="ddp_find_unused_parameters_true"``).
+    * **Gradients**, once per optimizer step on check steps (global steps that are multiples of
+      ``check_every_n_steps``), in ``on_before_optimizer_step``: non-finite, zero and tiny
+      gradients, named (tiny means under ``small_grad_threshold`` times the median gradient per
+      element over the parameters; see :mod:`learnscope.health`). A closure optimizer such as
+      ``LBFGS`` runs that hook once per closure evaluation: only the first, the step's own
+      gradients, is checked. With several optimizers each step is judged on its own optimizer's
+      parameters. Zero and tiny gradients are not judged on an optimizer's first step, where a
+      zero-initialised layer (ReZero, adaLN-zero) rightly gives zero gradients upstream. A bias
+      whose gradient is zero or tiny beside healthy weights in its module is structurally zero
+      (a softmax or a normalisation after it removes the shift it adds, as for the key bias of
+      attention or a bias right before BatchNorm): that is an ``info`` finding, not a warning.
+      The norms of all parameters and gradients come from fused calls and reach the host in one
+      transfer. Under a loss scaler (a ``GradScaler``, which ``precision="16-mixed"`` uses),
+      non-finite gradients are the scaler's business (it skips those steps) and are not
+      reported; without one (``"16-true"``, ``"bf16-mixed"``, 32 bits) they are. A non-finite
+      loss always is.
+    * **The loss** (``health/loss``) of a check step is the step's own: the mean over the
+      micro-batches of the step of the loss ``training_step`` returned (Lightning divides it by
+      ``accumulate_grad_batches`` before the backward; that is undone, and so is a gradient
+      scaler's factor), each micro-batch counted at its first backward (for ``LBFGS``, the
+      closure evaluated first, at the parameters the step starts from). In manual optimization
+      it is the first loss passed to ``manual_backward`` in the batch (for a GAN that steps the
+      discriminator first, the discriminator's).
     * **Non-finite values**: when a check finds a non-finite gradient or loss, forward hooks on
       every module are armed for the next training step only, to name the first module whose
       output is not finite.
     * **Head versus encoder**: the weights of each head module against the embedding module's
       (root mean square per element), reported above ``max_head_to_encoder_ratio``.
-    * **Embedding collapse**: from a check step on, a forward hook on ``embedding_module`` copies
-      the detached output of each training batch into an
-      :class:`~learnscope.collapse.EmbeddingRowBuffer` until it holds
-      ``embedding_rows_per_dim`` times the dimension (at most ``max_embedding_rows``: 4096 rows
-      of dimension 256 in float32 cost 4 MiB); the metrics are then computed and judged, and the
-      buffer starts again at the next check step. Outputs ``[batch, tokens, dim]`` count each
-      token as a row. With ``edge_index_fn``, also oversmoothing.
+    * **Embedding collapse**: on each check step a forward hook on ``embedding_module`` copies
+      the detached output of the step's training batches (every micro-batch of the step, the
+      first forward of each) into an :class:`~learnscope.collapse.EmbeddingRowBuffer` of at most
+      ``embedding_rows_per_dim`` times the dimension rows (and at most ``max_embedding_rows``:
+      4096 rows of dimension 256 in float32 cost 4 MiB); when the step is over the metrics are
+      computed on those rows and judged. Rows of different steps are never mixed, so a check
+      sees the embedding as it was at that step. The ranks (RankMe, effective rank) then rest
+      on one step's rows: they cannot exceed the number of rows, and they are judged only when
+      the step brings at least 4 rows per dimension (a batch of 256 for dimension 64; outputs
+      ``[batch, tokens, dim]`` count each token as a row, a graph batch each node); below that
+      they are still written to the dashboards, and the other metrics are judged as usual.
+      With ``edge_index_fn``, also oversmoothing, mainly from ``mad_global``, the mean cosine
+      distance between the nodes of each graph (Chen et al., AAAI 2020), which falls towards 0
+      when deep graph convolutions make the rows proportional (see
+      :func:`~learnscope.collapse.judge_collapse` for the thresholds, which
+      ``collapse_thresholds`` overrides).
     * **Inputs**: each of ``input_checks``, a callable ``batch -> str | None`` such as
       :class:`~learnscope.health.CoordinateRangeCheck`, runs on the first batch of each check
       step; a returned message is an ``input-range`` finding about the check's ``subject``
       attribute (or its name).
 
-    Findings go to the ``learnscope`` logger at warning level, each (code, subject) at most once
-    per ``warn_every_n_steps`` (unused parameters once), and to every logger's dashboard as the
-    full findings table. On check steps the dashboards also get a histogram of the gradient norm
-    of every parameter (``health/grad_norm``) and scalars: per-group gradient and weight norms
+    Findings go to the ``learnscope`` logger, warnings and errors at warning level and ``info``
+    findings at info level, each (code, subject) at most once per ``warn_every_n_steps``
+    (unused parameters once), and to every logger's dashboard as the full findings table. On
+    check steps the dashboards also get a histogram of the gradient norm of every parameter
+    (``health/grad_norm``) and scalars: per-group gradient and weight norms
     (``health/grad_norm/<group>``, ``health/weight_norm/<group>``, groups being module-name
-    prefixes of ``group_depth`` parts), ``health/head_weight_ratio/<head>``, and the collapse
-    metrics (``health/collapse/<module>/<metric>``).
+    prefixes of ``group_depth`` parts), ``health/loss``, ``health/head_weight_ratio/<head>``, and
+    the collapse metrics (``health/collapse/<module>/<metric>``).
 
     Nothing here synchronises with the device on ordinary steps: the hooks return at once unless
     a check is running. Check steps are decided from ``trainer.global_step``; everything runs on
@@ -86,7 +115,7 @@ class TrainingHelper(LearnscopeCallback):
     Args:
         check_every_n_steps: Global steps between checks.
         small_grad_threshold: Ratio to the median gradient per element under which a gradient is
-            tiny.
+            tiny (see :func:`~learnscope.health.gradient_findings` for the default).
         embedding_module: Dotted name of the encoder whose output is checked for collapse and
             compared with the heads; ``None`` switches these checks off. A name the model lacks
             fails at ``setup`` with the available names, except the default ``"encoder"``,
@@ -103,8 +132,10 @@ class TrainingHelper(LearnscopeCallback):
         select: Picks the embedding tensor from the module's output (tuple, dict, dataclass).
         group_depth: Module-name parts that make a group for the per-group norms.
         max_head_to_encoder_ratio: Largest healthy ratio of head to encoder weights.
-        embedding_rows_per_dim: Rows per embedding dimension collected before judging collapse.
+        embedding_rows_per_dim: Most rows per embedding dimension kept from a check step.
         max_embedding_rows: Cap on those rows.
+        collapse_thresholds: Keyword arguments of :func:`~learnscope.collapse.judge_collapse`
+            to override, such as ``{"min_mad_global": 0.02}``.
 
     Raises:
         ValueError: For bad arguments; unknown module names fail at ``setup``.
@@ -119,7 +150,7 @@ class TrainingHelper(LearnscopeCallback):
     def __init__(
         self,
         check_every_n_steps: int = 50,
-        small_grad_threshold: float = 1e-3,
+        small_grad_threshold: float = 1e-5,
         embedding_module: str | None = _DEFAULT_EMBEDDING_MODULE,
         head_modules: Sequence[str] | None = None,
         input_checks: Sequence[Callable[[Any], str | None]] = (),
@@ -132,6 +163,7 @@ class TrainingHelper(LearnscopeCallback):
         max_head_to_encoder_ratio: float = 100.0,
         embedding_rows_per_dim: float = 8.0,
         max_embedding_rows: int = 4096,
+        collapse_thresholds: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__()
         if check_every_n_steps < 1 or group_depth < 1:
@@ -142,6 +174,13 @@ class TrainingHelper(LearnscopeCallback):
             raise ValueError(
                 "need max_head_to_encoder_ratio > 1, embedding_rows_per_dim >= 1 and "
                 "max_embedding_rows >= 2"
+            )
+        thresholds = dict(collapse_thresholds or {})
+        known = set(inspect.signature(judge_collapse).parameters) - {"metrics", "num_rows", "dim"}
+        if set(thresholds) - known:
+            raise ValueError(
+                f"unknown collapse_thresholds {sorted(set(thresholds) - known)}; "
+                f"known: {sorted(known)}"
             )
         not_callable = [c for c in (*input_checks, edge_index_fn, select) if c and not callable(c)]
         if not_callable:
@@ -160,23 +199,27 @@ class TrainingHelper(LearnscopeCallback):
         self.max_head_to_encoder_ratio = max_head_to_encoder_ratio
         self.embedding_rows_per_dim = embedding_rows_per_dim
         self.max_embedding_rows = max_embedding_rows
+        self.collapse_thresholds = thresholds
         self._log = FindingLog(warn_every_n_steps)
         self._encoder: str | None = None  # resolved at setup
         self._heads: list[str] = []
         self._hook: torch.utils.hooks.RemovableHandle | None = None
         self._tracer: NonFiniteOutputTracer | None = None
         self._trace_next_step = False
-        self._unused_checked = False
-        self._unused_names: list[str] = []  # parameters without a gradient after the first backward
+        self._round = GradientRound()  # which parameters get a gradient in the first round
+        self._unused_names: list[str] = []  # parameters without a gradient in that round
+        self._stepped: set[int] = set()  # ids of the optimizers that stepped before
         self._check = False  # this batch belongs to a check step
+        self._check_step = -1  # the check step whose batches run now (or ran last)
         self._checked_step = -1  # the last step whose gradients were checked
         self._batch_step = 0  # trainer.global_step when the batch started
+        self._loss_parts: list[torch.Tensor] = []  # the check step's micro-batch losses
+        self._loss_taken = False  # this batch's loss is in _loss_parts
         self._in_train_batch = False
         self._collecting = False
         self._took_batch = False
         self._batch: Any = None
         self._buffer: EmbeddingRowBuffer | None = None
-        self._loss: torch.Tensor | None = None
         self._new_findings = False
 
     @property
@@ -194,6 +237,7 @@ class TrainingHelper(LearnscopeCallback):
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Resolve the module names (failing on unknown ones) and attach the hooks."""
+        super().setup(trainer, pl_module, stage)
         self._detach()
         self._encoder = self._resolve_encoder(pl_module)
         self._heads = self._resolve_heads(pl_module)
@@ -247,9 +291,9 @@ class TrainingHelper(LearnscopeCallback):
 
     @override
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Detach the hooks and flush the writers."""
+        """Detach the hooks; leaving the writer session flushes the writers."""
+        super().teardown(trainer, pl_module, stage)
         self._detach()
-        self._dashboards(trainer).flush()
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
@@ -257,9 +301,15 @@ class TrainingHelper(LearnscopeCallback):
 
         Lightning's ``teardown`` does not detach the hooks after an exception.
         """
+        super().on_exception(trainer, pl_module, exception)
         self._detach()
         if trainer.is_global_zero:
-            advice = ddp_unused_parameter_advice(exception, self._unused_names)
+            names = self._unused_names
+            seen = self._round.seen
+            if not self._round.complete and seen:  # stopped before every optimizer stepped
+                names = [n for n, p in pl_module.named_parameters() if p.requires_grad]
+                names = [n for n in names if n not in seen]
+            advice = ddp_unused_parameter_advice(exception, names)
             if advice is not None:
                 log.error("learnscope: %s", advice)
 
@@ -270,7 +320,8 @@ class TrainingHelper(LearnscopeCallback):
         if self._tracer is not None:
             self._tracer.disarm()
         self._collecting = self._in_train_batch = False
-        self._batch = self._loss = None
+        self._batch = None
+        self._loss_parts = []
 
     # -- every training batch --------------------------------------------------------------
 
@@ -278,20 +329,23 @@ class TrainingHelper(LearnscopeCallback):
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
-        """Decide whether this is a check step; start checks that look at the batch."""
+        """Decide whether this batch belongs to a check step; start the step's checks."""
         step = self._batch_step = trainer.global_step
+        self._loss_taken = False
         self._check = trainer.is_global_zero and step % self.check_every_n_steps == 0
         if self._trace_next_step and self._tracer is not None and self.is_on(_TRACE):
             self._trace_next_step = False
             self._tracer.arm()
-        if not self._check and not self._collecting:
+        if not self._check:
+            self._collecting = False  # a step whose end went unseen: its rows are dropped
             return
-        if self._check and step != self._checked_step:
+        if step != self._check_step:  # the first micro-batch of the check step
+            self._check_step = step
+            self._loss_parts = []
             self._check_inputs(batch, step)
-            if self._encoder is not None and self.is_on(_COLLAPSE) and not self._collecting:
-                self._collecting = True
-                if self._buffer is not None:
-                    self._buffer.reset()
+            self._collecting = self._encoder is not None and self.is_on(_COLLAPSE)
+            if self._buffer is not None:
+                self._buffer.reset()
         if self._collecting:
             self._in_train_batch = True
             self._took_batch = False
@@ -299,9 +353,11 @@ class TrainingHelper(LearnscopeCallback):
 
     def _on_embedding(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not self._in_train_batch or self._took_batch:
-            return  # the common case: no collection running, or a second forward in the batch
+            return  # the common case: no check step, or a second forward in the batch
         self._took_batch = True
-        with self.guard(_COLLAPSE):
+        if self._buffer is not None and self._buffer.is_full:
+            return
+        with self.guard(_COLLAPSE, f"step {self._batch_step}"):
             value = self.select(output) if self.select is not None else output
             if not isinstance(value, torch.Tensor) or value.ndim < 2:
                 raise TypeError(
@@ -321,46 +377,80 @@ class TrainingHelper(LearnscopeCallback):
 
     @override
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
-        """Keep the loss of a check step; name a non-finite module when tracing."""
-        if self._check:
-            self._loss = loss.detach()
+        """Keep the batch's first loss on check steps; name a non-finite module when tracing."""
         self._finish_trace()
+        if self._check and not self._loss_taken:
+            self._loss_taken = True
+            self._loss_parts.append(loss.detach())
 
     @override
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
-        """Report unused parameters after the first backward; check gradients on check steps."""
+        """Judge unused parameters after a first round; check gradients on check steps."""
         step = trainer.global_step
-        if not self._unused_checked and trainer.is_global_zero:
-            self._unused_checked = True
-            with self.guard(_GRADIENTS):
-                parameters = list(pl_module.named_parameters())
-                self._unused_names = unused_parameter_names(parameters)
-                self._report(unused_parameter_findings(parameters, step))
+        first_step = id(optimizer) not in self._stepped
+        self._stepped.add(id(optimizer))
+        if trainer.is_global_zero and not self._round.complete and self.is_on(_GRADIENTS):
+            with self.guard(_GRADIENTS, f"step {step}"):
+                self._observe_round(trainer, pl_module, optimizer, step)
         if not self._check or step == self._checked_step or not self.is_on(_GRADIENTS):
-            return
+            return  # not a check step, or a later closure evaluation of the step
         self._checked_step = step
-        loss, self._loss = self._loss, None
-        with self.guard(_GRADIENTS):
-            self._check_gradients(trainer, pl_module, step, loss)
+        with self.guard(_GRADIENTS, f"step {step}"):
+            loss = self._step_loss(trainer, pl_module)
+            self._check_gradients(trainer, pl_module, optimizer, step, loss, not first_step)
+
+    def _observe_round(self, trainer: Any, pl_module: Any, optimizer: Any, step: int) -> None:
+        unused = self._round.observe(pl_module.named_parameters(), optimizer, trainer.optimizers)
+        if unused is None:
+            return
+        self._unused_names = unused
+        named = pl_module.named_parameters()
+        single = len(trainer.optimizers) <= 1
+        self._report(
+            unused_parameter_findings(named, step, seen=None if single else self._round.seen)
+        )
+
+    def _step_loss(self, trainer: Any, pl_module: Any) -> torch.Tensor | None:
+        """The check step's loss: the mean of its micro-batch losses, as training_step gave them."""
+        parts, self._loss_parts = self._loss_parts, []
+        if not parts:
+            return None
+        device = parts[0].device
+        losses = torch.stack([part.float().mean().to(device) for part in parts])
+        if getattr(pl_module, "automatic_optimization", True):
+            losses = losses * trainer.accumulate_grad_batches  # Lightning divided by it
+        loss = losses.mean()
+        scaler = _loss_scaler(trainer)
+        return loss if scaler is None else loss / scaler.get_scale()
 
     def _check_gradients(
-        self, trainer: Any, pl_module: Any, step: int, loss: torch.Tensor | None
+        self,
+        trainer: Any,
+        pl_module: Any,
+        optimizer: Any,
+        step: int,
+        loss: torch.Tensor | None,
+        check_small: bool,
     ) -> None:
-        stats = gradient_statistics(pl_module.named_parameters(), loss)
-        scaled = str(getattr(trainer, "precision", "")).startswith("16")
+        named = list(pl_module.named_parameters())
+        if len(trainer.optimizers) > 1:  # each step sees its own optimizer's gradients only
+            own = {id(p) for group in optimizer.param_groups for p in group["params"]}
+            named = [(name, p) for name, p in named if id(p) in own]
+        stats = gradient_statistics(named, loss)
         findings = gradient_findings(
             stats,
             step,
             small_grad_threshold=self.small_grad_threshold,
-            check_nonfinite=not scaled,
-            check_small=step > 0,
+            check_nonfinite=_loss_scaler(trainer) is None,
+            check_small=check_small,
         )
         if any(f.code in ("non-finite-gradient", "non-finite-loss") for f in findings):
             self._trace_next_step = True
         scalars = health_scalars(stats, self.group_depth)
-        if self._encoder is not None and self._heads:
+        heads = [h for h in self._heads if _holds(stats.names, h)]
+        if self._encoder is not None and heads and _holds(stats.names, self._encoder):
             head, ratios = head_findings(
-                stats, self._encoder, self._heads, step, max_ratio=self.max_head_to_encoder_ratio
+                stats, self._encoder, heads, step, max_ratio=self.max_head_to_encoder_ratio
             )
             findings += head
             scalars.update(ratios)
@@ -374,7 +464,7 @@ class TrainingHelper(LearnscopeCallback):
     def _check_inputs(self, batch: Any, step: int) -> None:
         if not self.input_checks or not self.is_on(_INPUTS):
             return
-        with self.guard(_INPUTS):
+        with self.guard(_INPUTS, f"step {step}"):
             for check in self.input_checks:
                 message = check(batch)
                 if message:
@@ -387,16 +477,17 @@ class TrainingHelper(LearnscopeCallback):
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        """Name a non-finite module when tracing; judge collapse once enough rows are in."""
+        """Name a non-finite module when tracing; judge collapse when a check step is over."""
         step = self._batch_step
         self._finish_trace()
         self._in_train_batch = False
         self._batch = None
-        buffer = self._buffer
-        if self._collecting and buffer is not None and buffer.is_full:
+        if self._collecting and trainer.global_step != step:  # the step's last micro-batch
             self._collecting = False
-            with self.guard(_COLLAPSE):
-                self._judge_collapse(trainer, buffer, step)
+            buffer = self._buffer
+            if buffer is not None and buffer.num_rows > 0:
+                with self.guard(_COLLAPSE, f"step {step}"):
+                    self._judge_collapse(trainer, buffer, step)
         if self._new_findings:
             self._new_findings = False
             self._dashboards(trainer).write_findings(self.findings, step)
@@ -410,7 +501,7 @@ class TrainingHelper(LearnscopeCallback):
         """Remove the tracing hooks (after the forward, before the optimizer changes anything)."""
         if self._tracer is None or not self._tracer.armed:
             return
-        with self.guard(_TRACE):
+        with self.guard(_TRACE, f"step {self._batch_step}"):
             found = self._tracer.disarm()
             if found is not None:
                 module, message = found
@@ -429,7 +520,11 @@ class TrainingHelper(LearnscopeCallback):
         num_rows, dim = finite_rows, rows.shape[1]
         buffer.reset()
         module = self._encoder or ""
-        self._report(collapse_findings(metrics, module, step, num_rows=num_rows, dim=dim))
+        self._report(
+            collapse_findings(
+                metrics, module, step, num_rows=num_rows, dim=dim, **self.collapse_thresholds
+            )
+        )
         scalars = {f"health/collapse/{module}/{key}": value for key, value in metrics.items()}
         self._dashboards(trainer).write_scalars(scalars, step)
 
@@ -447,7 +542,8 @@ class TrainingHelper(LearnscopeCallback):
         for finding in findings:
             if self._log.add(finding):
                 self._new_findings = True
-                log.warning(
+                log.log(
+                    logging.INFO if finding.severity == "info" else logging.WARNING,
                     "learnscope: %s %s: %s (step %d)",
                     finding.code,
                     finding.subject,
@@ -460,7 +556,7 @@ class TrainingHelper(LearnscopeCallback):
         """The findings table and when each finding was last warned about."""
         return {
             "findings": self._log.state_dict(),
-            "unused_checked": self._unused_checked,
+            "unused_checked": self._round.complete,
             "unused_names": list(self._unused_names),
         }
 
@@ -468,5 +564,24 @@ class TrainingHelper(LearnscopeCallback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the findings, so a resumed run does not warn again too soon."""
         self._log.load_state_dict(state_dict.get("findings", {}))
-        self._unused_checked = bool(state_dict.get("unused_checked", False))
+        self._round = GradientRound()
+        self._round.complete = bool(state_dict.get("unused_checked", False))
         self._unused_names = list(state_dict.get("unused_names", []))
+
+
+_GRAD_SCALER: type = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
+
+
+def _loss_scaler(trainer: Any) -> Any:
+    """The precision plugin's enabled gradient scaler (``"16-mixed"``), or ``None``.
+
+    Only a ``GradScaler`` scales the loss and skips steps with non-finite gradients;
+    ``"16-true"`` and ``"bf16-mixed"`` have none.
+    """
+    scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
+    return scaler if isinstance(scaler, _GRAD_SCALER) and scaler.is_enabled() else None
+
+
+def _holds(names: Sequence[str], module: str) -> bool:
+    """Whether any of the parameter ``names`` belongs to ``module``."""
+    return any(name.startswith(module + ".") for name in names)

@@ -12,6 +12,7 @@ from learnscope import collapse
 from learnscope.collapse import (
     EmbeddingRowBuffer,
     collapse_metrics,
+    connected_components,
     enough_rows,
     judge_collapse,
 )
@@ -23,7 +24,7 @@ EMBEDDING_KEYS = {
     "cosine_spread",
     "dead_dim_fraction",
 }
-GRAPH_KEYS = {"dirichlet_energy", "rayleigh_quotient", "mad"}
+GRAPH_KEYS = {"dirichlet_energy", "rayleigh_quotient", "mad", "mad_global"}
 
 
 # ---------------------------------------------------------------- numpy reference (float64)
@@ -35,6 +36,37 @@ def reference_entropy_rank(z: np.ndarray) -> float:
         return 1.0
     p = s / s.sum() + 1e-7
     return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def reference_components(num_nodes: int, edges: np.ndarray) -> list[int]:
+    """Each node's component, named by its smallest node: breadth-first search in Python."""
+    neighbours: dict[int, set[int]] = {i: set() for i in range(num_nodes)}
+    for a, b in np.asarray(edges).T.tolist():
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    label = [-1] * num_nodes
+    for start in range(num_nodes):
+        if label[start] >= 0:
+            continue
+        label[start], queue = start, [start]
+        while queue:
+            node = queue.pop()
+            for other in neighbours[node]:
+                if label[other] < 0:
+                    label[other] = start
+                    queue.append(other)
+    return label
+
+
+def reference_global_mad(unit: np.ndarray, edges: np.ndarray) -> float:
+    """Chen et al.'s MAD over all pairs of distinct nodes, pairs within each component only."""
+    label = np.array(reference_components(unit.shape[0], edges))
+    per_node = []
+    for i in range(unit.shape[0]):
+        peers = [j for j in np.flatnonzero(label == label[i]) if j != i]
+        if peers:
+            per_node.append(np.mean([1.0 - float(unit[i] @ unit[j]) for j in peers]))
+    return float(np.mean(per_node)) if per_node else math.nan
 
 
 def reference_metrics(z: np.ndarray, edges: np.ndarray | None = None) -> dict[str, float]:
@@ -66,6 +98,7 @@ def reference_metrics(z: np.ndarray, edges: np.ndarray | None = None) -> dict[st
     out["dirichlet_energy"] = squared / n
     out["rayleigh_quotient"] = squared / float(np.sum(z**2))
     out["mad"] = float(np.mean([np.mean(values) for values in distances.values()]))
+    out["mad_global"] = reference_global_mad(unit, edges)
     return out
 
 
@@ -232,6 +265,7 @@ def test_no_edge_between_distinct_nodes_gives_nan_graph_quotients() -> None:
         assert metrics["dirichlet_energy"] == 0.0
         assert math.isnan(metrics["rayleigh_quotient"])
         assert math.isnan(metrics["mad"])
+        assert math.isnan(metrics["mad_global"])
         assert "mad" not in verdict_keys(judge_collapse(metrics, num_rows=10, dim=3))
 
 
@@ -244,6 +278,7 @@ def test_zero_matrix_is_complete_collapse() -> None:
     assert metrics["dead_dim_fraction"] == 1.0
     assert metrics["rayleigh_quotient"] == 0.0
     assert metrics["mad"] == 1.0
+    assert metrics["mad_global"] == 1.0
 
 
 # ---------------------------------------------------------------- what the metrics say
@@ -336,9 +371,71 @@ def test_neighbour_averaging_oversmooths_and_random_features_do_not() -> None:
     smooth = collapse_metrics(neighbour_averaged(features, edges, rounds=50), edges)
     assert smooth["mad"] < 1e-4
     assert smooth["rayleigh_quotient"] < 1e-3
-    assert {"mad", "rayleigh_quotient"} <= verdict_keys(
+    assert smooth["mad_global"] < 1e-3
+    assert {"mad", "rayleigh_quotient", "mad_global"} <= verdict_keys(
         judge_collapse(smooth, num_rows=300, dim=16)
     )
+
+
+def symmetric_gcn_limit(
+    edges: torch.Tensor, num_nodes: int, dim: int, noise: float
+) -> torch.Tensor:
+    """Rows proportional to sqrt(degree + 1), where deep GCN layers lead, plus a little noise."""
+    degree = torch.zeros(num_nodes, dtype=torch.float64).index_add_(
+        0, edges[1], torch.ones(edges.shape[1], dtype=torch.float64)
+    )
+    direction = gaussian(1, dim, seed=40).abs() + 0.5
+    return (degree + 1).sqrt()[:, None] * direction + noise * gaussian(num_nodes, dim, seed=41)
+
+
+def test_mad_global_matches_reference_on_several_graphs_with_isolated_nodes() -> None:
+    first = random_graph(30, 20, seed=30)
+    second = random_graph(12, 5, seed=31) + 30
+    edges = torch.cat([first, second, torch.tensor([[45], [44]])], dim=1)  # 42..46: 44-45 only
+    z = gaussian(47, 6, seed=32) + 0.2
+    z[3] = 0.0  # a zero row: cosine 0 with every other row
+    metrics = collapse_metrics(z, edges)
+    unit = torch.nn.functional.normalize(z, dim=1).numpy()
+    expected = reference_global_mad(unit, edges.numpy())
+    assert metrics["mad_global"] == pytest.approx(expected, rel=1e-10)
+
+
+def test_mad_global_compares_nodes_within_each_graph_only() -> None:
+    """Two graphs, each collapsed onto its own direction: oversmoothed, though they differ."""
+    ring = random_graph(20, 0, seed=33)
+    edges = torch.cat([ring, ring + 20], dim=1)
+    z = torch.cat([gaussian(1, 8, seed=34).repeat(20, 1), gaussian(1, 8, seed=35).repeat(20, 1)])
+    z = z * torch.linspace(0.5, 2.0, 40, dtype=torch.float64)[:, None]  # proportional rows
+    metrics = collapse_metrics(z, edges)
+    assert metrics["mad_global"] == pytest.approx(0.0, abs=1e-12)
+    assert metrics["cosine_spread"] > 0.2  # the two graphs point different ways
+    assert "mad_global" in verdict_keys(judge_collapse(metrics, num_rows=40, dim=8))
+
+
+def test_proportional_rows_are_oversmoothing_that_only_mad_global_sees() -> None:
+    """Deep symmetric-normalised graph convolutions: rows proportional, not equal."""
+    edges = random_graph(60, 40, seed=36)
+    metrics = collapse_metrics(symmetric_gcn_limit(edges, 60, 16, noise=0.2), edges)
+    assert metrics["rayleigh_quotient"] > 0.05  # rows differ in length across edges
+    assert metrics["mad"] > 0.003
+    assert metrics["mad_global"] < 0.01
+    verdicts = verdict_keys(judge_collapse(metrics, num_rows=60, dim=16))
+    assert verdicts & {"mad", "rayleigh_quotient", "mad_global"} == {"mad_global"}
+    healthy = collapse_metrics(gaussian(60, 16, seed=37).abs(), edges)  # non-negative features
+    assert healthy["mad_global"] > 0.2
+    assert judge_collapse(healthy, num_rows=60, dim=16) == []
+
+
+def test_connected_components_match_breadth_first_search() -> None:
+    generator = torch.Generator().manual_seed(38)
+    for trial in range(40):
+        num_nodes = 1 + trial * 3
+        edges = torch.randint(0, num_nodes, (2, trial * 2), generator=generator)
+        expected = reference_components(num_nodes, edges.numpy())
+        assert connected_components(edges, num_nodes).tolist() == expected
+    path = torch.randperm(5000, generator=generator)  # a long path in random order
+    labels = connected_components(torch.stack([path[:-1], path[1:]]), 5000)
+    assert (labels == 0).all()
 
 
 # ---------------------------------------------------------------- the judge

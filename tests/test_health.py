@@ -14,12 +14,14 @@ from learnscope.collapse import collapse_metrics
 from learnscope.health import (
     CoordinateRangeCheck,
     FindingLog,
+    GradientRound,
     NonFiniteOutputTracer,
     collapse_findings,
     gradient_findings,
     gradient_statistics,
     head_findings,
     health_scalars,
+    structural_zero_names,
     unused_parameter_findings,
     weight_rms,
 )
@@ -109,6 +111,7 @@ def test_zero_tiny_and_nonfinite_gradients_are_named() -> None:
     loss = backward(model)
     model.encoder[0].weight.grad.zero_()
     model.encoder[0].bias.grad.zero_()
+    model.encoder[2].weight.grad.mul_(1e-7)  # vanishing: weight and bias small together
     model.encoder[2].bias.grad.mul_(1e-7)
     model.head.weight.grad[0, 0] = math.nan
     model.head.weight.grad[1, 1] = math.inf
@@ -122,11 +125,103 @@ def test_zero_tiny_and_nonfinite_gradients_are_named() -> None:
     ]
     assert "head.weight (2 values)" in findings[0].message and findings[0].severity == "error"
     assert "encoder.0.weight, encoder.0.bias" in findings[1].message
-    assert "encoder.2.bias" in findings[2].message
+    assert "encoder.2.weight, encoder.2.bias" in findings[2].message
     assert gradient_findings(stats, 7, check_nonfinite=False)[0].code == "zero-gradient"
     assert [f.code for f in gradient_findings(stats, 7, check_small=False)] == [
         "non-finite-gradient"
     ]
+
+
+def test_a_bias_alone_with_a_tiny_gradient_beside_a_healthy_weight_is_structural() -> None:
+    model = Net()
+    model.spare = nn.Identity()
+    backward(model)
+    model.encoder[2].bias.grad.mul_(1e-9)
+    model.head.bias.grad.zero_()
+    model.scale.grad.mul_(1e-9)  # a root parameter: never structural
+    findings = gradient_findings(gradient_statistics(model.named_parameters()), 4)
+    assert [(f.code, f.subject, f.severity) for f in findings] == [
+        ("tiny-gradient", "root", "warning"),
+        ("structural-zero-gradient", "encoder.2", "info"),
+        ("structural-zero-gradient", "head", "info"),
+    ]
+    assert "encoder.2.bias got gradients of" in findings[1].message
+
+
+class KeyAndNorm(nn.Module):
+    """Single-head attention, whose key bias shifts every score of a query equally, beside a
+    bias followed by BatchNorm: both biases get a zero gradient in exact arithmetic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query = nn.Linear(8, 8)
+        self.key = nn.Linear(8, 8)
+        self.value = nn.Linear(8, 8)
+        self.before_norm = nn.Linear(8, 8)
+        self.norm = nn.BatchNorm1d(8)
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.query(x) @ self.key(x).transpose(1, 2) / math.sqrt(8)
+        attended = (scores.softmax(dim=-1) @ self.value(x)).mean(dim=1)
+        normalised = self.norm(self.before_norm(x.mean(dim=1))).relu()
+        return self.out(attended + normalised)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_attention_key_bias_and_a_bias_before_batchnorm_are_structural(
+    dtype: torch.dtype,
+) -> None:
+    torch.manual_seed(0)
+    model = KeyAndNorm().to(dtype)
+    model(torch.randn(16, 5, 8, dtype=dtype)).pow(2).mean().backward()
+    stats = gradient_statistics(model.named_parameters())
+    findings = gradient_findings(stats, 3)
+    assert [(f.code, f.subject, f.severity) for f in findings] == [
+        ("structural-zero-gradient", "key", "info"),
+        ("structural-zero-gradient", "before_norm", "info"),
+    ]
+    rms = dict(zip(stats.names, stats.grad_rms, strict=True))
+    assert rms["key.bias"] < 1e-6 * rms["key.weight"]  # zero but for rounding
+    tiny = stats.grad_rms < 1e-5 * np.median(stats.grad_rms)
+    assert structural_zero_names(stats.names, tiny, ~tiny) == {"key.bias", "before_norm.bias"}
+
+
+def test_gradient_round_waits_for_every_optimizer() -> None:
+    """A GAN in a plain loop: the discriminator steps first, the generator after."""
+    generator, discriminator, spare = nn.Linear(2, 3), nn.Linear(3, 1), nn.Linear(3, 3)
+    model = nn.ModuleDict({"g": generator, "d": discriminator, "spare": spare})
+    g_opt = torch.optim.SGD(generator.parameters(), lr=0.1)
+    d_opt = torch.optim.SGD([*discriminator.parameters(), *spare.parameters()], lr=0.1)
+    round_ = GradientRound()
+    fake = generator(torch.randn(4, 2))
+    assert round_.observe(model.named_parameters(), g_opt, [g_opt, d_opt]) is None  # no grad
+    discriminator(fake.detach()).sum().backward()
+    assert unused_parameter_findings(model.named_parameters(), 0)[0].subject == "g"  # too soon
+    assert round_.observe(model.named_parameters(), d_opt, [g_opt, d_opt]) is None
+    discriminator(fake).sum().backward()
+    assert round_.observe(model.named_parameters(), g_opt, [g_opt, d_opt]) == [
+        "spare.weight",
+        "spare.bias",
+    ]
+    assert round_.complete and round_.seen == {"g.weight", "g.bias", "d.weight", "d.bias"}
+    assert round_.observe(model.named_parameters(), g_opt, [g_opt, d_opt]) is None
+    (finding,) = unused_parameter_findings(model.named_parameters(), 1, seen=round_.seen)
+    assert finding.subject == "spare" and "first round of steps of every optimizer" in (
+        finding.message
+    )
+
+
+def test_nonfinite_loss_is_reported_when_nonfinite_gradients_are_not_checked() -> None:
+    """Under a loss scaler, non-finite gradients are expected; a non-finite loss is not."""
+    model = Net()
+    model.spare = nn.Identity()
+    backward(model)
+    model.head.weight.grad[0, 0] = math.inf
+    stats = gradient_statistics(model.named_parameters(), torch.tensor(math.nan))
+    (finding,) = gradient_findings(stats, 2, check_nonfinite=False)
+    assert (finding.code, finding.severity) == ("non-finite-loss", "error")
+    assert finding.message == "the loss is nan; check the data and the loss function"
 
 
 def test_nonfinite_loss_alone_is_its_own_finding() -> None:
@@ -198,6 +293,19 @@ def test_collapse_findings_map_verdicts_to_codes() -> None:
     assert "oversmoothing" in [f.code for f in codes]
     (over,) = [f for f in codes if f.code == "oversmoothing"]
     assert over.subject == "gnn" and "mad" in over.message
+    # Proportional rows (deep graph convolutions): oversmoothing, named by mad_global alone.
+    g = torch.Generator().manual_seed(1)
+    lengths = 1 + 2 * torch.rand(n, 1, generator=g)  # unrelated to the ring: a large quotient
+    proportional = lengths * (torch.rand(1, 8, generator=g) + 0.5)
+    proportional += 0.15 * torch.randn(n, 8, generator=g)
+    (found,) = [
+        f
+        for f in collapse_findings(
+            collapse_metrics(proportional, edges), "gnn", 0, num_rows=n, dim=8
+        )
+        if f.code == "oversmoothing"
+    ]
+    assert found.message.startswith("mad_global ")
 
 
 def test_finding_log_rate_limits_each_code_and_subject() -> None:

@@ -10,6 +10,8 @@ training_helper.TrainingHelper` calls it from Lightning.
 * :func:`unused_parameter_findings`, :func:`gradient_findings`, :func:`head_findings` and
   :func:`collapse_findings` turn measurements into :class:`~learnscope.records.Finding` records;
   :func:`health_scalars` into per-group norms for the dashboards.
+* :class:`GradientRound` judges which parameters never get a gradient over a first round of
+  every optimizer's step (with several optimizers each step sees its own parameters' gradients).
 * :class:`FindingLog` keeps one finding per (code, subject) for the findings table and says when
   a finding is due a warning: at most once per ``warn_every_n_steps``, and unused parameters once.
 * :class:`NonFiniteOutputTracer` names the first module whose output is not finite, with forward
@@ -21,7 +23,9 @@ training_helper.TrainingHelper` calls it from Lightning.
 Tiny gradients are judged relative to the other parameters, not against an absolute number: a
 parameter whose gradient per element (root mean square) is below ``small_grad_threshold`` times
 the median over the parameters is reported. An absolute threshold would fire on every model that
-has converged.
+has converged. A bias whose gradient is zero or tiny while the weights of its module got healthy
+gradients is structurally zero (:func:`structural_zero_names`: a softmax or a normalisation after
+it removes the constant shift it adds) and is reported for information only.
 
 Example:
     >>> import torch
@@ -42,10 +46,12 @@ from learnscope.health.gradients import (
     gradient_statistics,
     head_findings,
     health_scalars,
+    structural_zero_names,
     weight_rms,
 )
 from learnscope.health.inputs import CoordinateRangeCheck
 from learnscope.health.parameters import (
+    GradientRound,
     ddp_unused_parameter_advice,
     group_name,
     owner_module,
@@ -57,6 +63,7 @@ from learnscope.health.tracing import NonFiniteOutputTracer
 __all__ = [
     "CoordinateRangeCheck",
     "FindingLog",
+    "GradientRound",
     "GradientStatistics",
     "NonFiniteOutputTracer",
     "collapse_findings",
@@ -67,6 +74,7 @@ __all__ = [
     "head_findings",
     "health_scalars",
     "owner_module",
+    "structural_zero_names",
     "unused_parameter_findings",
     "unused_parameter_names",
     "weight_rms",

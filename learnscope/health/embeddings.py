@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from learnscope.collapse import judge_collapse
 from learnscope.records import Finding
 
-_GRAPH_VERDICT_KEYS = ("mad", "rayleigh_quotient")
+_GRAPH_VERDICT_KEYS = ("mad", "rayleigh_quotient", "mad_global")
 
 
 def collapse_findings(

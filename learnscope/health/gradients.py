@@ -73,8 +73,9 @@ def gradient_statistics(
     """Measure all trainable parameters and their gradients, with one transfer to the host.
 
     Parameters that do not require a gradient are left out. The norms are computed in float32
-    whatever the parameters' dtype, with ``torch._foreach_norm`` (one fused call for the
-    gradients, one for the parameters), stacked with the loss and copied to the host at once.
+    (float64 when a parameter or gradient is float64) whatever the parameters' dtype, with
+    ``torch._foreach_norm`` (one fused call for the gradients, one for the parameters), stacked
+    with the loss and copied to the host at once.
     Only when a gradient norm is not finite are its NaN and infinite values counted (a second
     transfer, on unhealthy steps only); a norm that overflowed from finite values counts as
     finite.
@@ -107,12 +108,14 @@ def gradient_statistics(
         weights = [p.detach() for _, p in named]
         graded = [i for i, (_, p) in enumerate(named) if p.grad is not None]
         grads = [_dense(named[i][1].grad) for i in graded]
-        parts = list(torch._foreach_norm(weights, 2, dtype=torch.float32))
+        wide = any(t.dtype == torch.float64 for t in (*weights, *grads))
+        dtype = torch.float64 if wide else torch.float32  # never narrower than a parameter
+        parts = list(torch._foreach_norm(weights, 2, dtype=dtype))
         if grads:
-            parts += torch._foreach_norm(grads, 2, dtype=torch.float32)
+            parts += torch._foreach_norm(grads, 2, dtype=dtype)
         if loss is not None:
             parts.append(loss.detach().float().mean())
-        host = torch.stack([t.to(device) for t in parts]).cpu().numpy().astype(np.float64)
+        host = torch.stack([t.to(device, dtype) for t in parts]).cpu().numpy().astype(np.float64)
     count = len(named)
     grad_norms = np.full(count, math.nan)
     grad_norms[graded] = host[count : count + len(graded)]
@@ -152,7 +155,7 @@ def gradient_findings(
     stats: GradientStatistics,
     step: int,
     *,
-    small_grad_threshold: float = 1e-3,
+    small_grad_threshold: float = 1e-5,
     check_nonfinite: bool = True,
     check_small: bool = True,
 ) -> list[Finding]:
@@ -160,24 +163,30 @@ def gradient_findings(
 
     * ``non-finite-gradient``: one finding for the step, about the module of the first parameter
       concerned, naming every parameter with the count of its NaN and infinite values. A
-      non-finite loss is named in the same message.
+      non-finite loss is named in the same message, or alone as ``non-finite-loss``.
     * ``zero-gradient``: gradients that are exactly zero, one finding per module.
     * ``tiny-gradient``: gradients whose root mean square per element is below
       ``small_grad_threshold`` times the median over all parameters with a finite nonzero
       gradient, one finding per module.
+    * ``structural-zero-gradient`` (severity ``"info"``): a zero or tiny gradient that the
+      model's structure explains, see :func:`structural_zero_names`; it is left out of the two
+      findings above.
 
     Args:
         stats: From :func:`gradient_statistics`.
         step: The training step.
         small_grad_threshold: Ratio to the median gradient per element below which a gradient
-            is tiny.
-        check_nonfinite: Whether to report non-finite gradients (off under float16 mixed
-            precision, whose gradient scaler skips such steps by design).
+            is tiny. The default, 1e-5, leaves room for healthy transformers: with the usual
+            initialisation (standard deviation 0.02) attention logits start near zero, and the
+            query and key gradients of a tiny BERT sit at 1e-4 to 1e-2 of the median for tens of
+            steps.
+        check_nonfinite: Whether to report non-finite gradients (off under a loss scaler, whose
+            skipped steps are expected); a non-finite loss is reported either way.
         check_small: Whether to report zero and tiny gradients (off on the first step, where a
             zero-initialised layer, as in ReZero or adaLN-zero, gives zero gradients upstream).
 
     Returns:
-        The findings, in the order non-finite, zero, tiny.
+        The findings, in the order non-finite, zero, tiny, structurally zero.
 
     Example:
         >>> import torch
@@ -188,15 +197,21 @@ def gradient_findings(
         [('zero-gradient', 'b')]
     """
     findings = []
-    if check_nonfinite and (stats.nonfinite_counts or _bad_loss(stats.loss)):
-        findings.append(_nonfinite_finding(stats, step))
+    counts = stats.nonfinite_counts if check_nonfinite else {}
+    if counts or _bad_loss(stats.loss):
+        findings.append(_nonfinite_finding(stats, step, counts, check_nonfinite))
     if not check_small:
         return findings
     finite = stats.has_grad & np.isfinite(stats.grad_norms)
-    zero = [
-        n for n, ok, g in zip(stats.names, finite, stats.grad_norms, strict=True) if ok and g == 0
-    ]
-    for module, names in _by_owner(zero).items():
+    rms = stats.grad_rms
+    zero = finite & (stats.grad_norms == 0)
+    positive = finite & (stats.grad_norms > 0)
+    median = float(np.median(rms[positive])) if positive.sum() >= 2 else math.nan
+    limit = small_grad_threshold * median
+    tiny = positive & (rms < limit)  # False throughout when the median is NaN
+    structural = structural_zero_names(stats.names, zero | tiny, positive & ~tiny)
+    zero_names = [n for n, z in zip(stats.names, zero, strict=True) if z and n not in structural]
+    for module, names in _by_owner(zero_names).items():
         findings.append(
             Finding(
                 "zero-gradient",
@@ -206,33 +221,96 @@ def gradient_findings(
                 step,
             )
         )
-    rms = stats.grad_rms
-    positive = finite & (stats.grad_norms > 0)
-    if positive.sum() >= 2:
-        median = float(np.median(rms[positive]))
-        limit = small_grad_threshold * median
-        tiny = [n for n, ok, r in zip(stats.names, positive, rms, strict=True) if ok and r < limit]
-        for module, names in _by_owner(tiny).items():
-            worst = min(rms[stats.names.index(n)] for n in names)
-            findings.append(
-                Finding(
-                    "tiny-gradient",
-                    _subject(module),
-                    f"{_name_list(names)} got gradients of {worst:.2g} per element (root mean "
-                    f"square), under {small_grad_threshold:g} x the median over parameters "
-                    f"({median:.2g}): vanishing gradients or a branch scaled down",
-                    step,
-                )
+    tiny_names = [n for n, t in zip(stats.names, tiny, strict=True) if t and n not in structural]
+    for module, names in _by_owner(tiny_names).items():
+        worst = min(rms[stats.names.index(n)] for n in names)
+        findings.append(
+            Finding(
+                "tiny-gradient",
+                _subject(module),
+                f"{_name_list(names)} got gradients of {worst:.2g} per element (root mean "
+                f"square), under {small_grad_threshold:g} x the median over parameters "
+                f"({median:.2g}): vanishing gradients or a branch scaled down",
+                step,
             )
+        )
+    for module, names in _by_owner(n for n in stats.names if n in structural).items():
+        worst = min(rms[stats.names.index(n)] for n in names)
+        findings.append(
+            Finding(
+                "structural-zero-gradient",
+                _subject(module),
+                f"{_name_list(names)} got gradients of {worst:.2g} per element (root mean "
+                "square) while the other parameters of this module got healthy ones: the loss "
+                "does not depend on this bias, because what follows removes a constant shift "
+                "(a softmax over attention keys, a normalisation such as BatchNorm right "
+                "after). Harmless; bias=False would drop the parameter",
+                step,
+                severity="info",
+            )
+        )
     return findings
+
+
+def _is_bias(name: str) -> bool:
+    """Whether a parameter is a bias by name (``bias``, ``in_proj_bias``, ``bias_k`` ...)."""
+    return "bias" in name.rpartition(".")[2]
+
+
+def structural_zero_names(
+    names: Sequence[str], small: Sequence[bool] | np.ndarray, healthy: Sequence[bool] | np.ndarray
+) -> set[str]:
+    """The small gradients that the model's structure explains: biases beside healthy weights.
+
+    A bias adds the same vector to every output of its module. When what follows removes a
+    constant shift, the loss does not depend on the bias and its gradient is zero in exact
+    arithmetic (tiny in floating point): a softmax over attention scores ignores a constant
+    added to every score, which is what the key projection's bias adds; a BatchNorm in training
+    mode subtracts the batch mean, which takes a preceding bias with it. Vanishing gradients, or
+    a branch scaled down, make the weights and the bias of a module small together. So a bias
+    (a parameter whose own name contains ``bias``) with a zero or tiny gradient is structurally
+    zero when a parameter of the same module, or of one of its sub-modules (a graph
+    convolution's bias sits beside its ``lin.weight``), that is not a bias got a healthy
+    gradient. Biases of the root module are never judged so (the whole model is not a layer).
+
+    Args:
+        names: Parameter names, as ``named_parameters`` gives them.
+        small: Whether each parameter's gradient is zero or tiny.
+        healthy: Whether each parameter's gradient is finite, nonzero and not tiny.
+
+    Returns:
+        The names of the structurally zero gradients.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+        >>> model(torch.randn(16, 4)).pow(3).sum().backward()
+        >>> stats = gradient_statistics(model.named_parameters())
+        >>> tiny = stats.grad_rms < 1e-5 * np.median(stats.grad_rms)
+        >>> sorted(structural_zero_names(stats.names, tiny, ~tiny))
+        ['0.bias']
+    """
+    healthy_weights = [n for n, ok in zip(names, healthy, strict=True) if ok and not _is_bias(n)]
+    found = set()
+    for name, is_small in zip(names, small, strict=True):
+        module = owner_module(name)
+        if (
+            is_small
+            and module
+            and _is_bias(name)
+            and any(_within(weight, module) for weight in healthy_weights)
+        ):
+            found.add(name)
+    return found
 
 
 def _bad_loss(loss: float | None) -> bool:
     return loss is not None and not math.isfinite(loss)
 
 
-def _nonfinite_finding(stats: GradientStatistics, step: int) -> Finding:
-    counts = stats.nonfinite_counts
+def _nonfinite_finding(
+    stats: GradientStatistics, step: int, counts: Mapping[str, int], gradients_checked: bool
+) -> Finding:
     names = [f"{name} ({n} values)" for name, n in counts.items()]
     loss = f"the loss is {stats.loss}; " if _bad_loss(stats.loss) else ""
     first = next(iter(counts), None)
@@ -240,7 +318,8 @@ def _nonfinite_finding(stats: GradientStatistics, step: int) -> Finding:
         return Finding(
             "non-finite-loss",
             "loss",
-            f"{loss}no gradient is non-finite yet: check the data and the loss function",
+            f"{loss}{'no gradient is non-finite yet: ' if gradients_checked else ''}check the "
+            "data and the loss function",
             step,
             severity="error",
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from torch import Tensor
 
@@ -75,15 +76,21 @@ def unused_parameter_names(named_parameters: Iterable[tuple[str, Tensor]]) -> li
 
 
 def unused_parameter_findings(
-    named_parameters: Iterable[tuple[str, Tensor]], step: int
+    named_parameters: Iterable[tuple[str, Tensor]],
+    step: int,
+    *,
+    seen: Collection[str] | None = None,
 ) -> list[Finding]:
     """Report parameters that require a gradient but got none, one finding per module.
 
-    Call it after the first backward, before the gradients are cleared.
+    Call it after the first backward, before the gradients are cleared; or pass the names that
+    got a gradient during a first round of steps (see :class:`GradientRound`) as ``seen``.
 
     Args:
         named_parameters: ``(name, parameter)`` pairs, such as ``model.named_parameters()``.
         step: The training step.
+        seen: Names of the parameters that got a gradient; by default, those whose ``grad`` is
+            set now.
 
     Returns:
         One ``unused-parameter`` finding per module owning such parameters.
@@ -96,18 +103,104 @@ def unused_parameter_findings(
         >>> [(f.code, f.subject) for f in unused_parameter_findings(model.named_parameters(), 0)]
         [('unused-parameter', 'spare')]
     """
-    unused = unused_parameter_names(named_parameters)
+    if seen is None:
+        unused = unused_parameter_names(named_parameters)
+        when = "in the first backward"
+    else:
+        unused = [n for n, p in named_parameters if p.requires_grad and n not in seen]
+        when = "in a first round of steps of every optimizer"
     return [
         Finding(
             "unused-parameter",
             _subject(module),
-            f"{_name_list(names)} got no gradient in the first backward: the module is not used "
-            "in forward, or its output does not reach the loss (remove it, or freeze it with "
+            f"{_name_list(names)} got no gradient {when}: the module is not used in forward, "
+            "or its output does not reach the loss (remove it, or freeze it with "
             "requires_grad_(False))",
             step,
         )
         for module, names in _by_owner(unused).items()
     ]
+
+
+class GradientRound:
+    """Which parameters get a gradient during a first round of every optimizer's step.
+
+    With several optimizers (a GAN in manual optimization), each ``optimizer.step()`` sees the
+    gradients of its own parameters only: the generator's are not there yet when the
+    discriminator steps first. Whether a parameter never gets a gradient is therefore judged over
+    a round in which every optimizer stepped once. Call :meth:`observe` just before each
+    optimizer step (after its backward); a step in which none of that optimizer's parameters has
+    a gradient (a skipped step) does not count.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.ModuleDict({"a": torch.nn.Linear(2, 1), "b": torch.nn.Linear(2, 1)})
+        >>> first = torch.optim.SGD(model["a"].parameters(), lr=0.1)
+        >>> second = torch.optim.SGD(model["b"].parameters(), lr=0.1)
+        >>> round_ = GradientRound()
+        >>> model["a"](torch.ones(1, 2)).sum().backward()
+        >>> round_.observe(model.named_parameters(), first, [first, second]) is None
+        True
+        >>> model["b"](torch.ones(1, 2)).sum().backward()
+        >>> round_.observe(model.named_parameters(), second, [first, second])
+        []
+        >>> round_.complete
+        True
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._stepped: set[int] = set()
+        self.complete = False
+
+    @property
+    def seen(self) -> set[str]:
+        """Names of the parameters that had a gradient at one of the steps observed so far.
+
+        Example:
+            >>> GradientRound().seen
+            set()
+        """
+        return set(self._seen)
+
+    def observe(
+        self,
+        named_parameters: Iterable[tuple[str, Tensor]],
+        optimizer: Any,
+        optimizers: Sequence[Any],
+    ) -> list[str] | None:
+        """Note which parameters have a gradient before ``optimizer`` steps.
+
+        Args:
+            named_parameters: The model's ``(name, parameter)`` pairs.
+            optimizer: The optimizer about to step (anything with ``param_groups``).
+            optimizers: All the optimizers that take part in a round.
+
+        Returns:
+            Once the round is complete (on the first call that completes it), the names of the
+            parameters that require a gradient and never had one; ``None`` before and after.
+
+        Example:
+            >>> import torch
+            >>> layer = torch.nn.Linear(2, 1)
+            >>> optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+            >>> layer(torch.ones(1, 2)).sum().backward()
+            >>> GradientRound().observe(layer.named_parameters(), optimizer, [optimizer])
+            []
+        """
+        if self.complete:
+            return None
+        named = [(n, p) for n, p in named_parameters if p.requires_grad]
+        own = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        mine = [p for _, p in named if id(p) in own]
+        if mine and all(p.grad is None for p in mine):
+            return None  # no backward reached this optimizer: a skipped step
+        self._stepped.add(id(optimizer))
+        self._seen.update(n for n, p in named if p.grad is not None)
+        if not all(id(o) in self._stepped for o in optimizers):
+            return None
+        self.complete = True
+        return [n for n, _ in named if n not in self._seen]
 
 
 _DDP_UNUSED_ERRORS = (

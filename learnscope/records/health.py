@@ -12,6 +12,7 @@ FINDING_CODES = (
     "non-finite-gradient",
     "zero-gradient",
     "tiny-gradient",
+    "structural-zero-gradient",
     "embedding-collapse",
     "oversmoothing",
     "head-dominates-encoder",
