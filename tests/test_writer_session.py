@@ -1,4 +1,4 @@
-"""One writer session per trainer: shared by every learnscope callback, rebuilt for a new trainer."""
+"""One writer session per trainer: shared by every learnscope callback, made anew per trainer."""
 
 from __future__ import annotations
 
