@@ -207,6 +207,7 @@ class TrainingHelper(LearnscopeCallback):
         self._tracer: NonFiniteOutputTracer | None = None
         self._trace_next_step = False
         self._round = GradientRound()  # which parameters get a gradient in the first round
+        self._loaded = False  # state came from load_state_dict before this fit's setup
         self._unused_names: list[str] = []  # parameters without a gradient in that round
         self._stepped: set[int] = set()  # ids of the optimizers that stepped before
         self._check = False  # this batch belongs to a check step
@@ -236,9 +237,17 @@ class TrainingHelper(LearnscopeCallback):
 
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Resolve the module names (failing on unknown ones) and attach the hooks."""
+        """Resolve the module names (failing on unknown ones) and attach the hooks.
+
+        A new ``fit`` starts a new findings table and a new first round of optimizer steps (a
+        resumed one gets them back from the checkpoint, which Lightning loads after ``setup``).
+        """
         super().setup(trainer, pl_module, stage)
         self._detach()
+        if stage == "fit" and not self._loaded:
+            self._log = FindingLog(self._log.warn_every_n_steps, self._log.once_codes)
+            self._round, self._stepped, self._unused_names = GradientRound(), set(), []
+            self._check_step = self._checked_step = -1
         self._encoder = self._resolve_encoder(pl_module)
         self._heads = self._resolve_heads(pl_module)
         self._tracer = NonFiniteOutputTracer(pl_module)
@@ -493,6 +502,11 @@ class TrainingHelper(LearnscopeCallback):
             self._dashboards(trainer).write_findings(self.findings, step)
 
     @override
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        """A checkpoint, if any, was loaded by now: the next fit's ``setup`` starts afresh."""
+        self._loaded = False
+
+    @override
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         """Write the findings table once more, so a healthy run says so in the dashboards."""
         self._dashboards(trainer).write_findings(self.findings, trainer.global_step)
@@ -564,6 +578,7 @@ class TrainingHelper(LearnscopeCallback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the findings, so a resumed run does not warn again too soon."""
         self._log.load_state_dict(state_dict.get("findings", {}))
+        self._loaded = True
         self._round = GradientRound()
         self._round.complete = bool(state_dict.get("unused_checked", False))
         self._unused_names = list(state_dict.get("unused_names", []))

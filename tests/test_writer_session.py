@@ -10,6 +10,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from readers import ProjectorReader, wandb_history, wandb_run_dir
 from tiny_models import TinyClassifier, loaders, trainer
+from torch import nn
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as sessions
@@ -99,3 +100,24 @@ def test_a_fit_that_fails_leaves_no_session_behind(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="user code failed"):
         run.fit(TinyClassifier(), *loaders())
     assert run not in sessions._SESSIONS
+
+
+class WithSpare(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.spare = nn.Linear(8, 8)
+
+
+def test_a_reused_training_helper_judges_the_new_fit_afresh(
+    tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
+) -> None:
+    helper = TrainingHelper(check_every_n_steps=5)
+    for name in ("first", "second"):
+        learnscope_log.clear()
+        tb = TensorBoardLogger(str(tmp_path), name=name)
+        trainer(tmp_path, tb, [helper], max_epochs=1).fit(WithSpare(), *loaders())
+        warned = [
+            r.getMessage() for r in learnscope_log.records if "unused-parameter" in r.getMessage()
+        ]
+        assert len(warned) == 1, name  # before: the second fit said nothing
+        assert [(f.code, f.subject) for f in helper.findings] == [("unused-parameter", "spare")]
