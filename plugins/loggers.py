@@ -14,9 +14,10 @@ from learnscope.plugins.metrics import LoggerMetricsWriter
 
 
 def _tensorboard(logger: Any) -> Writer:
+    """A writer with its own event file in the logger's run directory (never the logger's)."""
     from learnscope.plugins.tensorboard import TensorBoardWriter
 
-    return TensorBoardWriter(logger.experiment)
+    return TensorBoardWriter(logger.log_dir)
 
 
 def _wandb(logger: Any) -> Writer:

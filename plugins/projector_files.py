@@ -2,8 +2,9 @@
 
 Layout inside a run directory::
 
-    projector_config.pbtxt                      one entry per snapshot, merged, never rewritten
-                                                from memory alone
+    projector_config.pbtxt                      one entry per snapshot, merged with every other
+                                                writer's (parsed again only after another
+                                                writer changed it)
     projector/<tag>/<stage>/step_<N>/tensor.bin   raw little-endian float32, or tensor.tsv
     projector/<tag>/<stage>/step_<N>/metadata.tsv
     projector/<tag>/<stage>/step_<N>/sprite.png
@@ -16,6 +17,8 @@ from __future__ import annotations
 import io
 import logging
 import math
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -211,16 +214,87 @@ def _write(run_dir: Path, folder: tuple[str, ...], filename: str, data: bytes) -
     return path.relative_to(run_dir).as_posix()
 
 
-def _merge_entry(run_dir: Path, entry: Any) -> None:
-    """Add or replace ``entry`` in the config on disk, keeping every other entry."""
+@dataclass
+class _CachedConfig:
+    """The config as this process last wrote it: parsed once, then appended to."""
+
+    stamp: tuple[int, ...]  # the file's identity, size and times right after our write
+    head: str  # text of every field other than ``embeddings``
+    entries: dict[str, str]  # tensor name -> text of its ``embeddings { ... }`` block(s)
+
+    def text(self) -> str:
+        return self.head + "".join(self.entries.values())
+
+
+# Resolved config path -> what this process last wrote there. Used and changed only while the
+# config's lock is held, so two writers of one process never see half an update.
+_CACHE: dict[str, _CachedConfig] = {}
+_CACHE_RUNS = 64  # the most recently written run directories kept; older ones are parsed again
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """The file's device, inode, size and change times; ``None`` when it is missing.
+
+    Every learnscope write replaces the file (a new inode, new times, usually a new size), so a
+    change by another writer or by hand shows here without reading the file.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _parse_config(path: Path) -> _CachedConfig:
+    """Read and parse the config on disk into per-entry texts (the costly path, taken rarely)."""
+    pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
     text_format = import_optional("google.protobuf.text_format", "tensorboard")
+    config = pb.ProjectorConfig()
+    if path.exists():
+        text_format.Parse(path.read_text(encoding="utf-8"), config)
+    entries: dict[str, str] = {}
+    for embedding in config.embeddings:  # two entries of one name (another tool's) are both kept
+        entries[embedding.tensor_name] = entries.get(embedding.tensor_name, "") + _entry_text(
+            embedding
+        )
+    del config.embeddings[:]
+    head = text_format.MessageToString(config, as_utf8=True)
+    return _CachedConfig(stamp=(), head=head, entries=entries)
+
+
+def _entry_text(entry: Any) -> str:
+    """``embeddings { ... }`` as protobuf's text format writes it inside a ``ProjectorConfig``."""
+    pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
+    text_format = import_optional("google.protobuf.text_format", "tensorboard")
+    one = pb.ProjectorConfig()
+    one.embeddings.append(entry)
+    return text_format.MessageToString(one, as_utf8=True)
+
+
+def _merge_entry(run_dir: Path, entry: Any) -> None:
+    """Add or replace ``entry`` in the config on disk, keeping every other entry.
+
+    The parsed config is kept between calls and the file is parsed again only when its stamp
+    (inode, size, modification and change times) differs from the one left by this process's
+    last write, that is when another writer, a resumed run or a person changed or removed it.
+    So a snapshot costs the same after 1,000 earlier ones as after 10: one ``stat``, one
+    serialised entry, and one atomic write of the joined entry texts.
+    """
+    path = run_dir / CONFIG_NAME
+    key = str(path.resolve())
     with locked(run_dir / f".{CONFIG_NAME}.lock"):
-        config = read_config(run_dir)
-        kept = [e for e in config.embeddings if e.tensor_name != entry.tensor_name]
-        del config.embeddings[:]
-        config.embeddings.extend([*kept, entry])
-        text = text_format.MessageToString(config, as_utf8=True)
-        write_atomic(run_dir / CONFIG_NAME, text.encode("utf-8"))
+        cached = _CACHE.pop(key, None)  # dropped for good if anything below fails
+        if cached is None or cached.stamp != _stamp(path):
+            cached = _parse_config(path)
+        cached.entries.pop(entry.tensor_name, None)  # a rewritten snapshot moves to the end
+        cached.entries[entry.tensor_name] = _entry_text(entry)
+        write_atomic(path, cached.text().encode("utf-8"))
+        stamp = _stamp(path)
+        if stamp is not None:
+            cached.stamp = stamp
+            _CACHE[key] = cached  # re-inserted last: the dict's order is least recently used first
+            if len(_CACHE) > _CACHE_RUNS:
+                del _CACHE[next(iter(_CACHE))]
 
 
 def _cell(value: Any) -> str:

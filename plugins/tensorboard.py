@@ -20,6 +20,7 @@ from learnscope.records import (
 )
 
 FINDINGS_TAG = "learnscope/findings"
+SUFFIX = ".learnscope"  # the end of the name of learnscope's own event files
 
 
 class TensorBoardWriter(Writer):
@@ -27,13 +28,20 @@ class TensorBoardWriter(Writer):
 
     Embeddings go to the Projector tab as raw float32 tensors with their shape, metadata TSV and
     a thumbnail sprite; the projector config is merged with what is on disk, so a second writer
-    or a resumed run keeps earlier entries. Scalars go through the ``SummaryWriter``.
+    or a resumed run keeps earlier entries. Scalars, histograms, images, text and the Custom
+    Scalars layout go through a ``SummaryWriter``.
+
+    Given a run directory, the writer opens a ``SummaryWriter`` of its own there: an event file
+    whose name ends in ``.learnscope``, beside the logger's (TensorBoard reads every event file
+    of a run). A failure in it (a full disk, a removed directory) stays with learnscope and
+    never reaches the logger's ``SummaryWriter``, which would store it and re-raise it in
+    Lightning's ``log_metrics`` and ``finalize``, taking the fit down.
 
     Args:
-        log_dir_or_summary_writer: A run directory (a ``SummaryWriter`` is opened there, which
-            creates the event file the projector needs to list the run), or an existing
-            ``torch.utils.tensorboard.SummaryWriter`` such as ``TensorBoardLogger.experiment``,
-            which is reused and not closed by :meth:`close`.
+        log_dir_or_summary_writer: A run directory (a ``SummaryWriter`` of its own is opened
+            there, which also creates the event file the projector needs to list the run, and
+            closed by :meth:`close`), or an existing
+            ``torch.utils.tensorboard.SummaryWriter``, which is reused and not closed.
 
     Example:
         >>> import tempfile, torch
@@ -48,7 +56,7 @@ class TensorBoardWriter(Writer):
         if isinstance(log_dir_or_summary_writer, str | Path):
             from torch.utils.tensorboard import SummaryWriter
 
-            self.summary = SummaryWriter(str(log_dir_or_summary_writer))
+            self.summary = SummaryWriter(str(log_dir_or_summary_writer), filename_suffix=SUFFIX)
             self._owns_summary = True
         else:
             self.summary = log_dir_or_summary_writer
@@ -57,7 +65,14 @@ class TensorBoardWriter(Writer):
         self._refresh = ProjectorRefresh(self.run_dir)  # running servers see new snapshots
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
-        """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``)."""
+        """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
+
+        Raises:
+            FileNotFoundError: The run directory is gone (removed, or replaced by a file);
+                it is not made again, so no half run appears where the user removed one.
+        """
+        if not self.run_dir.is_dir():
+            raise FileNotFoundError(f"the run directory {self.run_dir} is gone; not re-making it")
         projector_files.write_snapshot(self.run_dir, snapshot)
         self._refresh.announce()
 
@@ -93,8 +108,24 @@ class TensorBoardWriter(Writer):
         tensorboard_autocorrelation.write_autocorrelation(self, summary)
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
-        """Write the findings as one Markdown table in the Text tab."""
-        self.summary.add_text(FINDINGS_TAG, findings_markdown(findings), global_step=step)
+        """Write the findings as one Markdown table in the Text tab.
+
+        A table identical to the one this writer wrote last, at the same or an earlier step, is
+        not written again; a later step's copy is (the Text tab then shows it was still so).
+
+        Example:
+            >>> import tempfile
+            >>> writer = TensorBoardWriter(tempfile.mkdtemp())
+            >>> writer.write_findings([], step=3)
+            >>> writer.write_findings([], step=3)  # the same table at the same step: skipped
+            >>> writer.close()
+        """
+        text = findings_markdown(findings)
+        last = getattr(self, "_findings_written", None)
+        if last is not None and last[0] == text and step <= last[1]:
+            return
+        self.summary.add_text(FINDINGS_TAG, text, global_step=step)
+        self._findings_written = (text, step)
 
     def add_charts(self, charts: dict[str, dict[str, tensorboard_layout.Chart]]) -> None:
         """Make sure the Custom Scalars layout has ``charts`` (category -> title -> chart).

@@ -3,12 +3,17 @@
 TensorBoard shows the most recent layout summary of a run, so every time a chart is added the
 complete layout is written again at a higher step. The charts are kept in a small JSON file in
 the run directory (merged under a lock), so a second writer or a resumed run adds to the layout
-instead of replacing it.
+instead of replacing it. The file is read again only when another writer changed it (its inode,
+size or times differ from this process's last write), and written, like the layout summary,
+only when a chart is new or different: an analysis that asks for the charts already there costs
+one ``stat``.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +25,10 @@ LAYOUT_FILE = "learnscope_custom_scalars.json"
 LAYOUT_TAG = "custom_scalars__config__"
 
 Chart = list[Any]  # ["Multiline", [regex, ...]] or ["Margin", [value, lower, upper]]
+
+# Resolved layout file -> (its stamp right after this process's last read or write, the state).
+_CACHE: dict[str, tuple[tuple[int, ...] | None, dict[str, Any]]] = {}
+_CACHE_RUNS = 64  # the most recently used run directories kept
 
 
 def multiline(tags: Sequence[str]) -> Chart:
@@ -61,17 +70,35 @@ def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str
         True
     """
     path = run_dir / LAYOUT_FILE
+    key = str(path.resolve())
     with locked(run_dir / f".{LAYOUT_FILE}.lock"):
-        state = json.loads(path.read_text()) if path.exists() else {"version": 0, "layout": {}}
+        stamp = _stamp(path)
+        cached = _CACHE.pop(key, None)  # dropped for good if anything below fails
+        if cached is not None and cached[0] == stamp:
+            state = cached[1]
+        else:
+            state = json.loads(path.read_text()) if stamp else {"version": 0, "layout": {}}
         layout = state["layout"]
         changed = False
         for category, titled in charts.items():
             for title, chart in titled.items():
                 if layout.get(category, {}).get(title) != chart:
-                    layout.setdefault(category, {})[title] = chart
+                    layout.setdefault(category, {})[title] = copy.deepcopy(chart)  # cached
                     changed = True
-        if not changed:
-            return None
-        state["version"] += 1
-        write_atomic(path, json.dumps(state, indent=1).encode())
-        return state
+        if changed:
+            state["version"] += 1
+            write_atomic(path, json.dumps(state, indent=1).encode())
+            stamp = _stamp(path)
+        _CACHE[key] = (stamp, state)  # re-inserted last: least recently used first
+        if len(_CACHE) > _CACHE_RUNS:
+            del _CACHE[next(iter(_CACHE))]
+        return state if changed else None
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """The file's device, inode, size and change times; ``None`` when it is missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
