@@ -82,14 +82,19 @@ def autocorrelation(
         max_lag: The largest lag to return, from 0 to ``T - 1``. Default ``T - 1``.
         detrend: ``"mean"`` or ``"linear"``.
 
+    Each column is scaled by its largest absolute value before the FFT (the ACF does not
+    depend on scale), so any finite input gives a finite ACF, from ``1e-30`` to ``1e30``.
+
     Returns:
         ``[max_lag + 1, K]`` (``[max_lag + 1]`` for 1-D input). Row 0 is all ones, except
         that a constant column (a frozen or unused element, or one whose variation is
-        within rounding of its magnitude) is NaN at every lag.
+        within rounding of its magnitude) and a column holding NaN or Inf at any step are
+        NaN at every lag; other columns are not affected by them.
 
     Raises:
-        ValueError: On a history that is not 1-D or 2-D, has fewer than two steps or is
-            complex, on a ``max_lag`` outside ``0..T-1``, or on an unknown ``detrend``.
+        ValueError: On a history that is not 1-D or 2-D, has fewer than two steps or no
+            column, or is complex, on a ``max_lag`` outside ``0..T-1``, or on an unknown
+            ``detrend``.
 
     Example:
         >>> import torch
@@ -107,7 +112,7 @@ def autocorrelation(
     acf = columns.new_empty(max_lag + 1, num_columns)
     padded = _padded_rows(columns, fft_length)
     for chunk in _column_chunks(columns):
-        power, floor = _power_spectra(columns[:, chunk], detrend, padded)
+        power, floor, _ = _power_spectra(columns[:, chunk], detrend, padded)
         products = torch.fft.irfft(power, n=fft_length, dim=1)[:, : max_lag + 1].T
         energy = products[0]
         acf[:, chunk] = torch.where(energy <= floor, torch.nan, products / energy)
@@ -206,6 +211,8 @@ def summarize(
 
     * the mean ACF over the group's columns at lags ``0..max(lags)``, constant columns
       left out (emcee averages ACFs over walkers the same way);
+    * the number of the group's columns left out because they hold NaN or Inf at some step
+      (``non_finite_elements``); the other columns are summarised as usual;
     * the median and 25%/75% quantiles of the columns' lag-1 autocorrelation;
     * tau of the group's mean ACF (:func:`integrated_time`), or ``None`` when the history
       is shorter than ``factor * tau``, no window was found, or the group's mean lag-1
@@ -233,7 +240,8 @@ def summarize(
         order of ``histories`` then ``group_names``.
 
     Raises:
-        ValueError: On empty ``histories`` or ``lags``, a lag outside ``0..T-1``, a
+        ValueError: On empty ``histories`` or ``lags``, a history with no column
+            (``K = 0``) or fewer than two steps, a lag outside ``0..T-1``, a
             ``group_index`` whose length is not ``K``, a non-positive ``c`` or ``factor``,
             or a bad history or ``detrend``.
 
@@ -336,7 +344,7 @@ def summarize_several(
     host = torch.cat(tables).cpu().numpy()  # the one transfer to the host
     groups = []
     for row, (kind, name) in zip(host, labels, strict=True):
-        *acf, q25, median, q75, tau = row.tolist()
+        *acf, q25, median, q75, tau, non_finite = row.tolist()
         groups.append(
             GroupAutocorrelation(
                 group=name,
@@ -346,6 +354,7 @@ def summarize_several(
                 rho1_q25=q25,
                 rho1_q75=q75,
                 tau=None if math.isnan(tau) else tau,
+                non_finite_elements=int(non_finite),
             )
         )
     return AutocorrelationSummary(step=int(step), lags=lags, groups=tuple(groups))
@@ -360,8 +369,9 @@ def _group_table(
     c: float,
     factor: float,
 ) -> Tensor:
-    """Per group: mean ACF at lags ``0..report_lag``, rho_1 quartiles, tau (NaN = None).
+    """Per group: mean ACF to ``report_lag``, rho_1 quartiles, tau (NaN = None), non-finite count.
 
+    The last number is how many of the group's columns were left out for holding NaN or Inf.
     The mean ACF is the inverse FFT of the group's summed power spectra, each column's
     weighted by the inverse of its energy, so no per-column ACF is ever materialised; each
     column's energy and lag-1 sum come from its power spectrum by matrix-vector products.
@@ -371,10 +381,12 @@ def _group_table(
     fft_length = _fast_fft_length(num_steps + max_lag)
     group_power = columns.new_zeros(num_groups, fft_length // 2 + 1)
     rho1 = columns.new_empty(num_columns)
+    non_finite = columns.new_zeros(num_groups)
     energy_basis, lag1_basis = _lag_basis(fft_length, 1, columns).unbind(1)
     padded = _padded_rows(columns, fft_length)
     for chunk in _column_chunks(columns):
-        power, floor = _power_spectra(columns[:, chunk], detrend, padded)
+        power, floor, finite = _power_spectra(columns[:, chunk], detrend, padded)
+        non_finite.index_add_(0, group_index[chunk], (~finite).to(columns.dtype))
         energy, lag1 = power.mv(energy_basis), power.mv(lag1_basis)  # two mv beat one mm
         constant = energy <= floor
         rho1[chunk] = torch.where(constant, torch.nan, lag1 / energy)
@@ -386,7 +398,8 @@ def _group_table(
     trusted = is_reliable(tau, num_steps, factor, max_lag=max_lag, c=c) & (mean_acf[1] >= 0)
     tau = torch.where(trusted, tau, torch.nan)
     quartiles = _group_quantiles(rho1, group_index, num_groups, _QUARTILES)
-    return torch.cat([mean_acf[: report_lag + 1].T, quartiles, tau.unsqueeze(1)], dim=1)
+    table = [mean_acf[: report_lag + 1].T, quartiles, tau.unsqueeze(1), non_finite.unsqueeze(1)]
+    return torch.cat(table, dim=1)
 
 
 def _group_quantiles(
@@ -429,6 +442,10 @@ def _as_columns(history: Tensor) -> Tensor:
         raise ValueError("history must be real, got a complex tensor")
     if history.shape[0] < 2:
         raise ValueError(f"history needs at least 2 steps, got {history.shape[0]}")
+    if history.ndim == 2 and history.shape[1] == 0:
+        raise ValueError(
+            f"history has no columns (shape {tuple(history.shape)}): pass at least one series"
+        )
     return _as_float(history if history.ndim == 2 else history.unsqueeze(1))
 
 
@@ -481,8 +498,17 @@ def _padded_rows(columns: Tensor, fft_length: int) -> Tensor:
     return columns.new_zeros(width, fft_length)
 
 
-def _power_spectra(columns: Tensor, detrend: Detrend, padded: Tensor) -> tuple[Tensor, Tensor]:
+def _power_spectra(
+    columns: Tensor, detrend: Detrend, padded: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
     """Centre (or detrend) each column and take the power spectrum of its zero-padded series.
+
+    A column holding NaN or Inf is replaced by zeros (so it counts as constant and is left
+    out). Each column is divided by its largest absolute value before centring, so the mean
+    and the FFT see values of at most one whatever the input's scale (float32 series of
+    ``1e20`` overflowed in the power spectrum, and of ``1e-25`` underflowed to zero). The
+    centred values are then either zero or at least about one float epsilon, whose squares
+    are far from underflow, so no second scaling is needed.
 
     Args:
         columns: ``[T, K]``.
@@ -492,14 +518,23 @@ def _power_spectra(columns: Tensor, detrend: Detrend, padded: Tensor) -> tuple[T
 
     Returns:
         ``[K, fft_length // 2 + 1]`` power spectra, whose inverse real FFT is
-        ``sum_t x_t x_{t+k}`` at lag ``k``; and the ``[K]`` energy ``sum_t x_t^2`` at or
-        below which a column counts as constant: ``T`` times the square of a few float
-        epsilons times the column's magnitude (its mean, plus the ends of its trend line),
-        the rounding residue that centring a constant leaves.
+        ``sum_t x_t x_{t+k}`` at lag ``k`` of the scaled series; the ``[K]`` energy
+        ``sum_t x_t^2`` at or below which a column counts as constant: ``T`` times the square
+        of a few float epsilons times the column's magnitude (its mean, plus the ends of its
+        trend line), the rounding residue that centring a constant leaves, in the same
+        scaled units; and the ``[K]`` bool mask of the columns that were all finite.
     """
     num_steps = columns.shape[0]
-    mean = columns.mean(0)
-    centred = columns - mean
+    # The largest absolute value of each column: Inf or NaN when the column holds any (amax
+    # propagates NaN). Such a column is divided by Inf, and the NaN that Inf / Inf and
+    # NaN / Inf give are zeroed: two cheap passes, where a full-size ``where`` costs several.
+    # (Divisions, not multiplications by reciprocals, which overflow for subnormal values.)
+    magnitude = columns.abs().amax(0)
+    finite = torch.isfinite(magnitude)
+    divisor = torch.where(magnitude > 0, magnitude, 1.0).where(finite, torch.inf)
+    centred = (columns / divisor).nan_to_num_(0.0, 0.0, 0.0)
+    mean = centred.mean(0)
+    centred -= mean
     scale = mean.abs()
     if detrend == "linear":
         time = torch.arange(num_steps, dtype=centred.dtype, device=centred.device)
@@ -515,7 +550,7 @@ def _power_spectra(columns: Tensor, detrend: Detrend, padded: Tensor) -> tuple[T
     rows[:, :num_steps] = centred.T.contiguous()
     spectrum = torch.view_as_real(torch.fft.rfft(rows, dim=1))
     real, imaginary = spectrum.unbind(-1)
-    return torch.addcmul(real.square(), imaginary, imaginary), floor
+    return torch.addcmul(real.square(), imaginary, imaginary), floor, finite
 
 
 def _lag_basis(fft_length: int, max_lag: int, like: Tensor) -> Tensor:

@@ -375,7 +375,30 @@ class EmbeddingRows:
         }
 
     def merge(self, payloads: Sequence[Mapping[str, Any] | None]) -> None:
-        """Replace what is held by the rows of every process's :meth:`payload`."""
+        """Replace what is held by the rows of every process's :meth:`payload`.
+
+        ``payloads`` is indexed by rank (as ``gather_object`` fills it); ``None`` stands for a
+        rank that sent nothing.
+
+        Raises:
+            ValueError: When the ranks holding rows have different metadata columns (such as
+                a ``metadata_fn`` that returns other keys on another rank), or some have
+                images and others not; the message names the columns of every rank.
+        """
+        held = {r: p for r, p in enumerate(payloads) if p is not None and p["vectors"] is not None}
+        layouts = {
+            r: (tuple(sorted(p["columns"])), p["images"] is not None) for r, p in held.items()
+        }
+        if len(set(layouts.values())) > 1:
+            ranks = "; ".join(
+                f"rank {r}: columns {list(names)}" + (" with images" if images else "")
+                for r, (names, images) in layouts.items()
+            )
+            raise ValueError(
+                "the ranks' embedding rows cannot be gathered into one snapshot: their metadata "
+                f"differs ({ranks}); metadata_fn (and images_fn) must give the same columns "
+                "on every rank"
+            )
         self.vectors, self.columns, self.images, self.keys = [], {}, [], []
         self.rows_seen = 0
         for payload in payloads:

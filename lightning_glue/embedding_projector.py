@@ -431,7 +431,9 @@ class EmbeddingProjector(LearnscopeCallback):
         """All ranks' rows on rank zero (``None`` elsewhere), through one ``gather_object``.
 
         Every rank sends at most ``max_points`` rows; only rank zero receives them (an
-        all-gather would hold every rank's rows on every rank).
+        all-gather would hold every rank's rows on every rank). Rank zero merges them after
+        the gather, so a merge that fails (ranks whose metadata columns differ) is reported
+        there and switches the projector off without leaving any rank waiting.
         """
         import torch.distributed as dist
 
@@ -447,8 +449,10 @@ class EmbeddingProjector(LearnscopeCallback):
         if step is None:
             return None
         merged = EmbeddingRows(step, stage, self.max_points, by_id=self.ids_fn is not None)
-        merged.merge(payloads)
-        return merged
+        with self.guard(_PART, f"{self.tag}/{stage} step {step}"):
+            merged.merge(payloads)
+            return merged
+        return None
 
     def _report_non_finite(
         self,

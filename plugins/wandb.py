@@ -25,6 +25,8 @@ STEP_KEY = "trainer/global_step"  # the x axis Lightning's WandbLogger defines
 MAX_TABLE_ROWS = 10_000  # wandb's cap for a table logged in a run
 HISTOGRAM_BINS = 64  # wandb takes at most 512
 FINDINGS_KEY = "learnscope/findings"
+# Columns write_embedding adds itself: metadata columns with these names are renamed.
+RESERVED_COLUMNS = ("embedding", "step", "stage", "image")
 
 
 class WandbWriter(Writer):
@@ -57,6 +59,11 @@ class WandbWriter(Writer):
         More than 10,000 rows are subsampled deterministically, with a warning. A snapshot with
         ``pca_x``/``pca_y`` columns also gets a scatter chart ``embeddings/<key>/pca_scatter``
         coloured by its first metadata column (see ``learnscope.plugins.wandb_scatter``).
+
+        A metadata column named like one of the writer's own columns (``embedding``, ``step``,
+        ``stage``, ``image``) would give the table two columns of one name; it is renamed
+        ``metadata_<name>`` (see :func:`table_column_names`), with one warning per writer and
+        embedding.
         """
         if snapshot.num_points > MAX_TABLE_ROWS:
             log.warning(
@@ -67,7 +74,18 @@ class WandbWriter(Writer):
                 MAX_TABLE_ROWS,
             )
             snapshot = snapshot.subsample(MAX_TABLE_ROWS)
-        metadata = snapshot.metadata_columns()
+        names = table_column_names(list(snapshot.metadata))
+        renamed = {old: new for old, new in names.items() if old != new}
+        warned = self.__dict__.setdefault("_warned_renames", set())
+        if renamed and snapshot.key not in warned:
+            warned.add(snapshot.key)
+            log.warning(
+                "learnscope: metadata columns of %s clash with the wandb table's own columns "
+                "and are renamed: %s",
+                snapshot.key,
+                ", ".join(f"{old!r} -> {new!r}" for old, new in renamed.items()),
+            )
+        metadata = {names[name]: col for name, col in snapshot.metadata_columns().items()}
         columns = ["embedding", "step", "stage", *metadata]
         data_columns: list[list[Any]] = [
             snapshot.vectors_numpy().tolist(),
@@ -132,6 +150,28 @@ def wandb_key(tag: str) -> str:
     """
     parts = tag.replace("\\", "/").split("/")
     return "/".join("_" if part in ("", ".", "..") else part for part in parts)
+
+
+def table_column_names(metadata: Sequence[str]) -> dict[str, str]:
+    """Metadata column name to its name in the embedding table, clear of the writer's own.
+
+    A name in :data:`RESERVED_COLUMNS` gets the prefix ``metadata_`` (again, until it is
+    unused by any other column).
+
+    Example:
+        >>> table_column_names(["label", "step", "metadata_step"])
+        {'label': 'label', 'step': 'metadata_metadata_step', 'metadata_step': 'metadata_step'}
+    """
+    taken = set(RESERVED_COLUMNS) | {name for name in metadata if name not in RESERVED_COLUMNS}
+    names = {}
+    for name in metadata:
+        new = name
+        if name in RESERVED_COLUMNS:
+            while new in taken:
+                new = f"metadata_{new}"
+            taken.add(new)
+        names[name] = new
+    return names
 
 
 def _image_for_wandb(image: np.ndarray) -> np.ndarray:

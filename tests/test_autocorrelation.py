@@ -359,3 +359,85 @@ def test_cuda_analysis_syncs_only_for_the_final_transfer() -> None:
         torch.cuda.set_sync_debug_mode("default")
     syncs = [w for w in caught if "synchroniz" in str(w.message)]
     assert len(syncs) <= 1, [str(w.message) for w in syncs]
+
+
+# --- extreme scales, empty and non-finite input ---------------------------------------------
+
+
+@pytest.mark.parametrize("detrend", ["mean", "linear"])
+@pytest.mark.parametrize("scale", [1e20, 1e-25, 1e36, 1e-30])
+def test_float32_acf_is_finite_and_scale_free_at_extreme_scales(scale: float, detrend: str) -> None:
+    series = ar1(0.9, 4000, 3, seed=11)
+    history = torch.from_numpy(series * scale).float()  # 1e20: the FFT's power overflowed
+    assert torch.isfinite(history).all()
+    acf = autocorrelation(history, max_lag=60, detrend=detrend)
+    assert torch.isfinite(acf).all()
+    unscaled = autocorrelation(torch.from_numpy(series).float(), max_lag=60, detrend=detrend)
+    torch.testing.assert_close(acf, unscaled, atol=2e-6, rtol=0)
+    if detrend == "mean":
+        taus = integrated_time(autocorrelation(history))
+        for column in range(3):
+            reference = emcee_autocorr.function_1d(series[:, column])[:61]
+            np.testing.assert_allclose(acf[:, column].double().numpy(), reference, atol=1e-5)
+            tau = taus[column].item()
+            assert tau == pytest.approx(emcee_autocorr.integrated_time(series[:, column])[0], 1e-3)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-25])
+def test_summarize_is_scale_free_at_extreme_scales(scale: float) -> None:
+    series = ar1(0.5, 3000, 4, seed=12)
+    index = torch.tensor([0, 0, 1, 1])
+    plain = summarize({"params": torch.from_numpy(series).float()}, index, ["a", "b"], step=0)
+    scaled = summarize(
+        {"params": torch.from_numpy(series * scale).float()}, index, ["a", "b"], step=0
+    )
+    for ours, reference in zip(scaled.groups, plain.groups, strict=True):
+        assert np.isfinite(ours.mean_acf).all() and ours.tau is not None
+        np.testing.assert_allclose(ours.mean_acf, reference.mean_acf, atol=1e-5)
+        assert ours.rho1_median == pytest.approx(reference.rho1_median, abs=1e-5)
+        assert ours.tau == pytest.approx(reference.tau, rel=1e-4)
+
+
+def test_history_without_columns_raises_a_clear_error() -> None:
+    with pytest.raises(ValueError, match=r"history has no columns \(shape \(10, 0\)\)"):
+        autocorrelation(torch.zeros(10, 0))
+    empty = torch.zeros(0, dtype=torch.long)
+    with pytest.raises(ValueError, match="history has no columns"):
+        summarize({"params": torch.zeros(10, 0)}, empty, ["all"], step=0, lags=(1,))
+
+
+def test_non_finite_columns_are_left_out_and_counted_per_group() -> None:
+    series = torch.from_numpy(ar1(0.8, 2000, 6, seed=13)).float()
+    dirty = series.clone()
+    dirty[100, 0] = float("nan")  # one NaN element poisoned its whole group before
+    dirty[5, 3] = float("inf")
+    dirty[:, 4] = float("-inf")
+    index = torch.tensor([0, 0, 0, 1, 1, 1])
+    acf = autocorrelation(dirty, max_lag=20)
+    assert torch.isnan(acf[:, [0, 3, 4]]).all()
+    clean_acf = autocorrelation(series, max_lag=20)
+    torch.testing.assert_close(acf[:, [1, 2, 5]], clean_acf[:, [1, 2, 5]])
+
+    summary = summarize({"params": dirty}, index, ["a", "b"], step=3, lags=(1, 2))
+    assert [g.non_finite_elements for g in summary.groups] == [1, 2]
+    kept = summarize(
+        {"params": series[:, [1, 2, 5]]}, torch.tensor([0, 0, 1]), ["a", "b"], step=3, lags=(1, 2)
+    )
+    for ours, reference in zip(summary.groups, kept.groups, strict=True):
+        np.testing.assert_allclose(ours.mean_acf, reference.mean_acf, atol=1e-6)
+        assert ours.rho1_median == pytest.approx(reference.rho1_median, abs=1e-6)
+        assert ours.rho1_q25 == pytest.approx(reference.rho1_q25, abs=1e-6)
+        assert (ours.tau is None) == (reference.tau is None)
+    scalars = summary.to_scalars()
+    assert scalars["autocorrelation/params/a/non_finite_elements"] == 1.0
+    assert scalars["autocorrelation/params/b/non_finite_elements"] == 2.0
+    clean = summarize({"params": series}, index, ["a", "b"], step=3, lags=(1,))
+    assert [g.non_finite_elements for g in clean.groups] == [0, 0]
+    assert not any("non_finite" in name for name in clean.to_scalars())
+
+
+def test_record_checks_the_non_finite_count() -> None:
+    acf = np.array([1.0, 0.5])
+    assert GroupAutocorrelation("a", "params", acf, 0.5, 0.4, 0.6, None).non_finite_elements == 0
+    with pytest.raises(ValueError, match="non_finite_elements must be a non-negative int"):
+        GroupAutocorrelation("a", "params", acf, 0.5, 0.4, 0.6, None, non_finite_elements=-1)

@@ -107,8 +107,9 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
 
     # autocorrelation: analysed once per due step, on rank zero; its event files only, one layout
     event_files = list((out / "tb" / "version_0").glob("events.out.tfevents.*"))
-    assert event_files and all(  # tfevents.<time>.<host>.<pid>.<n>: rank 0's files only
-        f.name.rsplit(".", 2)[1] == str(rank0["pid"]) for f in event_files
+    assert event_files and all(  # tfevents.<time>.<host>.<pid>.<n>[.learnscope]: rank 0's only
+        f.name.removesuffix(".learnscope").rsplit(".", 2)[1] == str(rank0["pid"])
+        for f in event_files
     )
     events = EventAccumulator(
         str(out / "tb" / "version_0"), size_guidance={"scalars": 0, "tensors": 0}
@@ -137,3 +138,24 @@ def test_unused_parameter_error_names_the_parameters(tmp_path: Path) -> None:
         'Trainer(strategy="ddp_find_unused_parameters_true")'
     ]
     assert any("unused-parameter spare" in line for line in logged)
+
+
+def test_ranks_with_different_metadata_columns_get_one_clear_error(tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    rank0, rank1, (logged, logged_1) = run_ddp("mismatch", out)
+    assert rank0["error"] is None and rank1["error"] is None  # training finished, no hang
+    assert rank0["global_step"] == rank1["global_step"] == STEPS[-1]
+    assert rank0["switched_off"] == ["embedding projector"] and rank1["switched_off"] == []
+    failures = [line for line in logged if line.startswith("learnscope: embedding projector")]
+    assert failures == [
+        "learnscope: embedding projector of EmbeddingProjector failed on encoder/validate step "
+        f"{STEPS[0]} (ValueError: the ranks' embedding rows cannot be gathered into one snapshot: "
+        "their metadata differs (rank 0: columns ['label', 'rank', 'row']; rank 1: columns "
+        "['colour', 'label', 'row']); metadata_fn (and images_fn) must give the same columns on "
+        "every rank) and is switched off; training goes on"
+    ]  # once: switched off after the first gathered snapshot
+    assert logged_1 == []  # the other rank sent its rows and went on
+    reader = ProjectorReader(out / "tb")
+    assert all(reader.names(run) == [] for run in reader.runs())  # no mislabelled snapshot
+    history = wandb_history(wandb_run_dir(out))
+    assert not any(key.startswith("embeddings/") for h in history for key in h)

@@ -23,6 +23,9 @@ class CoordinateRangeCheck:
     * a tuple or list: with an integer ``key``, that element; with a string ``key``, the first
       element that is a mapping holding it or has it as an attribute.
 
+    NaN coordinates are ignored: the range is that of the other coordinates, and a batch whose
+    coordinates are all NaN gets a message saying so instead (there is no range to judge).
+
     On a call it brings the minimum and maximum to the host (one transfer):
     :class:`~learnscope.lightning_glue.training_helper.TrainingHelper` runs input checks on
     check steps only.
@@ -55,7 +58,7 @@ class CoordinateRangeCheck:
         return str(self.key)
 
     def __call__(self, batch: Any) -> str | None:
-        """Return a message when every coordinate lies in [0, 1], else ``None``.
+        """Return a message when every coordinate lies in [0, 1] (or all are NaN), else ``None``.
 
         Raises:
             KeyError: The batch holds no coordinates under ``key``.
@@ -68,7 +71,19 @@ class CoordinateRangeCheck:
         coords = self._find(batch)
         if coords.numel() == 0:
             return None
-        low, high = torch.stack([coords.min(), coords.max()]).double().tolist()
+        values = coords.reshape(-1)
+        if values.is_floating_point():
+            nan = values.isnan()
+            low = torch.where(nan, torch.inf, values).min()
+            high = torch.where(nan, -torch.inf, values).max()
+        else:
+            low, high = values.min(), values.max()
+        low, high = torch.stack([low, high]).double().tolist()
+        if low > high:  # every coordinate is NaN
+            return (
+                f"every coordinate in {self.key!r} is NaN ({values.numel()} values): the "
+                "inputs carry no positions; check how the batch is built"
+            )
         if low < 0 or high > 1:
             return None
         return (

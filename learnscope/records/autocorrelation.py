@@ -33,6 +33,12 @@ class GroupAutocorrelation:
             ``None`` when it cannot be trusted: the history is shorter than 50 tau, Sokal's
             window was not found, or the group is anti-correlated (mean lag-1 below zero,
             where tau means nothing; read ``rho1_median`` instead).
+        non_finite_elements: How many of the group's sampled elements were left out of every
+            number above because they were NaN or Inf at some step of the history (``0``
+            when none). A writer may show it as a scalar (:meth:`AutocorrelationSummary.
+            to_scalars` names it ``.../non_finite_elements`` when it is above zero) or in a
+            chart's caption; a writer that ignores it still shows correct numbers for the
+            finite elements.
 
     Example:
         >>> import numpy as np
@@ -48,6 +54,7 @@ class GroupAutocorrelation:
     rho1_q25: float
     rho1_q75: float
     tau: float | None
+    non_finite_elements: int = 0
 
     def __post_init__(self) -> None:
         acf = np.array(self.mean_acf, dtype=np.float64)
@@ -59,6 +66,10 @@ class GroupAutocorrelation:
             object.__setattr__(self, name, float(getattr(self, name)))
         if self.tau is not None:
             object.__setattr__(self, "tau", float(self.tau))
+        count = self.non_finite_elements
+        if isinstance(count, bool) or int(count) != count or count < 0:
+            raise ValueError(f"non_finite_elements must be a non-negative int, got {count!r}")
+        object.__setattr__(self, "non_finite_elements", int(count))
 
     @property
     def max_lag(self) -> int:
@@ -109,7 +120,8 @@ class AutocorrelationSummary:
         """Flatten the summary into scalar metrics, one name per number.
 
         Names are ``{prefix}/{kind}/{group}/lag_{k}`` for each of ``lags``, and
-        ``.../tau``, ``.../rho1_median``, ``.../rho1_q25``, ``.../rho1_q75``. A tau of
+        ``.../tau``, ``.../rho1_median``, ``.../rho1_q25``, ``.../rho1_q75``, and
+        ``.../non_finite_elements`` for a group with elements left out for NaN or Inf. A tau of
         ``None`` and NaN values (groups whose elements all stayed constant) are left out, so
         a chart shows a gap instead of a made-up number.
 
@@ -139,6 +151,8 @@ class AutocorrelationSummary:
             values["rho1_q75"] = group.rho1_q75
             if group.tau is not None:
                 values["tau"] = group.tau
+            if group.non_finite_elements:
+                values["non_finite_elements"] = float(group.non_finite_elements)
             scalars.update(
                 {f"{base}/{name}": value for name, value in values.items() if math.isfinite(value)}
             )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,16 +20,25 @@ class EmbeddingSnapshot:
         tag: What the vectors are, such as ``"encoder"``. Writers use it in names and paths, after
             making it safe (a tag like ``"../x"`` never writes outside the run directory).
         step: The trainer's global step when the snapshot was taken.
-        vectors: ``[N, D]`` tensor or array of any float dtype.
+        vectors: ``[N, D]`` tensor or array of real numbers (floats or integers), with
+            ``N >= 1`` and ``D >= 1``. A list of lists of numbers is converted to a numpy
+            array. Every value must be finite: rows with NaN or Inf are rejected (the
+            ``EmbeddingProjector`` callback leaves them out, with one warning, before it
+            builds a snapshot; do the same, e.g. keep ``vectors[vectors.isfinite().all(1)]``).
         metadata: Column name to ``N`` values (labels, ids, graph index...). Values are shown as
-            text; tabs and newlines are made safe by the writers.
+            text; tabs and newlines are made safe by the writers. A column given as a
+            generator or other iterator without a length is read into a list.
         images: Optional ``[N, C, H, W]`` thumbnails (``C`` in 1, 3 or 4), floats in ``[0, 1]``
-            or ``uint8``.
+            or ``uint8``. Floats outside ``[0, 1]`` (such as 0-255 values) or NaN are rejected,
+            never clipped.
         stage: Where the data came from (``"train"``, ``"validate"``, ``"test"``, ``"predict"``),
             or ``None``.
 
     Raises:
-        ValueError: If a shape or a column length does not match ``N``.
+        ValueError: If a shape or a column length does not match ``N``, there is no row or no
+            dimension, the vectors are complex, boolean or hold NaN or Inf, or the images are
+            floats outside ``[0, 1]`` (the message names the range found).
+        TypeError: If the vectors or images are not numbers, or ``metadata`` is no mapping.
 
     Example:
         >>> import torch
@@ -48,10 +57,22 @@ class EmbeddingSnapshot:
     def __post_init__(self) -> None:
         if not isinstance(self.tag, str) or not self.tag:
             raise ValueError(f"tag must be a non-empty string, got {self.tag!r}")
-        if self.vectors.ndim != 2:
+        vectors = _as_numbers(self.vectors, f"vectors of {self.tag!r}")
+        object.__setattr__(self, "vectors", vectors)
+        if vectors.ndim != 2 or vectors.shape[0] == 0 or vectors.shape[1] == 0:
             raise ValueError(
-                f"vectors must have shape [N, D], got {tuple(self.vectors.shape)} for {self.tag!r}"
+                f"vectors must have shape [N, D] with N >= 1 and D >= 1, got "
+                f"{tuple(vectors.shape)} for {self.tag!r}"
             )
+        _check_finite_rows(vectors, self.tag)
+        if not isinstance(self.metadata, Mapping):
+            raise TypeError(
+                f"metadata must be a mapping of column name to values, got "
+                f"{type(self.metadata).__name__} for {self.tag!r}"
+            )
+        object.__setattr__(
+            self, "metadata", {name: _as_column(col) for name, col in self.metadata.items()}
+        )
         n = self.num_points
         for name, column in self.metadata.items():
             if len(column) != n:
@@ -60,11 +81,14 @@ class EmbeddingSnapshot:
                     f"{self.tag!r} has {n} rows"
                 )
         if self.images is not None:
-            shape = tuple(self.images.shape)
+            images = _as_numbers(self.images, f"images of {self.tag!r}")
+            object.__setattr__(self, "images", images)
+            shape = tuple(images.shape)
             if len(shape) != 4 or shape[0] != n or shape[1] not in (1, 3, 4):
                 raise ValueError(
                     f"images must have shape [N={n}, C in (1, 3, 4), H, W], got {shape}"
                 )
+            _check_image_range(images, self.tag)
 
     @property
     def key(self) -> str:
@@ -129,6 +153,81 @@ class EmbeddingSnapshot:
             images=None if self.images is None else _take(self.images, keep, index),
             stage=self.stage,
         )
+
+
+def _as_numbers(value: Any, what: str) -> ArrayLike:
+    """A tensor or array of real numbers; lists and tuples of numbers become a numpy array."""
+    if isinstance(value, (list, tuple)):
+        try:
+            value = np.asarray(value)
+        except ValueError as error:  # ragged nesting
+            raise ValueError(f"{what} must be a rectangular array of numbers: {error}") from None
+    if isinstance(value, torch.Tensor):
+        if value.is_complex():
+            raise ValueError(f"{what} must be real, got a complex tensor ({value.dtype})")
+        if value.dtype == torch.bool:
+            raise TypeError(f"{what} must be numbers, got a bool tensor")
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "c":
+            raise ValueError(f"{what} must be real, got a complex array ({value.dtype})")
+        if value.dtype.kind not in "iuf":
+            raise TypeError(f"{what} must be real numbers, got an array of dtype {value.dtype}")
+        return value
+    raise TypeError(
+        f"{what} must be a torch.Tensor, a numpy array or a list of lists of numbers, got "
+        f"{type(value).__name__}"
+    )
+
+
+def _check_finite_rows(vectors: ArrayLike, tag: str) -> None:
+    """Raise when a row holds NaN or Inf, naming how many and the first few."""
+    if isinstance(vectors, torch.Tensor):
+        if not vectors.is_floating_point():
+            return
+        bad = (~torch.isfinite(vectors).all(dim=1)).nonzero().reshape(-1).cpu().numpy()
+    else:
+        if vectors.dtype.kind != "f":
+            return
+        bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+    if bad.size:
+        raise ValueError(
+            f"vectors of {tag!r} have NaN or Inf in {bad.size} of {len(vectors)} rows (first: "
+            f"{bad[:5].tolist()}); leave those rows out first, e.g. "
+            "vectors[vectors.isfinite().all(1)], with their metadata and images"
+        )
+
+
+def _check_image_range(images: ArrayLike, tag: str) -> None:
+    """uint8 images pass; float images must be finite and in ``[0, 1]``."""
+    pixels = _to_numpy(images)
+    if pixels.dtype == np.uint8:
+        return
+    if pixels.dtype.kind != "f":
+        raise TypeError(
+            f"images of {tag!r} must be floats in [0, 1] or uint8, got {pixels.dtype}; "
+            "convert 0-255 integers to uint8"
+        )
+    if pixels.size == 0:
+        return
+    known = pixels[~np.isnan(pixels)]
+    nan = pixels.size - known.size
+    low, high = (float(known.min()), float(known.max())) if known.size else (np.nan, np.nan)
+    if nan or not (low >= 0.0 and high <= 1.0):
+        found = f"values from {low:.4g} to {high:.4g}" if known.size else "only NaN"
+        if nan and known.size:
+            found += f" and {nan} NaN"
+        hint = " (0-255 values: divide by 255 or pass uint8)" if high > 1.0 else ""
+        raise ValueError(f"images of {tag!r} must be floats in [0, 1], got {found}{hint}")
+
+
+def _as_column(column: Any) -> Any:
+    """A metadata column with a length: an iterator (such as a generator) is read into a list."""
+    if isinstance(column, (torch.Tensor, np.ndarray)) or hasattr(column, "__len__"):
+        return column
+    if isinstance(column, Iterable):
+        return list(column)
+    raise TypeError(f"a metadata column must be a sequence of values, got {type(column).__name__}")
 
 
 def _to_numpy(value: ArrayLike | Sequence[Any]) -> np.ndarray:

@@ -1,7 +1,7 @@
 """A 2-process CPU DDP fit with learnscope's callbacks, run by ``tests/test_ddp.py``.
 
 Lightning's ``ddp`` strategy starts the other rank by running this script again, so it is a
-script, not a test. Usage: ``python fit_ddp.py {all|unused} OUT_DIR``. Every rank writes
+script, not a test. Usage: ``python fit_ddp.py {all|unused|mismatch} OUT_DIR``. Every rank writes
 ``OUT_DIR/rank<r>.json`` (what its callbacks hold) and ``OUT_DIR/log_rank<r>.txt`` (its
 ``learnscope`` log).
 """
@@ -79,8 +79,14 @@ def fails_on_rank_1(batch: Any) -> dict[str, Any]:
     return with_rank(batch)
 
 
-def main(mode: str, out: Path) -> None:
-    torch.manual_seed(0)
+def columns_by_rank(batch: Any) -> dict[str, Any]:
+    """Rank 0 gives ``label`` and ``rank``, rank 1 ``label`` and ``colour``: not gatherable."""
+    second = "rank" if dist.get_rank() == 0 else "colour"
+    return {"label": batch[1], second: [dist.get_rank()] * len(batch[1])}
+
+
+def all_callbacks() -> list[Any]:
+    """The callbacks of the ``all`` and ``unused`` modes."""
     callbacks: list[Any] = [
         EmbeddingProjector(
             "encoder", metadata_fn=with_rank, ids_fn=lambda batch: batch[2], gather=True
@@ -106,6 +112,18 @@ def main(mode: str, out: Path) -> None:
         pass
     else:
         callbacks.append(ModelAutocorrelation(buffer_size=8, analyze_every_n_steps=4, lags=(1, 2)))
+    return callbacks
+
+
+def main(mode: str, out: Path) -> None:
+    torch.manual_seed(0)
+    if mode == "mismatch":
+        callbacks: list[Any] = [
+            EmbeddingProjector("encoder", metadata_fn=columns_by_rank, gather=True),
+            TrainingHelper(check_every_n_steps=2),
+        ]
+    else:
+        callbacks = all_callbacks()
     loggers = [
         TensorBoardLogger(str(out), name="tb", version=0),
         WandbLogger(project="ddp", save_dir=str(out)),
