@@ -6,19 +6,25 @@ import contextlib
 import hashlib
 import os
 import re
+import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_HASHED = re.compile(r"-[0-9a-f]{8}\Z")  # how a name changed by safe_name ends
 
 
 def safe_name(text: str) -> str:
     """Turn any tag into one safe path component.
 
     Characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``, leading dots are
-    dropped (no ``..``), and when anything was changed a short hash of the original is appended,
-    so two different tags never share a name.
+    dropped (no ``..``), and when anything was changed the name is cut to 80 characters and a
+    short hash of the original is appended. A name that already ends like such a hash
+    (``-`` and 8 hex digits) gets one too, so two different tags never share a name, and every
+    name is ASCII and at most 89 characters long. Text that cannot be encoded (lone surrogates)
+    is hashed all the same.
 
     Args:
         text: The tag, such as ``"encoder/validate"`` or ``"../../x"``.
@@ -31,10 +37,13 @@ def safe_name(text: str) -> str:
         'encoder'
         >>> safe_name("../../x").startswith("x-")
         True
+        >>> safe_name("x-0123abcd") != "x-0123abcd"
+        True
     """
     cleaned = _UNSAFE.sub("_", text).lstrip("._") or "embedding"
-    if cleaned != text:
-        cleaned = f"{cleaned[:80]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+    if cleaned != text or _HASHED.search(text):
+        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        cleaned = f"{cleaned[:80]}-{digest}"
     return cleaned
 
 
@@ -66,6 +75,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a reader never sees half a file.
 
     The bytes go to a temporary file in the same directory, then ``os.replace`` moves it in.
+    The temporary file is named ``.<name>.<pid>-<host>.<random>.tmp`` (``<host>`` is a short
+    hash of the host name), so that :func:`remove_orphan_temporaries` can tell one left by a
+    crashed process from one being written right now.
 
     Args:
         path: Destination; its parent directories are created.
@@ -79,7 +91,8 @@ def write_atomic(path: Path, data: bytes) -> None:
         b'hi'
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    prefix = f".{path.name}.{os.getpid()}-{_HOST}."
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -90,19 +103,98 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+# write_atomic's temporaries: ``.<name>.<pid>-<host>.<random>.tmp``, and before that naming
+# ``.<name>.<random>.tmp`` (mkstemp's 8 characters).
+_TEMPORARY = re.compile(r"^\..+?\.(?:(?P<pid>\d+)-(?P<host>[0-9a-f]{6})\.)?[a-z0-9_]{8}\.tmp$")
+ORPHAN_AGE_S = 300.0
+
+
+def remove_orphan_temporaries(run_dir: Path, min_age_s: float = ORPHAN_AGE_S) -> list[Path]:
+    """Remove temporaries that :func:`write_atomic` left behind in a crash.
+
+    Only files named as :func:`write_atomic` names its temporaries are considered, directly in
+    ``run_dir`` and anywhere under ``run_dir/projector``. One is removed when its writer
+    process, on this host, is no longer running, or when it is older than ``min_age_s`` seconds
+    (a temporary of another host, or of the older naming without a process id; no atomic
+    write takes minutes). Any failure to list or remove is ignored.
+
+    Args:
+        run_dir: A run directory learnscope writes in.
+        min_age_s: Age past which a temporary is removed whoever wrote it.
+
+    Returns:
+        The files removed.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> (run / ".tensor.bin.999999999-000000.abcd1234.tmp").write_bytes(b"x")
+        1
+        >>> [p.name for p in remove_orphan_temporaries(run, min_age_s=0)]
+        ['.tensor.bin.999999999-000000.abcd1234.tmp']
+    """
+    now = time.time()
+    removed = []
+    folders = [run_dir]
+    with contextlib.suppress(OSError):
+        folders += [Path(root) for root, _, _ in os.walk(run_dir / "projector")]
+    for folder in folders:
+        try:
+            names = [e.name for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]
+        except OSError:
+            continue
+        for name in names:
+            match = _TEMPORARY.match(name)
+            if match is None:
+                continue
+            path = folder / name
+            try:
+                old = now - path.stat().st_mtime >= min_age_s
+                pid, host = match["pid"], match["host"]
+                dead = pid is not None and host == _HOST and not _running(int(pid))
+                if old or dead:
+                    path.unlink()
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (``True`` when unsure)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` for a read-modify-write of a shared file.
 
-    Where the platform has no ``fcntl`` (Windows) it does not lock.
+    The lock file is created, locked, and removed again before the lock is released, so no
+    empty ``.lock`` file stays in the run directory. A process that was waiting on a file
+    removed meanwhile sees that ``path`` no longer names the file it locked and tries again,
+    so two processes never both hold the lock. Where the platform has no ``fcntl`` (Windows)
+    it does not lock.
 
     Args:
-        path: The lock file; created if missing.
+        path: The lock file; created if missing, removed on release.
 
     Example:
         >>> import tempfile
-        >>> with locked(Path(tempfile.mkdtemp()) / ".lock"):
-        ...     pass
+        >>> lock = Path(tempfile.mkdtemp()) / ".lock"
+        >>> with locked(lock):
+        ...     lock.exists()
+        True
+        >>> lock.exists()
+        False
     """
     try:
         import fcntl
@@ -110,9 +202,22 @@ def locked(path: Path) -> Iterator[None]:
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            yield
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                continue  # removed by the holder we waited for: lock the next one
+            held = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                continue  # replaced by a newer lock file
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # while still locked: a waiter then retries
+            return
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            os.close(fd)  # releases the lock

@@ -1,9 +1,11 @@
-"""Hand each record to every writer; a writer that fails is reported once and switched off."""
+"""Hand each record to every writer; a failed record is skipped, a failing writer switched off."""
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.base import Writer
@@ -22,26 +24,47 @@ log = logging.getLogger("learnscope")
 class Writers:
     """Every writer of a run, behind the :class:`Writer` methods.
 
-    Diagnostics never kill a training run: when a writer raises (disk full, a run finished early),
-    the error is logged once with its traceback, that writer is switched off, and the others go
-    on. Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the error is raised.
+    Diagnostics never kill a training run, and one bad record does not cost the later ones.
+    The rule, per writer:
+
+    * A failure while writing one record (a snapshot, a set of scalars) is logged once, naming
+      the writer, the record (tag and step) and the reason; that record is skipped and the
+      writer goes on with the next one. The first failure of a kind of record carries its
+      traceback, later ones are one line.
+    * :attr:`MAX_FAILURES_IN_A_ROW` failures in a row of one kind of record (three snapshots,
+      say) switch that kind off for this writer, with one message; its other kinds go on (so
+      a broken projector folder does not cost the scalars). Any success resets the count.
+    * A failure that is clearly permanent switches the whole writer off at once, with one
+      message: its run directory is gone, its wandb run has finished, or the file system is
+      read-only. So a dead disk logs a handful of lines, not one per step.
+
+    Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the error is raised.
 
     Args:
         writers: The writers to call, in order.
 
     Example:
         >>> from learnscope.plugins.base import Writer
-        >>> class Broken(Writer):
+        >>> class Flaky(Writer):
         ...     def write_scalars(self, scalars, step):
-        ...         raise OSError("disk full")
-        >>> writers = Writers([Broken()])
-        >>> writers.write_scalars({"a": 1.0}, step=0)  # logged, not raised
+        ...         if step == 1:
+        ...             raise OSError("disk hiccup")
+        ...         print("wrote step", step)
+        >>> writers = Writers([Flaky()])
+        >>> for step in range(3):
+        ...     writers.write_scalars({"a": 1.0}, step=step)  # step 1 is logged and skipped
+        wrote step 0
+        wrote step 2
         >>> len(writers.active)
-        0
+        1
     """
+
+    MAX_FAILURES_IN_A_ROW = 3
 
     def __init__(self, writers: Iterable[Writer]) -> None:
         self.active: list[Writer] = list(writers)
+        self._in_a_row: dict[tuple[int, str], int] = {}  # (writer id, method) -> failures
+        self._off: set[tuple[int, str]] = set()  # kinds of record switched off per writer
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Hand ``snapshot`` to every writer."""
@@ -77,21 +100,80 @@ class Writers:
 
     def _call(self, method: str, *args: Any) -> None:
         for writer in list(self.active):
+            key = (id(writer), method)
+            if key in self._off:
+                continue
             try:
                 getattr(writer, method)(*args)
             except Exception as error:
                 if strict_mode():
                     raise
-                log.exception(
-                    "learnscope: %s failed in %s%s (%s: %s); it is switched off for the rest of "
-                    "the run, training goes on",
-                    writer.describe(),
-                    method,
-                    _record_name(method, args),
-                    type(error).__name__,
-                    error,
-                )
-                self.active.remove(writer)
+                self._failed(writer, method, args, error)
+            else:
+                self._in_a_row.pop(key, None)
+
+    def _failed(self, writer: Writer, method: str, args: tuple[Any, ...], error: Exception) -> None:
+        """Log one failed record and switch off what keeps failing (the rule in the class doc)."""
+        key = (id(writer), method)
+        count = self._in_a_row.get(key, 0) + 1
+        self._in_a_row[key] = count
+        record = _record_name(method, args)
+        reason = f"{type(error).__name__}: {error}"
+        permanent = _permanent_reason(writer, error)
+        if permanent is not None:
+            log.error(
+                "learnscope: %s failed in %s%s (%s); %s, so it is switched off for the rest of "
+                "the run, training goes on",
+                writer.describe(),
+                method,
+                record,
+                reason,
+                permanent,
+                exc_info=error,
+            )
+            self.active.remove(writer)
+        elif count >= self.MAX_FAILURES_IN_A_ROW and method != "close":
+            log.error(
+                "learnscope: %s failed in %s%s (%s), %d times in a row; %s is switched off for "
+                "this writer for the rest of the run, its other records and training go on",
+                writer.describe(),
+                method,
+                record,
+                reason,
+                count,
+                method,
+                exc_info=error,
+            )
+            self._off.add(key)
+        else:
+            log.warning(
+                "learnscope: %s failed in %s%s (%s); that record is skipped, the writer goes on",
+                writer.describe(),
+                method,
+                record,
+                reason,
+                exc_info=error if count == 1 else None,
+            )
+
+
+def _permanent_reason(writer: Writer, error: Exception) -> str | None:
+    """Why ``error`` will recur on every later record of ``writer``, or ``None`` if it may not.
+
+    Example:
+        >>> _permanent_reason(Writer(), OSError(30, "Read-only file system"))
+        'the file system is read-only'
+        >>> _permanent_reason(Writer(), OSError(28, "No space left on device")) is None
+        True
+    """
+    run_dir = getattr(writer, "run_dir", None)
+    if isinstance(run_dir, Path) and not run_dir.is_dir():
+        return f"its run directory {run_dir} is gone"
+    run = getattr(writer, "run", None)
+    if run is not None and getattr(run, "_is_finished", False) is True:
+        return "its wandb run has finished"
+    if isinstance(error, OSError) and error.errno == errno.EROFS:
+        return "the file system is read-only"
+    return None
 
 
 def _record_name(method: str, args: tuple[Any, ...]) -> str:

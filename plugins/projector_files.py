@@ -14,10 +14,13 @@ See DESIGN.md section 4 for the facts behind each choice.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import math
 import os
+import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,16 @@ CONFIG_NAME = "projector_config.pbtxt"
 MAX_POINTS = 100_000  # the projector front end loads at most this many points
 MAX_SPRITE_SIDE = 8192  # pixels; larger sprites break silently in the front end
 _EMPTY = "<empty>"
+_MAX_FOLDER = 160  # characters of tag folders under projector/; longer ones are shortened
+_KEPT_FOLDER = 100  # characters of leading tag folders kept when shortening
+_STEP = re.compile(r"step_-?\d+")  # the snapshot folder's own name
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BREAKS = re.compile("\r\n|[\t\n\r\u2028\u2029\ufeff]")
+# Empty or only what JavaScript's String.prototype.trim removes (U+180E too, which older engines
+# still count as a space).
+_JS_BLANK = re.compile(
+    "[\t\n\x0b\x0c\r \xa0\u1680\u180e\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*"
+)
 
 
 def tensor_bytes(vectors: np.ndarray) -> tuple[bytes, str]:
@@ -68,8 +81,14 @@ def tensor_bytes(vectors: np.ndarray) -> tuple[bytes, str]:
 def metadata_tsv(columns: dict[str, list[Any]]) -> bytes:
     r"""Metadata TSV: no header row for one column, a header row for two or more.
 
-    Tabs and newlines inside values become spaces; an empty value in a one-column file becomes
-    ``<empty>``, since the front end skips blank lines and would shift every later label.
+    Written for the projector front end's parser, which splits the file on ``"\n"`` only, skips
+    every line whose JavaScript ``trim()`` is empty (which shifts every later label) and decodes
+    each 1,000,000-byte chunk on its own (dropping a byte order mark at a chunk's start). So in
+    every value and column name, tabs, ``"\r\n"``, ``"\n"``, ``"\r"``, U+2028, U+2029 and
+    U+FEFF become a space, lone surrogates become U+FFFD, and a cell that is then empty or only
+    JavaScript whitespace becomes ``<empty>``. A blank column name becomes ``column <i>``, and
+    names that clash after cleaning (or ``__proto__``, which a JavaScript object cannot hold)
+    get `` (2)``, `` (3)``, ... appended.
 
     Args:
         columns: Column name to values, all of the same length.
@@ -78,17 +97,38 @@ def metadata_tsv(columns: dict[str, list[Any]]) -> bytes:
         UTF-8 bytes of the file.
 
     Example:
-        >>> metadata_tsv({"label": ["a\tb", 1]})
-        b'a b\n1\n'
+        >>> metadata_tsv({"label": ["a\tb", 1, "\ufeff"]})
+        b'a b\n1\n<empty>\n'
+        >>> metadata_tsv({"": [1], "\u2028": [2]})
+        b'column 1\tcolumn 2\n1\t2\n'
     """
     names = list(columns)
     cells = [[_cell(v) for v in columns[name]] for name in names]
     if len(names) == 1:
-        lines = [value if value.strip() else _EMPTY for value in cells[0]]
+        lines = cells[0]
     else:
-        lines = ["\t".join(_cell(name) for name in names)]
+        lines = ["\t".join(_column_names(names))]
         lines += ["\t".join(row) for row in zip(*cells, strict=True)]
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _column_names(names: list[str]) -> list[str]:
+    """Cleaned header cells: never blank, never ``__proto__``, never the same twice."""
+    cleaned = [_clean(str(name)) for name in names]
+    cleaned = ["" if _JS_BLANK.fullmatch(name) else name for name in cleaned]
+    given = set(cleaned)  # a name as given is never taken by another column's new name
+    used = {"__proto__"}
+    out: list[str] = []
+    for i, name in enumerate(cleaned, start=1):
+        if not name or name in used:
+            base = name or f"column {i}"
+            name, n = base, 1
+            while name in used or name in given:
+                n += 1
+                name = f"{base} ({n})"
+        used.add(name)
+        out.append(name)
+    return out
 
 
 def sprite_png(images: np.ndarray) -> tuple[bytes, tuple[int, int]] | None:
@@ -127,14 +167,69 @@ def sprite_png(images: np.ndarray) -> tuple[bytes, tuple[int, int]] | None:
 
 
 def entry_name(snapshot: EmbeddingSnapshot) -> str:
-    """The tensor name the projector lists, such as ``encoder/validate/step_120``.
+    r"""The tensor name the projector lists, such as ``encoder/validate/step_120``.
+
+    The tag is kept as given; only text that cannot be written as UTF-8 (lone surrogates) is
+    replaced with U+FFFD, and then a short hash of the original is added so that the name still
+    differs from every other tag's.
 
     Example:
         >>> import torch
         >>> entry_name(EmbeddingSnapshot("encoder", 7, torch.ones(1, 1), stage="validate"))
         'encoder/validate/step_7'
+        >>> name = entry_name(EmbeddingSnapshot("enc\ud800", 7, torch.ones(1, 1)))
+        >>> name.startswith("enc\ufffd [") and name.endswith("]/step_7")
+        True
     """
-    return f"{snapshot.key}/step_{snapshot.step}"
+    key = snapshot.key
+    text = _valid_text(key)
+    if text != key:
+        text = f"{text} [{_digest(key)[:8]}]"
+    return f"{text}/step_{snapshot.step}"
+
+
+def tag_folder(key: str) -> tuple[str, ...]:
+    """The folder names under ``projector/`` for a snapshot key such as ``"encoder/validate"``.
+
+    Each ``/``-separated part, empty ones included, goes through :func:`safe_name`, so two
+    different keys never share a folder (``enc//x``, ``enc/x`` and ``enc/x/`` stay apart). When
+    the parts would be longer than 160 characters, the leading parts that fit in 100 are kept
+    and the rest replaced by one ``_<hash of the whole key>`` part (a name ``safe_name`` never
+    gives, since its names never start with ``_``). A part such as ``step_3`` gets a hash too,
+    the way ``safe_name`` marks a name it changed.
+
+    Example:
+        >>> tag_folder("encoder/validate")
+        ('encoder', 'validate')
+        >>> len(tag_folder("enc//x")), len(tag_folder("enc/x/")), tag_folder("enc/x")
+        (3, 3, ('enc', 'x'))
+        >>> len("/".join(tag_folder("x" * 10_000))) <= 160
+        True
+    """
+    parts = [
+        f"{part[:80]}-{_digest(part)[:8]}" if _STEP.fullmatch(part) else safe_name(part)
+        for part in key.split("/")
+    ]  # a tag part never reads as a step folder, so no entry's file is another's folder
+    if len("/".join(parts)) <= _MAX_FOLDER:
+        return tuple(parts)
+    kept: list[str] = []
+    for part in parts:
+        if len("/".join([*kept, part])) > _KEPT_FOLDER:
+            break
+        kept.append(part)
+    return (*kept, f"_{_digest(key)[:16]}")
+
+
+def _valid_text(text: str) -> str:
+    """``text`` with surrogate pairs joined into their character and lone surrogates U+FFFD."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _digest(text: str) -> str:
+    """SHA-1 hex digest of any text, lone surrogates included."""
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
@@ -166,8 +261,7 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
         snapshot = snapshot.subsample(MAX_POINTS)
     pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
     name = entry_name(snapshot)
-    tag_parts = [safe_name(part) for part in snapshot.key.split("/") if part]
-    folder = ("projector", *tag_parts, f"step_{snapshot.step}")
+    folder = ("projector", *tag_folder(snapshot.key), f"step_{snapshot.step}")
     entry = pb.EmbeddingInfo(tensor_name=name, tensor_shape=[snapshot.num_points, snapshot.dim])
 
     data, suffix = tensor_bytes(snapshot.vectors_numpy())
@@ -246,12 +340,21 @@ def _stamp(path: Path) -> tuple[int, ...] | None:
 
 
 def _parse_config(path: Path) -> _CachedConfig:
-    """Read and parse the config on disk into per-entry texts (the costly path, taken rarely)."""
+    """Read and parse the config on disk into per-entry texts (the costly path, taken rarely).
+
+    A config that cannot be parsed (garbage, half a hand edit) is moved aside to
+    ``projector_config.pbtxt.corrupt-<UTC time>`` with a warning naming both files, and a new
+    config is started; the files of its entries stay on disk.
+    """
     pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
     text_format = import_optional("google.protobuf.text_format", "tensorboard")
     config = pb.ProjectorConfig()
     if path.exists():
-        text_format.Parse(path.read_text(encoding="utf-8"), config)
+        try:
+            text_format.Parse(path.read_text(encoding="utf-8"), config)
+        except (text_format.ParseError, UnicodeDecodeError) as error:
+            _move_aside(path, error)
+            config = pb.ProjectorConfig()
     entries: dict[str, str] = {}
     for embedding in config.embeddings:  # two entries of one name (another tool's) are both kept
         entries[embedding.tensor_name] = entries.get(embedding.tensor_name, "") + _entry_text(
@@ -260,6 +363,26 @@ def _parse_config(path: Path) -> _CachedConfig:
     del config.embeddings[:]
     head = text_format.MessageToString(config, as_utf8=True)
     return _CachedConfig(stamp=(), head=head, entries=entries)
+
+
+def _move_aside(path: Path, error: Exception) -> Path:
+    """Rename the unreadable config ``path`` to ``<name>.corrupt-<UTC time>``, with a warning."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    os.replace(path, aside)
+    log.warning(
+        "learnscope: the projector config %s cannot be read (%s: %s); it is moved aside to %s "
+        "and a new config is started (the files of its entries stay on disk)",
+        path,
+        type(error).__name__,
+        error,
+        aside.name,
+    )
+    return aside
 
 
 def _entry_text(entry: Any) -> str:
@@ -297,5 +420,12 @@ def _merge_entry(run_dir: Path, entry: Any) -> None:
                 del _CACHE[next(iter(_CACHE))]
 
 
+def _clean(text: str) -> str:
+    """``text`` with lone surrogates replaced and every line break, tab and BOM made a space."""
+    return _BREAKS.sub(" ", _valid_text(text))
+
+
 def _cell(value: Any) -> str:
-    return str(value).replace("\r\n", " ").replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    """One metadata value as the front end will show it (see :func:`metadata_tsv`)."""
+    text = _clean(str(value))
+    return _EMPTY if _JS_BLANK.fullmatch(text) else text

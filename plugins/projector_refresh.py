@@ -9,19 +9,29 @@ differs, and the projector re-reads every config: a page reload then shows the n
 The marker is removed again after ``linger_s`` seconds (and when the writer closes or the
 process exits), which changes the run list once more, harmlessly.
 
+Several writers may share one run directory (two processes, two trainers). Each removes only
+its own markers, named ``.projector-refresh-<pid>-<token>-<n>`` with a random token per writer,
+and tolerates one already gone; a new writer also removes markers whose process id is not a
+running process here, left by a crash (on a file system shared by several hosts another host's
+marker may so go early, which only costs that refresh).
+
 Checked against real servers, with both the Python event reader and the Rust data server
 (``--load_fast``). The cost is one folder and one 40-byte file per snapshot; the price is that
-the marker run, named ``<run>/.projector-refresh-<n>``, is listed (with no data) in the run
-selectors for ``linger_s`` seconds after each snapshot. A server started with
+the marker run, named ``<run>/.projector-refresh-<pid>-<token>-<n>``, is listed (with no data)
+in the run selectors for ``linger_s`` seconds after each snapshot. A server started with
 ``--reload_interval`` longer than ``linger_s`` may miss a marker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 import shutil
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from learnscope.optional import import_optional
@@ -54,27 +64,31 @@ class ProjectorRefresh:
         self.linger_s = linger_s
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
-        weakref.finalize(self, _remove_markers, self.run_dir)  # also runs at exit
+        self._own = f"{MARKER_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-"
+        _remove_markers(self.run_dir, _dead_writer)
+        weakref.finalize(self, _remove_markers, self.run_dir, self._own)  # also runs at exit
 
     def announce(self) -> None:
-        """Replace any marker run with a new one, removed again after ``linger_s`` seconds."""
+        """Replace this writer's marker run with a new one, removed after ``linger_s`` seconds."""
         with self._lock:
             self._cancel_timer()
-            _remove_markers(self.run_dir)
-            marker = self.run_dir / f"{MARKER_PREFIX}{time.time_ns():x}"
+            _remove_markers(self.run_dir, self._own)
+            marker = self.run_dir / f"{self._own}{time.time_ns():x}"
             marker.mkdir(parents=True)
-            (marker / f"events.out.tfevents.{int(time.time())}.learnscope").write_bytes(
-                _version_record()
-            )
-            self._timer = threading.Timer(self.linger_s, _remove_markers, (self.run_dir,))
+            with contextlib.suppress(FileNotFoundError):  # removed by another host's cleaning
+                (marker / f"events.out.tfevents.{int(time.time())}.learnscope").write_bytes(
+                    _version_record()
+                )
+            args = (self.run_dir, self._own)
+            self._timer = threading.Timer(self.linger_s, _remove_markers, args)
             self._timer.daemon = True
             self._timer.start()
 
     def close(self) -> None:
-        """Remove the marker run now."""
+        """Remove this writer's marker run now."""
         with self._lock:
             self._cancel_timer()
-            _remove_markers(self.run_dir)
+            _remove_markers(self.run_dir, self._own)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -82,13 +96,37 @@ class ProjectorRefresh:
             self._timer = None
 
 
-def _remove_markers(run_dir: Path) -> None:
+def _remove_markers(run_dir: Path, which: str | Callable[[str], bool]) -> None:
+    """Remove the marker runs whose name starts with ``which`` (or for which it is true).
+
+    A marker already removed, or the run directory gone, is no error.
+    """
     try:
-        markers = [p for p in run_dir.iterdir() if p.name.startswith(MARKER_PREFIX)]
+        names = [p.name for p in run_dir.iterdir() if p.name.startswith(MARKER_PREFIX)]
     except OSError:  # the run directory is gone (a temporary directory, a deleted run)
         return
-    for path in markers:
-        shutil.rmtree(path, ignore_errors=True)
+    for name in names:
+        if name.startswith(which) if isinstance(which, str) else which(name):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+
+
+def _dead_writer(name: str) -> bool:
+    """Whether the marker ``name`` was left by a process of this host that no longer runs.
+
+    Example:
+        >>> _dead_writer(f"{MARKER_PREFIX}999999999-0a1b2c3d-1"), _dead_writer(MARKER_PREFIX + "1")
+        (True, False)
+    """
+    pid = name.removeprefix(MARKER_PREFIX).split("-")[0]
+    if not pid.isdigit() or "-" not in name.removeprefix(MARKER_PREFIX):
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return False
 
 
 def _version_record() -> bytes:

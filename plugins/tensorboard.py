@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
 from learnscope.plugins import projector_files, tensorboard_layout
 from learnscope.plugins.base import Writer
@@ -62,6 +63,9 @@ class TensorBoardWriter(Writer):
             self.summary = log_dir_or_summary_writer
             self._owns_summary = False
         self.run_dir = Path(self.summary.get_logdir())
+        # Temporaries of write_atomic left by a crashed writer (tensor files of tens of MB):
+        # see remove_orphan_temporaries for which go.
+        remove_orphan_temporaries(self.run_dir)
         self._refresh = ProjectorRefresh(self.run_dir)  # running servers see new snapshots
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:

@@ -276,7 +276,8 @@ def switched_off_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRec
 def test_projector_folder_replaced_by_a_file_mid_run(
     lenient: None, tmp_path: Path, wandb_dir: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
-    """A writer that fails for good (tests run as root, where chmod would not stop writes).
+    """Every later snapshot of one writer fails (tests run as root, where chmod would not stop
+    writes): each is skipped with a message, and that writer's scalars go on.
 
     Not the whole run directory: Lightning's own TensorBoardLogger then fails at the end of the
     fit, whatever learnscope does.
@@ -293,9 +294,15 @@ def test_projector_folder_replaced_by_a_file_mid_run(
     run.fit(Quiet(), *loaders())
     assert run.current_epoch == 2 and run.global_step == 12  # training finished
 
-    (error,) = switched_off_errors(learnscope_log)
+    assert switched_off_errors(learnscope_log) == []  # one failed record: skipped, not off
+    (error,) = [r for r in learnscope_log.records if "failed in" in r.getMessage()]
     assert error.getMessage().startswith("learnscope: TensorBoardWriter(")
-    assert "failed in write_embedding" in error.getMessage() and error.exc_info is not None
+    assert "failed in write_embedding on encoder/validate at step 12" in error.getMessage()
+    assert "record is skipped" in error.getMessage() and error.exc_info is not None
+    events = EventAccumulator(tb.log_dir, size_guidance={"scalars": 0})
+    events.Reload()
+    steps = [e.step for e in events.Scalars("health/grad_norm/encoder")]
+    assert steps == [0, 5, 10]  # the same writer's scalars went on after the failure
     wb.experiment.finish()
     history = wandb_history(wandb_runs(wandb_dir)[0])
     tables = [h["trainer/global_step"] for h in history if "embeddings/encoder/validate" in h]
@@ -320,6 +327,7 @@ def test_wandb_run_finished_early(
 
     errors = switched_off_errors(learnscope_log)
     assert errors and all("WandbWriter(" in r.getMessage() for r in errors)
+    assert all("its wandb run has finished" in r.getMessage() for r in errors)  # permanent
     assert len(errors) == len({r.getMessage() for r in errors})  # once per callback's writers
     assert all(r.exc_info is not None for r in errors)
     names = ProjectorReader(tmp_path / "tb").names("version_0")

@@ -1,8 +1,9 @@
 """Faults that Lightning survives alone must not take a fit down when learnscope is there.
 
 learnscope writes its own event file in the run directory; a failure there stays in learnscope
-(logged once, that writer switched off) and never reaches the ``SummaryWriter`` of Lightning's
-``TensorBoardLogger``, which re-raises a stored failure in ``log_metrics`` and ``finalize``.
+(a run directory that is gone switches that writer off at once, with one message) and never
+reaches the ``SummaryWriter`` of Lightning's ``TensorBoardLogger``, which re-raises a stored
+failure in ``log_metrics`` and ``finalize``.
 """
 
 from __future__ import annotations
@@ -114,3 +115,5 @@ def test_no_learnscope_failure_reaches_lightnings_logger(
     failures = [r for r in caplog.records if "switched off" in r.getMessage()]
     assert failures and all("TensorBoardWriter(" in r.getMessage() for r in failures)
     assert len(failures) == 1  # the one shared writer is switched off once
+    assert "its run directory" in failures[0].getMessage()  # a permanent failure: at once
+    assert [r for r in caplog.records if "record is skipped" in r.getMessage()] == []

@@ -117,20 +117,19 @@ def test_a_removed_config_starts_afresh(tmp_path: Path) -> None:
     assert names(run) == ["enc/step_3"]  # the cached entries are not resurrected
 
 
-def test_a_corrupt_config_is_refused_and_not_overwritten_from_memory(tmp_path: Path) -> None:
-    from google.protobuf import text_format
-
+def test_a_corrupt_config_is_moved_aside_and_not_overwritten_from_memory(tmp_path: Path) -> None:
     run = tmp_path / "run"
     for step in range(2):
         projector_files.write_snapshot(run, snap("enc", step))
     path = run / projector_files.CONFIG_NAME
     path.write_text("embeddings { tensor_name: ", encoding="utf-8")
 
-    with pytest.raises(text_format.ParseError):
-        projector_files.write_snapshot(run, snap("enc", 2))
-    assert path.read_text(encoding="utf-8") == "embeddings { tensor_name: "  # left as found
+    projector_files.write_snapshot(run, snap("enc", 2))
+    (aside,) = run.glob(f"{projector_files.CONFIG_NAME}.corrupt-*")
+    assert aside.read_text(encoding="utf-8") == "embeddings { tensor_name: "  # kept as found
+    assert names(run) == ["enc/step_2"]  # the cached entries were not written back from memory
 
-    path.unlink()  # repaired by removing it
+    path.unlink()  # removed by hand: the next write starts afresh
     projector_files.write_snapshot(run, snap("enc", 3))
     assert names(run) == ["enc/step_3"]
 
