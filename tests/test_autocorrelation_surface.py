@@ -17,8 +17,7 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
-from lightning.pytorch.loggers import Logger
-from tiny_models import TinyClassifier, loaders, trainer
+from tiny_models import Collect, TinyClassifier, loaders, trainer
 from torch import nn
 
 from learnscope.autocorrelation import summarize, summarize_several
@@ -90,31 +89,6 @@ def sampled(history: SampledParameterHistory, tensors: dict[str, torch.Tensor]) 
 def expected(history: SampledParameterHistory, states: list[Any], kind: str) -> torch.Tensor:
     """``[steps, K]``: what the history should hold, from ``Truth`` states."""
     return torch.stack([sampled(history, state[kind]) for state in states])
-
-
-class Collect(Logger):
-    """A logger that keeps every ``log_metrics`` call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.metrics: list[tuple[int, dict[str, float]]] = []
-
-    @property
-    def name(self) -> str:
-        return "collect"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        self.metrics.append((step or 0, dict(metrics)))
-
-    def names(self) -> set[str]:
-        return {name for _, metrics in self.metrics for name in metrics}
 
 
 class LBFGSClassifier(TinyClassifier):

@@ -10,10 +10,10 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from readers import wandb_artifact_tables, wandb_history, wandb_run_dir
 from test_autocorrelation_writers import CustomScalarsReader, chart_tag_patterns, read_events
-from tiny_models import TinyClassifier, loaders, trainer
+from tiny_models import Collect, TinyClassifier, loaders, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -123,28 +123,6 @@ class NoisyQuadratic(pl.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.lr)
-
-
-class Collect(Logger):
-    """A logger that keeps every ``log_metrics`` call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.metrics: list[tuple[int, dict[str, float]]] = []
-
-    @property
-    def name(self) -> str:
-        return "collect"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        self.metrics.append((step or 0, dict(metrics)))
 
 
 def test_sgd_on_a_noisy_quadratic(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.loggers import Logger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -82,3 +83,28 @@ def trainer(tmp_path: Any, loggers: Any, callbacks: list[Any], **kwargs: Any) ->
     }
     options.update(kwargs)
     return pl.Trainer(**options)
+
+
+class Collect(Logger):
+    """A logger that keeps every ``log_metrics`` call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics: list[tuple[int, dict[str, float]]] = []
+
+    @property
+    def name(self) -> str:
+        return "collect"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.metrics.append((step or 0, dict(metrics)))
+
+    def names(self) -> set[str]:
+        return {name for _, metrics in self.metrics for name in metrics}
