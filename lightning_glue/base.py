@@ -118,10 +118,6 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
             joined.tell_unshown(methods, warn_without_logger=warn_without_logger)
         return joined.writers()
 
-    def warn_once(self, trainer: Any, who: str, what: str, message: str, *args: Any) -> None:
-        """Warn once per trainer about ``(who, what)``: a logger that cannot show a chart, say."""
-        self._join(trainer).warn_once(who, what, message, *args)
-
     def is_on(self, part: str) -> bool:
         """Whether diagnostic ``part`` is still switched on."""
         return part not in self.switched_off

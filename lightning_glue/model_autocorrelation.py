@@ -12,7 +12,6 @@ from typing_extensions import override
 
 from learnscope.autocorrelation import summarize_several
 from learnscope.lightning_glue.base import LearnscopeCallback
-from learnscope.plugins import shows
 from learnscope.records import AutocorrelationSummary
 from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
 
@@ -346,26 +345,7 @@ class ModelAutocorrelation(LearnscopeCallback):
 
     def _write(self, trainer: Any, summary: AutocorrelationSummary) -> None:
         """Hand the summary to every writer; one that cannot chart it gets its scalars."""
-        writers = self.writers(trainer)
-        if not writers.active:
-            self.warn_once(
-                trainer,
-                "no logger",
-                _SHOWS,
-                "learnscope: no logger to show autocorrelation; add a TensorBoardLogger or "
-                "WandbLogger",
-            )
-        for writer in writers.active:
-            if not shows(writer, _SHOWS):
-                self.warn_once(
-                    trainer,
-                    writer.describe(),
-                    _SHOWS,
-                    "learnscope: %s cannot show autocorrelation charts; it gets the "
-                    "autocorrelation/... scalars only",
-                    writer.describe(),
-                )
-        writers.write_autocorrelation(summary)
+        self.writers(trainer, _SHOWS).write_autocorrelation(summary)
 
     def _adopt_saved_slices(self) -> None:
         assert self.histories and self._saved_state is not None

@@ -87,20 +87,39 @@ class WriterSession:
                 )
         for writer in writers.active:
             unshown = [m for m in methods if not shows(writer, m)]
-            if unshown:
+            lost = [m for m in unshown if m not in _FALLBACKS]
+            if lost:
                 self.warn_once(
                     writer.describe(),
-                    ",".join(unshown),
+                    ",".join(lost),
                     "learnscope: %s cannot show %s records; they are not written there",
                     writer.describe(),
-                    _kinds(unshown),
+                    _kinds(lost),
                 )
+            for method in unshown:
+                if method in _FALLBACKS:
+                    self.warn_once(
+                        writer.describe(),
+                        method,
+                        "learnscope: %s cannot show %s; %s",
+                        writer.describe(),
+                        *_FALLBACKS[method],
+                    )
 
     def close(self) -> None:
         """Flush and close the writers (a logger's own ``SummaryWriter`` or run stays open)."""
         if self._writers is not None:
             self._writers.close()
             self._writers = None
+
+
+# Records that a writer which cannot show them still gets in another form (see plugins.base).
+_FALLBACKS = {
+    "write_autocorrelation": (
+        "autocorrelation charts",
+        "it gets the autocorrelation/... scalars only",
+    )
+}
 
 
 def _kinds(methods: Sequence[str]) -> str:
