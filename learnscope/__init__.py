@@ -11,14 +11,17 @@ Example:
     4
 """
 
-from learnscope.records import (
-    AutocorrelationSummary,
-    EmbeddingSnapshot,
-    Finding,
-    GroupAutocorrelation,
-    Histogram,
-    RenderedImage,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from learnscope.records import (
+        AutocorrelationSummary,
+        EmbeddingSnapshot,
+        Finding,
+        GroupAutocorrelation,
+        Histogram,
+        RenderedImage,
+    )
 
 __all__ = [
     "AutocorrelationSummary",
@@ -29,3 +32,12 @@ __all__ = [
     "RenderedImage",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """The records, imported when first used (so ``learnscope --help`` does not load torch)."""
+    if name in __all__:
+        from learnscope import records
+
+        return getattr(records, name)
+    raise AttributeError(f"module 'learnscope' has no attribute {name!r}")

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from learnscope.memory import release_free_memory
 from learnscope.records import EmbeddingSnapshot
 from learnscope.selection import id_keys, mix_keys, smallest
 
@@ -305,6 +306,10 @@ class EmbeddingRows:
         """Rows held now."""
         return sum(len(v) for v in self.vectors)
 
+    def nbytes(self) -> int:
+        """Bytes of the embedding rows held now (what a queued snapshot keeps in memory)."""
+        return sum(v.numel() * v.element_size() for v in self.vectors)
+
     def next_dataset_indices(self, count: int, loader: int = 0) -> torch.Tensor:
         """The dataset indices of the next ``count`` samples of ``loader`` (its index).
 
@@ -423,25 +428,25 @@ class EmbeddingRows:
         """
         if not self.vectors:
             return None, 0
-        self._keep_smallest()
-        vectors, keys = self.vectors[0], self.keys[0]
-        columns = {name: chunks[0] for name, chunks in self.columns.items()}
-        images = self.images[0] if self.images else None
+        # Which rows, in which order, is decided on the small columns first; the vectors are
+        # then copied once, chunk by chunk (see _gather_rows), never concatenated whole.
+        keys = torch.cat([k.to(self.keys[0].device) for k in self.keys]).cpu()
+        index = smallest(keys, self.max_points)  # by key; an id seen twice counts once
+        columns = {n: _join(c) for n, c in self.columns.items()}
         if not self.by_id:
-            order = torch.argsort(torch.as_tensor(columns[ROW_COLUMN]).to(keys.device))
-            vectors, keys, images = vectors[order], keys[order], _take(images, order)
-            columns = {n: _take(c, order) for n, c in columns.items()}
+            index = index[torch.argsort(torch.as_tensor(columns[ROW_COLUMN])[index])]
             if self.rows_seen <= self.max_points:
                 del columns[ROW_COLUMN]
-        finite = torch.isfinite(vectors.float()).all(dim=1).cpu()
-        dropped = int((~finite).sum())
-        if dropped:
-            keep = finite.nonzero().reshape(-1)
-            vectors, images = vectors[keep.to(vectors.device)], _take(images, keep)
-            keys = keys[keep.to(keys.device)]
-            columns = {n: _take(c, keep) for n, c in columns.items()}
-        if len(vectors) == 0:
+        finite = torch.cat([torch.isfinite(v).all(dim=1).cpu() for v in self.vectors])
+        dropped = int((~finite[index]).sum())
+        index = index[finite[index]]
+        if len(index) == 0:
             return None, dropped
+        vectors = _gather_rows(self.vectors, index)
+        keys = keys[index]
+        columns = {n: _take(c, index) for n, c in columns.items()}
+        images = _take(torch.cat([i.cpu() for i in self.images]), index) if self.images else None
+        self.keys, self.columns, self.images = [], {}, []
         self.final_keys = keys.cpu()
         snapshot = EmbeddingSnapshot(
             tag=tag,
@@ -465,6 +470,35 @@ class EmbeddingRows:
         self.columns = {n: [_take(_join(c), index)] for n, c in self.columns.items()}
         if self.images:
             self.images = [_take(torch.cat([i.to(device) for i in self.images]), index)]
+
+
+def _gather_rows(chunks: list[torch.Tensor], index: torch.Tensor) -> torch.Tensor:
+    """Rows ``index`` of the chunks' concatenation, emptying ``chunks`` as they are copied.
+
+    Each chunk is released (and its memory given back, see :mod:`learnscope.memory`) once its
+    rows are copied, so the memory held is the result plus one chunk, not the chunks, their
+    concatenation and the result.
+
+    Example:
+        >>> chunks = [torch.tensor([[0.0], [1.0]]), torch.tensor([[2.0]])]
+        >>> _gather_rows(chunks, torch.tensor([2, 0])).tolist(), chunks
+        ([[2.0], [0.0]], [])
+    """
+    first = chunks[0]
+    out = torch.empty((len(index), *first.shape[1:]), dtype=first.dtype, device=first.device)
+    ends = torch.tensor([len(c) for c in chunks]).cumsum(0)
+    source = torch.bucketize(index, ends, right=True)  # the chunk of each wanted row
+    starts = torch.cat([torch.zeros(1, dtype=ends.dtype), ends[:-1]])
+    for number in range(len(chunks)):
+        chunk, chunks[number] = chunks[number], None  # type: ignore[call-overload]
+        hit = (source == number).nonzero().reshape(-1)
+        if len(hit):
+            rows = (index[hit] - starts[number]).to(chunk.device)
+            out[hit.to(out.device)] = chunk[rows].to(out.device)
+        del chunk
+        release_free_memory()  # else the freed chunk stays resident beside its copy
+    chunks.clear()
+    return out
 
 
 def _cpu(values: Any) -> Any:

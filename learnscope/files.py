@@ -71,7 +71,7 @@ def inside(root: Path, *parts: str) -> Path:
     return path
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes | memoryview) -> None:
     """Write ``data`` to ``path`` so that a reader never sees half a file.
 
     The bytes go to a temporary file in the same directory, then ``os.replace`` moves it in.
@@ -81,7 +81,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
     Args:
         path: Destination; its parent directories are created.
-        data: The whole content.
+        data: The whole content (any bytes-like object; a memoryview is written uncopied).
 
     Example:
         >>> import tempfile

@@ -19,13 +19,14 @@ each snapshot and aligning it to the previous one keeps every view the best one 
 snapshot and keeps it steady: a snapshot that is only a rotation or a sign flip of the previous
 one gets the same coordinates.
 
-Everything is computed in float64 on the CPU; memory is the last view of each tag
-(points x 3 numbers and the principal directions).
+Everything is computed in float64 on the CPU, a block of rows at a time, so that the extra
+memory is a D x D matrix and one block, not a float64 copy of the snapshot; what is kept is the
+last view of each tag (points x 3 numbers and the principal directions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -53,17 +54,23 @@ def principal_axes(vectors: torch.Tensor, dims: int = 3) -> tuple[torch.Tensor, 
         >>> mean.tolist(), basis[:, 0].tolist()
         ([2.0, 0.0], [1.0, 0.0])
     """
-    x = vectors.detach().to("cpu", torch.float64)
-    n, d = x.shape
-    mean = x.mean(0) if n else torch.zeros(d, dtype=torch.float64)
-    centred = x - mean
+    n, d = vectors.shape
+    mean = torch.zeros(d, dtype=torch.float64)
+    for chunk in float64_chunks(vectors):
+        mean += chunk.sum(0)
+    mean /= max(n, 1)
     if n <= 1:
         return mean, torch.zeros(d, dims, dtype=torch.float64)
-    if d <= n:
-        values, vecs = torch.linalg.eigh(centred.T @ centred)
+    if d <= n:  # the D x D scatter matrix, summed over row chunks: memory O(D^2), not O(N D)
+        scatter = torch.zeros(d, d, dtype=torch.float64)
+        for chunk in float64_chunks(vectors):
+            centred = chunk - mean
+            scatter.addmm_(centred.T, centred)
+        values, vecs = torch.linalg.eigh(scatter)
         order = values.argsort(descending=True)[:dims]
         values, basis = values[order], vecs[:, order]
     else:  # fewer points than dimensions: work with the N x N Gram matrix
+        centred = vectors.detach().to("cpu", torch.float64) - mean
         values, vecs = torch.linalg.eigh(centred @ centred.T)
         order = values.argsort(descending=True)[:dims]
         values = values[order]
@@ -76,6 +83,18 @@ def principal_axes(vectors: torch.Tensor, dims: int = 3) -> tuple[torch.Tensor, 
     if basis.shape[1] < dims:
         basis = torch.cat([basis, torch.zeros(d, dims - basis.shape[1], dtype=basis.dtype)], 1)
     return mean, basis
+
+
+def float64_chunks(vectors: torch.Tensor, rows: int = 8192) -> Iterator[torch.Tensor]:
+    """``vectors`` as float64 CPU blocks of at most ``rows`` rows, one block in memory at a time.
+
+    Example:
+        >>> [tuple(c.shape) for c in float64_chunks(torch.ones(5, 2), rows=2)]
+        [(2, 2), (2, 2), (1, 2)]
+    """
+    vectors = vectors.detach()
+    for start in range(0, len(vectors), rows):
+        yield vectors[start : start + rows].to("cpu", torch.float64)
 
 
 def plane_alignment(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -155,7 +174,7 @@ class AlignedPCA:
             torch.Size([3, 2])
         """
         mean, basis = principal_axes(vectors, self.dims)
-        coords = (vectors.detach().to("cpu", torch.float64) - mean) @ basis
+        coords = torch.cat([(chunk - mean) @ basis for chunk in float64_chunks(vectors)])
         id_list = list(ids) if ids is not None else None
         if id_list is not None and len(id_list) != len(coords):
             raise ValueError(f"{len(id_list)} ids for {len(coords)} points")
@@ -194,7 +213,8 @@ class AlignedPCA:
             >>> list(restored.state_dict()["views"])
             ['t']
         """
-        return {"dims": self.dims, "views": {t: dict(v) for t, v in self._views.items()}}
+        # dict() first: a copy in one step, safe while a writer thread adds a view
+        return {"dims": self.dims, "views": {t: dict(v) for t, v in dict(self._views).items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""

@@ -1,30 +1,27 @@
-"""Scatter images of 2-D embedding views, coloured by label, drawn with numpy alone.
+"""What a scatter picture of a 2-D embedding view shows: its frame, and which label colours a point.
 
-Used for the TensorBoard Images tab (and wandb media), where the step slider then shows how the
-embeddings evolve. Keep the axis limits of a tag fixed between steps with :func:`grow_limits`,
-so that the picture only moves when the points do.
+Data helpers only (numpy); :mod:`learnscope.plugins.figures` draws the picture. The views come
+from :class:`learnscope.projection.AlignedPCA`, centred on the origin and divided by their
+spread (root-mean-square distance from the centre), so one fixed frame per tag, chosen by
+:func:`frame_limits` from the first snapshot, keeps fitting while the embeddings grow.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
 
-from learnscope.canvas import BLACK, GREY, Axes, Canvas, palette, text_width
-
-MAX_LEGEND = 20  # legend entries; beyond, the rarest labels share one grey "other" entry
+MAX_CATEGORIES = 10  # labels with a colour of their own; the rest share one "other" entry
 OTHER = "other"
 NOT_LABELS = ("id", "position", "node", "row", "pca_x", "pca_y", "pca_z")  # never colours
+FRAME_HALF_WIDTHS = (2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)  # round frames, in spreads
 
 Limits = tuple[float, float, float, float]  # xmin, xmax, ymin, ymax
-
-_PLOT = 360  # side of the square plotting area, pixels
-_MARGIN = 34
-_LEGEND = 150
-_TEXT = 2  # font scale
 
 
 def label_column(columns: Iterable[str]) -> str | None:
@@ -39,124 +36,130 @@ def label_column(columns: Iterable[str]) -> str | None:
     return next((name for name in columns if name not in NOT_LABELS), None)
 
 
-def grow_limits(xy: np.ndarray, previous: Limits | None = None, margin: float = 0.08) -> Limits:
-    """Square axis limits that hold ``xy`` (a few outliers aside) and ``previous``.
-
-    Limits only grow, so a sequence of images of one tag keeps one frame until the points spread
-    beyond it. The range covers the 0.5th to 99.5th percentile of each coordinate (a lone
-    outlier does not squash the picture), widened by ``margin``, and x and y get the same span
-    so that distances look alike in both directions.
-
-    Args:
-        xy: ``[N, 2]`` coordinates.
-        previous: The limits used so far, or ``None``.
-        margin: Fraction of the span added on each side.
-
-    Returns:
-        ``(xmin, xmax, ymin, ymax)``.
+def labels_of(metadata: Mapping[str, Sequence[Any]]) -> Sequence[Any] | None:
+    """The values of :func:`label_column` in ``metadata``, or ``None`` when there is none.
 
     Example:
-        >>> grow_limits(np.array([[0.0, 0.0], [1.0, 2.0]]), margin=0.0)
-        (-0.5, 1.5, 0.0, 2.0)
+        >>> labels_of({"id": [1, 2], "digit": [7, 3]})
+        [7, 3]
     """
-    finite = xy[np.isfinite(xy).all(1)] if len(xy) else xy
-    if len(finite) == 0:
-        return previous or (-1.0, 1.0, -1.0, 1.0)
-    low = np.percentile(finite, 0.5, axis=0) if len(finite) > 200 else finite.min(0)
-    high = np.percentile(finite, 99.5, axis=0) if len(finite) > 200 else finite.max(0)
-    centre = (low + high) / 2
-    half = max(float((high - low).max()) / 2 * (1 + 2 * margin), 1e-9)
-    xmin, xmax = float(centre[0] - half), float(centre[0] + half)
-    ymin, ymax = float(centre[1] - half), float(centre[1] + half)
-    if previous is not None:
-        if (
-            xmin >= previous[0]
-            and xmax <= previous[1]
-            and ymin >= previous[2]
-            and ymax <= previous[3]
-        ):
-            return previous
-        xmin, xmax = min(xmin, previous[0]), max(xmax, previous[1])
-        ymin, ymax = min(ymin, previous[2]), max(ymax, previous[3])
-        span = max(xmax - xmin, ymax - ymin)
-        xmin, xmax = (xmin + xmax - span) / 2, (xmin + xmax + span) / 2
-        ymin, ymax = (ymin + ymax - span) / 2, (ymin + ymax + span) / 2
-    return (xmin, xmax, ymin, ymax)
+    name = label_column(metadata)
+    return None if name is None else metadata[name]
 
 
-def scatter_image(
-    xy: np.ndarray,
-    labels: Sequence[Any] | None = None,
-    title: str = "",
-    limits: Limits | None = None,
-) -> np.ndarray:
-    """Draw points coloured by label, with a legend strip, as an RGB image.
+def frame_limits(xy: np.ndarray, keep: float = 0.995) -> Limits:
+    """A square frame centred on the origin that holds ``keep`` of the points, in round units.
+
+    Meant for views in units of their spread, computed once per tag (from its first
+    snapshot) and then kept: the half-width is the first of :data:`FRAME_HALF_WIDTHS` that
+    holds the ``keep`` quantile of ``max(|x|, |y|)`` with 15% to spare, room for the points
+    to spread out a little later (at least 2.5 spreads; beyond 10, the next whole number).
 
     Args:
-        xy: ``[N, 2]`` coordinates.
-        labels: One label per point (shown as text); ``None`` draws every point in one colour.
-            The 19 most frequent labels get a colour each when there are more than 20, the rest
-            are grey and share an ``other`` entry. Colours follow the sorted labels, so the
-            same labels keep the same colours from one image to the next.
-        title: Written above the plot.
-        limits: ``(xmin, xmax, ymin, ymax)``; points outside are drawn on the frame. Defaults
-            to :func:`grow_limits` of ``xy``.
+        xy: ``[N, 2]`` coordinates centred on the origin; rows with NaN or Inf are ignored.
+        keep: The fraction of the points the frame should hold.
 
     Returns:
-        ``uint8 [H, W, 3]`` pixels.
+        ``(xmin, xmax, ymin, ymax)``, with ``xmin = ymin = -xmax``.
 
     Example:
-        >>> image = scatter_image(np.array([[0.0, 0.0], [1.0, 1.0]]), ["cat", "dog"], "step 5")
-        >>> image.shape, image.dtype
-        ((420, 554, 3), dtype('uint8'))
+        >>> frame_limits(np.array([[0.5, -1.0], [1.2, 0.3], [-0.9, 0.8]]))
+        (-2.5, 2.5, -2.5, 2.5)
+        >>> frame_limits(np.array([[2.9, 0.0], [0.0, 0.1]]), keep=1.0)
+        (-4.0, 4.0, -4.0, 4.0)
     """
     xy = np.asarray(xy, np.float64).reshape(-1, 2)
-    limits = limits or grow_limits(xy)
-    canvas = Canvas(_MARGIN + _PLOT + 10 + _LEGEND, _MARGIN + _PLOT + 26)
-    canvas.text(_MARGIN, 8, title[: (canvas.width - _MARGIN) // text_width("x", _TEXT)], BLACK)
-    box = (_MARGIN, _MARGIN, _MARGIN + _PLOT, _MARGIN + _PLOT)
-    axes = Axes(canvas, box, (limits[0], limits[1]), (limits[2], limits[3]))
-    axes.frame(xticks=_ticks(limits[0], limits[1]), yticks=_ticks(limits[2], limits[3]))
-
-    names, colors = _legend(labels, len(xy))
-    inside = np.isfinite(xy).all(1)
-    x = np.clip(xy[inside, 0], *axes.xlim)
-    y = np.clip(xy[inside, 1], *axes.ylim)
-    px, py = axes.to_pixels(x, y)
-    canvas.points(px, py, colors[inside], radius=1 if len(xy) <= 5000 else 0)
-
-    left, top = box[2] + 12, box[1]
-    for row, (name, color) in enumerate(names):
-        y0 = top + row * 16
-        if y0 + 10 > canvas.height:
-            break
-        canvas.fill(left, y0, left + 9, y0 + 9, tuple(int(c) for c in color))
-        canvas.text(left + 14, y0, name[: (_LEGEND - 16) // text_width("x", _TEXT)], BLACK)
-    return canvas.pixels
+    finite = xy[np.isfinite(xy).all(1)]
+    reach = float(np.quantile(np.abs(finite).max(1), keep)) * 1.15 if len(finite) else 0.0
+    half = next((h for h in FRAME_HALF_WIDTHS if h >= reach), float(math.ceil(reach)))
+    return (-half, half, -half, half)
 
 
-def _legend(
-    labels: Sequence[Any] | None, n: int
-) -> tuple[list[tuple[str, np.ndarray]], np.ndarray]:
-    """Legend entries ``(text, colour)`` and one colour per point."""
-    if labels is None or n == 0:
-        return [], np.broadcast_to(palette(1)[0], (n, 3)).copy()
-    text = [_label_text(v) for v in labels]
+def clip_to_frame(xy: np.ndarray, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
+    """Move points outside ``limits`` onto its edge, and say which ones were moved.
+
+    Args:
+        xy: ``[N, 2]`` coordinates (rows with NaN or Inf stay as they are, and count as inside).
+        limits: ``(xmin, xmax, ymin, ymax)``.
+
+    Returns:
+        The clipped ``[N, 2]`` coordinates and an ``[N]`` mask of the points that were outside.
+
+    Example:
+        >>> clipped, outside = clip_to_frame(np.array([[0.0, 5.0], [1.0, 1.0]]), (-2, 2, -2, 2))
+        >>> clipped.tolist(), outside.tolist()
+        ([[0.0, 2.0], [1.0, 1.0]], [True, False])
+    """
+    xy = np.asarray(xy, np.float64).reshape(-1, 2)
+    low = np.array([limits[0], limits[2]], np.float64)
+    high = np.array([limits[1], limits[3]], np.float64)
+    with np.errstate(invalid="ignore"):
+        outside = ((xy < low) | (xy > high)).any(1)
+    return np.clip(xy, low, high), outside
+
+
+def numeric_labels(labels: Sequence[Any], most: int = MAX_CATEGORIES) -> np.ndarray | None:
+    """The labels as numbers for a colour scale, or ``None`` when they are categories.
+
+    Labels are a scale when all are real numbers (not booleans) and either one is not a whole
+    number or there are more than ``most`` distinct values; digits ``0..9`` stay categories.
+
+    Example:
+        >>> numeric_labels([0.25, 0.5, 1.0]).tolist()
+        [0.25, 0.5, 1.0]
+        >>> numeric_labels([3, 1, 4, 1]) is None
+        True
+        >>> numeric_labels(list(range(11))).shape
+        (11,)
+    """
+    if not labels or not all(isinstance(v, Real) and not isinstance(v, bool) for v in labels):
+        return None
+    values = np.asarray(labels, np.float64)
+    finite = values[np.isfinite(values)]
+    whole = bool(np.all(finite == np.round(finite)))
+    if whole and len(np.unique(finite)) <= most:
+        return None
+    return values
+
+
+def label_categories(
+    labels: Sequence[Any], most: int = MAX_CATEGORIES
+) -> tuple[list[str], np.ndarray]:
+    """The labels with a colour of their own, and each point's index into them.
+
+    The ``most`` most frequent labels (as text; ties and order by value, numbers first) get an
+    entry; the other points get index ``-1`` (shown as :data:`OTHER`). The entries are sorted,
+    so the same labels get the same colours in every picture.
+
+    Args:
+        labels: One label per point.
+        most: The most entries.
+
+    Returns:
+        ``(names, index)``.
+
+    Example:
+        >>> names, index = label_categories(["b", "a", "c", "a"], most=2)
+        >>> names, index.tolist()
+        (['a', 'b'], [1, 0, -1, 0])
+    """
+    text = [label_text(v) for v in labels]
     counts = Counter(text)
-    distinct = sorted(counts, key=_sort_key)
-    if len(distinct) > MAX_LEGEND:
-        frequent = sorted(counts, key=lambda v: (-counts[v], _sort_key(v)))[: MAX_LEGEND - 1]
-        distinct = sorted(frequent, key=_sort_key)
-    colours = dict(zip(distinct, palette(len(distinct)), strict=True))
-    grey = np.array(GREY, np.uint8)
-    per_point = np.array([colours.get(v, grey) for v in text], np.uint8)
-    entries = [(v, colours[v]) for v in distinct]
-    if len(counts) > len(distinct):
-        entries.append((OTHER, grey))
-    return entries, per_point
+    names = sorted(counts, key=_sort_key)
+    if len(names) > most:
+        frequent = sorted(counts, key=lambda v: (-counts[v], _sort_key(v)))[:most]
+        names = sorted(frequent, key=_sort_key)
+    position = {name: i for i, name in enumerate(names)}
+    return names, np.array([position.get(v, -1) for v in text], np.int64)
 
 
-def _label_text(value: Any) -> str:
+def label_text(value: Any) -> str:
+    """A label as shown in a legend: whole floats without ``.0``.
+
+    Example:
+        >>> label_text(3.0), label_text("cat")
+        ('3', 'cat')
+    """
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
@@ -167,18 +170,3 @@ def _sort_key(text: str) -> tuple[int, float, str]:
         return (0, float(text), text)
     except ValueError:
         return (1, 0.0, text)
-
-
-def _ticks(low: float, high: float) -> list[float]:
-    return [low, (low + high) / 2, high]
-
-
-def labels_of(metadata: Mapping[str, Sequence[Any]]) -> Sequence[Any] | None:
-    """The values of :func:`label_column` in ``metadata``, or ``None`` when there is none.
-
-    Example:
-        >>> labels_of({"id": [1, 2], "digit": [7, 3]})
-        [7, 3]
-    """
-    name = label_column(metadata)
-    return None if name is None else metadata[name]

@@ -18,7 +18,7 @@ from typing_extensions import override
 
 from learnscope.lightning_glue import session
 from learnscope.lightning_glue.session import WriterSession
-from learnscope.plugins import Writers
+from learnscope.plugins.background import BackgroundWriters
 from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
@@ -99,7 +99,7 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
         shows_method: str | Sequence[str] | None = None,
         *,
         warn_without_logger: bool = True,
-    ) -> Writers:
+    ) -> BackgroundWriters:
         """The writers of ``trainer``'s loggers, shared with the other learnscope callbacks.
 
         Args:
@@ -110,7 +110,8 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
             warn_without_logger: Whether to warn when there is no logger at all.
 
         Returns:
-            The writers, failure-isolated; none on ranks other than zero.
+            The writers, failure-isolated, written on a worker thread; none on ranks other than
+            zero.
         """
         joined = self._join(trainer)
         if shows_method is not None:

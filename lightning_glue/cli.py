@@ -1,15 +1,66 @@
-"""The ``learnscope`` command: ``learnscope demo [--logdir runs] [--epochs N] [--wandb]``."""
+"""The ``learnscope`` command line: ``learnscope demo [--logdir runs] [--epochs N] [--wandb]``.
+
+Nothing heavy is imported before a command runs (torch and Lightning are imported by the demo
+itself), so ``learnscope --help`` answers at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import os
+import shlex
 import sys
 import time
+from pathlib import Path
+
+DESCRIPTION = """\
+See what your PyTorch Lightning model is learning, in TensorBoard and Weights & Biases.
+
+examples:
+  learnscope demo              train a small model on the digits data (CPU, about a minute)
+                               and fill ./runs; then: tensorboard --logdir runs
+  learnscope demo --wandb      also write an offline wandb run, and print the command that
+                               uploads it
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``learnscope`` command (plain-text help).
+
+    Example:
+        >>> "learnscope demo" in build_parser().format_help()
+        True
+    """
+    parser = argparse.ArgumentParser(
+        prog="learnscope",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(
+        dest="command", title="commands", metavar="COMMAND", help="one of:"
+    )
+    demo = commands.add_parser(
+        "demo",
+        help="train a small model on the digits data and fill a TensorBoard log directory",
+        description=(
+            "Train a small MLP on scikit-learn's digits data (on the CPU, no download) with "
+            "every learnscope callback attached, and fill a TensorBoard log directory."
+        ),
+    )
+    demo.add_argument("--logdir", default="runs", help="log directory (default: runs)")
+    demo.add_argument("--epochs", type=int, default=8, help="training epochs (default: 8)")
+    demo.add_argument(
+        "--wandb", action="store_true", help="also log to an offline wandb run under LOGDIR/wandb"
+    )
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``learnscope`` command line.
+
+    With no command, the help goes to standard error and the exit status is 2, as argparse
+    does for any other missing argument, so a script that calls ``learnscope`` by mistake
+    fails instead of passing.
 
     Args:
         argv: Arguments without the program name; ``sys.argv[1:]`` by default.
@@ -18,28 +69,47 @@ def main(argv: list[str] | None = None) -> int:
         The exit status.
 
     Example:
-        >>> main(["--help"])  # doctest: +SKIP
+        >>> main([])  # doctest: +SKIP
+        2
     """
-    parser = argparse.ArgumentParser(prog="learnscope", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo", help="train a small model on the digits data and fill a TensorBoard log directory"
-    )
-    demo.add_argument("--logdir", default="runs", help="log directory (default: runs)")
-    demo.add_argument("--epochs", type=int, default=8, help="training epochs (default: 8)")
-    demo.add_argument("--wandb", action="store_true", help="also log to an offline wandb run")
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return run_demo_command(args.logdir, args.epochs, args.wandb)
+
+
+def run_demo_command(logdir: str, epochs: int, use_wandb: bool) -> int:
+    """``learnscope demo``: train, then print how to look at the result."""
+    import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from learnscope.lightning_glue.demo import run_demo
 
     start = time.perf_counter()
-    run_dir = run_demo(args.logdir, epochs=args.epochs, use_wandb=args.wandb)
-    print(f"\nlearnscope demo finished in {time.perf_counter() - start:.0f} s; run: {run_dir}")
-    print(f"Look at it with:\n  tensorboard --logdir {args.logdir}\nthen open the Projector tab.")
-    if args.wandb:
-        print(f"The offline wandb run is under {args.logdir}/wandb; upload it with `wandb sync`.")
+    runs = run_demo(logdir, epochs=epochs, use_wandb=use_wandb)
+    print(
+        f"\nlearnscope demo finished in {time.perf_counter() - start:.0f} s; "
+        f"run: {runs.tensorboard}"
+    )
+    print(f"Look at it with:\n  tensorboard --logdir {shlex.quote(logdir)}")
+    print("then open the Projector, Images and Custom Scalars tabs.")
+    if runs.wandb is not None:
+        print(f"The offline wandb run is in {runs.wandb}; upload it with:")
+        print(f"  wandb sync {shlex.quote(_shown(runs.wandb))}")
     return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies inside it, else absolute.
+
+    Example:
+        >>> _shown(Path.cwd() / "runs" / "x")
+        'runs/x'
+    """
+    relative = os.path.relpath(path.resolve(), Path.cwd().resolve())
+    return str(path.resolve()) if relative.startswith("..") else relative
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -89,7 +89,14 @@ def callbacks() -> list[Any]:
     ]
 
 
-def run_demo(logdir: str | Path = "runs", epochs: int = 8, use_wandb: bool = False) -> Path:
+class DemoRuns(NamedTuple):
+    """Where :func:`run_demo` wrote: the TensorBoard run, and the offline wandb run if any."""
+
+    tensorboard: Path
+    wandb: Path | None
+
+
+def run_demo(logdir: str | Path = "runs", epochs: int = 8, use_wandb: bool = False) -> DemoRuns:
     """Train the demo model and fill ``logdir`` with learnscope's TensorBoard data.
 
     Args:
@@ -98,7 +105,8 @@ def run_demo(logdir: str | Path = "runs", epochs: int = 8, use_wandb: bool = Fal
         use_wandb: Also log to an offline wandb run under ``logdir``.
 
     Returns:
-        The TensorBoard run directory.
+        The TensorBoard run directory (``<logdir>/demo/version_<n>``) and the offline wandb run
+        directory (``<logdir>/wandb/offline-run-<time>-<id>``, what ``wandb sync`` takes).
     """
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
@@ -125,8 +133,10 @@ def run_demo(logdir: str | Path = "runs", epochs: int = 8, use_wandb: bool = Fal
         enable_model_summary=False,
     )
     trainer.fit(make_model(), train, val)
+    wandb_run = None
     if use_wandb:
         import wandb
 
+        wandb_run = Path(loggers[1].experiment.dir).parent  # .../offline-run-*/files
         wandb.finish()
-    return Path(loggers[0].log_dir)
+    return DemoRuns(Path(loggers[0].log_dir), wandb_run)

@@ -19,9 +19,11 @@ from learnscope.embedding_rows import (
     token_rows,
 )
 from learnscope.lightning_glue.base import LearnscopeCallback, log
+from learnscope.plugins import Writers
+from learnscope.plugins.figures import scatter_image
 from learnscope.projection import PCA_COLUMNS, AlignedPCA
 from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage
-from learnscope.scatter import Limits, grow_limits, labels_of, scatter_image
+from learnscope.scatter import Limits, frame_limits, label_column, labels_of
 
 STAGES = ("train", "validate", "test", "predict")
 DATASET_INDEX = "dataset_index"
@@ -72,9 +74,12 @@ class EmbeddingProjector(LearnscopeCallback):
     (:class:`learnscope.projection.AlignedPCA`), and a scatter image of ``pca_x``/``pca_y``
     coloured by the first metadata column goes to the writers as ``embeddings/<tag>/<stage>/pca``
     (TensorBoard's Images tab, wandb media). The image is drawn in units of the view's spread
-    (its root-mean-square distance from the centre, given in the title) on axes that stay fixed
-    per tag, so that the step slider shows the points moving, not the frame. The projector
-    keeps the full-dimensional vectors.
+    (its root-mean-square distance from the centre, given in the title) on axes fixed per tag
+    from its first snapshot (a square of a round number of spreads that holds 99% of its
+    points), so that the step slider shows the points moving, not the frame; points that later
+    fall outside are drawn on the edge as ``×`` and counted in the title. It needs matplotlib
+    (the ``tensorboard`` and ``wandb`` extras); without it the image is skipped with one
+    warning. The projector keeps the full-dimensional vectors.
 
     Args:
         module: Dotted name of the sub-module of the LightningModule, such as ``"encoder"`` or
@@ -171,7 +176,7 @@ class EmbeddingProjector(LearnscopeCallback):
         self.graph_index_fn = graph_index_fn
         self.aligned_pca = aligned_pca
         self._pca = AlignedPCA(dims=3)
-        self._limits: dict[str, Limits] = {}  # scatter axes per snapshot key, only growing
+        self._limits: dict[str, Limits] = {}  # scatter frame per key, from its first snapshot
         self._hook: torch.utils.hooks.RemovableHandle | None = None
         self._checking = False  # sanity check: validate user functions, capture nothing
         self._armed = False  # this batch is captured
@@ -194,7 +199,13 @@ class EmbeddingProjector(LearnscopeCallback):
 
     @override
     def state_dict(self) -> dict[str, Any]:
-        """The PCA views and scatter axes, so that a resumed run keeps the same axes."""
+        """The PCA views and scatter axes, so that a resumed run keeps the same axes.
+
+        Snapshots still queued are written first, so the views are those of every snapshot
+        taken so far.
+        """
+        if self._session is not None:
+            self._session.drain()
         return {"pca": self._pca.state_dict(), "limits": dict(self._limits)}
 
     @override
@@ -409,19 +420,25 @@ class EmbeddingProjector(LearnscopeCallback):
             rows = self._gathered(trainer, rows)
         if rows is None or not trainer.is_global_zero or not self.is_on(_PART):
             return
+        writers = self.writers(trainer, shows_method="write_embedding")
+        # Everything after the gather runs on the writers' worker thread, so the training
+        # thread only waits for it when the queue is full (the rows are this job's alone).
+        writers.submit(lambda w: self._write_rows(w, rows), size=rows.nbytes())
+
+    def _write_rows(self, writers: Writers, rows: EmbeddingRows) -> None:
+        """Make the snapshot of ``rows``, add its aligned PCA view, and write them."""
         snapshot, dropped = None, 0
         record = f"{self.tag}/{rows.stage} step {rows.step}"
         with self.guard(_PART, record):
             snapshot, dropped = rows.snapshot(self.tag)
         if dropped:
-            self._report_non_finite(trainer, rows, snapshot, dropped)
+            self._report_non_finite(writers, rows, snapshot, dropped)
         if snapshot is None or not self.is_on(_PART):
             return
         image = None
         if self.aligned_pca and self.is_on(_COMPARE):
             with self.guard(_COMPARE, record):
                 snapshot, image = self._compare(snapshot, rows.final_keys)
-        writers = self.writers(trainer, shows_method="write_embedding")
         writers.write_embedding(snapshot)
         if image is not None:
             writers.write_image(image)
@@ -456,7 +473,7 @@ class EmbeddingProjector(LearnscopeCallback):
 
     def _report_non_finite(
         self,
-        trainer: Any,
+        writers: Writers,
         rows: EmbeddingRows,
         snapshot: EmbeddingSnapshot | None,
         dropped: int,
@@ -472,7 +489,7 @@ class EmbeddingProjector(LearnscopeCallback):
                 "error",
             )
             log.warning("learnscope: %s", finding.message)
-            self.writers(trainer).write_findings([finding], rows.step)
+            writers.write_findings([finding], rows.step)
         else:
             log.warning(
                 "learnscope: %d embedding rows of %r with NaN or Inf were left out of the "
@@ -485,7 +502,7 @@ class EmbeddingProjector(LearnscopeCallback):
 
     def _compare(
         self, snapshot: EmbeddingSnapshot, keys: torch.Tensor | None
-    ) -> tuple[EmbeddingSnapshot, RenderedImage]:
+    ) -> tuple[EmbeddingSnapshot, RenderedImage | None]:
         """Add the aligned PCA columns, and draw the scatter image of the snapshot."""
         key = snapshot.key
         ids = keys.tolist() if keys is not None else None
@@ -500,10 +517,15 @@ class EmbeddingProjector(LearnscopeCallback):
         xy = coords[:, :2].numpy()
         spread = float(np.sqrt((xy**2).sum(1).mean())) if len(xy) else 0.0
         xy = xy / spread if spread > 0 else xy
-        self._limits[key] = limits = grow_limits(xy, self._limits.get(key))
-        labels = labels_of(snapshot.metadata_columns())
+        if key not in self._limits:  # the frame stays the one chosen for the first snapshot
+            self._limits[key] = frame_limits(xy)
+        metadata = snapshot.metadata_columns()
         title = f"{key}  step {snapshot.step}  spread {spread:.3g}"
-        pixels = scatter_image(xy, labels, title, limits)
+        pixels = scatter_image(
+            xy, labels_of(metadata), title, self._limits[key], label_column(metadata)
+        )
+        if pixels is None:  # no matplotlib (warned once): the PCA columns are still written
+            return snapshot, None
         return snapshot, RenderedImage(f"embeddings/{key}/pca", snapshot.step, pixels)
 
     @override

@@ -4,7 +4,9 @@ Every learnscope callback on a trainer joins that trainer's session in ``setup``
 ``teardown`` (or when training stops with an exception). The session makes one writer per logger
 the first time a callback writes (so three callbacks write through one TensorBoard writer and one
 wandb writer, not three of each), says once per logger what that logger cannot show, and flushes
-and closes the writers when the last callback leaves. A callback reused with another trainer
+and closes the writers when the last callback leaves. The writers run on a worker thread
+(:class:`~learnscope.plugins.background.BackgroundWriters`): callbacks only queue records, and
+leaving waits until everything queued is written. A callback reused with another trainer
 joins that trainer's session and writes to that trainer's loggers. Only the process of global rank
 zero gets writers; on the others the session holds none.
 """
@@ -16,7 +18,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from learnscope.plugins import Writers, shows, writers_for
+from learnscope.plugins import shows, writers_for
+from learnscope.plugins.background import BackgroundWriters
 
 log = logging.getLogger("learnscope")
 
@@ -34,6 +37,7 @@ class WriterSession:
         ...         print(step, metrics)
         >>> session = WriterSession([CSVLogger()], is_global_zero=True)
         >>> session.writers().write_scalars({"loss": 0.5}, step=3)
+        >>> session.drain()
         3 {'loss': 0.5}
         >>> [w.describe() for w in session.writers().active]
         ['LoggerMetricsWriter(CSVLogger)']
@@ -43,14 +47,20 @@ class WriterSession:
         self.loggers = list(loggers)
         self.is_global_zero = is_global_zero
         self.members: set[int] = set()  # ids of the callbacks that joined
-        self._writers: Writers | None = None
+        self._writers: BackgroundWriters | None = None
         self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
 
-    def writers(self) -> Writers:
+    def writers(self) -> BackgroundWriters:
         """The writers, one per logger, made on the first call; none on ranks other than zero."""
         if self._writers is None:
-            self._writers = Writers(writers_for(self.loggers) if self.is_global_zero else [])
+            writers = writers_for(self.loggers) if self.is_global_zero else []
+            self._writers = BackgroundWriters(writers)
         return self._writers
+
+    def drain(self) -> None:
+        """Wait until every record queued so far is written."""
+        if self._writers is not None:
+            self._writers.drain()
 
     def warn_once(self, who: str, what: str, message: str, *args: Any) -> None:
         """Log ``message % args`` as a warning the first time ``(who, what)`` comes up.
@@ -77,7 +87,7 @@ class WriterSession:
         if not self.is_global_zero:
             return
         writers = self.writers()
-        if not writers.active and warn_without_logger:
+        if not self.loggers and warn_without_logger:  # not writers switched off by failures
             for method in methods:
                 self.warn_once(
                     "no logger",
@@ -107,7 +117,7 @@ class WriterSession:
                     )
 
     def close(self) -> None:
-        """Flush and close the writers (a logger's own ``SummaryWriter`` or run stays open)."""
+        """Write what is queued, then close the writers (a logger's own writer stays open)."""
         if self._writers is not None:
             self._writers.close()
             self._writers = None

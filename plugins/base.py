@@ -30,6 +30,11 @@ class Writer:
         False
     """
 
+    on_training_thread = False
+    """Whether this writer must be called on the training thread: it writes through an object
+    the training loop also uses and that need not be thread-safe (a Lightning logger's
+    ``log_metrics``). Other writers are called on learnscope's writer thread."""
+
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Show one embedding snapshot."""
 

@@ -37,6 +37,9 @@ class Writers:
     * A failure that is clearly permanent switches the whole writer off at once, with one
       message: its run directory is gone, its wandb run has finished, or the file system is
       read-only. So a dead disk logs a handful of lines, not one per step.
+    * A full disk (or quota) is the writer's, not one kind's: its failures are also counted
+      over every kind of record together, and :attr:`MAX_FAILURES_IN_A_ROW` of them with no
+      success in between switch the whole writer off, with one message.
 
     Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the error is raised.
 
@@ -111,6 +114,7 @@ class Writers:
                 self._failed(writer, method, args, error)
             else:
                 self._in_a_row.pop(key, None)
+                self._in_a_row.pop((id(writer), _DISK_FULL), None)
 
     def _failed(self, writer: Writer, method: str, args: tuple[Any, ...], error: Exception) -> None:
         """Log one failed record and switch off what keeps failing (the rule in the class doc)."""
@@ -120,6 +124,11 @@ class Writers:
         record = _record_name(method, args)
         reason = f"{type(error).__name__}: {error}"
         permanent = _permanent_reason(writer, error)
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            full = self._in_a_row.get((id(writer), _DISK_FULL), 0) + 1
+            self._in_a_row[(id(writer), _DISK_FULL)] = full
+            if full >= self.MAX_FAILURES_IN_A_ROW:
+                permanent = f"the disk stayed full for {full} records in a row"
         if permanent is not None:
             log.error(
                 "learnscope: %s failed in %s%s (%s); %s, so it is switched off for the rest of "
@@ -154,6 +163,9 @@ class Writers:
                 reason,
                 exc_info=error if count == 1 else None,
             )
+
+
+_DISK_FULL = "disk full"  # the failure count shared by every kind of record of a writer
 
 
 def _permanent_reason(writer: Writer, error: Exception) -> str | None:

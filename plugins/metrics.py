@@ -11,7 +11,8 @@ from learnscope.plugins.base import Writer
 class LoggerMetricsWriter(Writer):
     """Send scalar summaries to any object with ``log_metrics(metrics, step)`` (CSV, MLflow...).
 
-    It shows scalars only; embeddings and charts need a dashboard writer.
+    It shows scalars only; embeddings and charts need a dashboard writer. It is called on the
+    training thread, since the logger is Lightning's too.
 
     Args:
         logger: A Lightning logger or anything with the same ``log_metrics`` method.
@@ -27,6 +28,8 @@ class LoggerMetricsWriter(Writer):
         >>> sink.rows
         [(2, {'a': 1.0})]
     """
+
+    on_training_thread = True  # Lightning calls the same logger from the training loop
 
     def __init__(self, logger: Any) -> None:
         self.logger = logger

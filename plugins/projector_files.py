@@ -9,11 +9,15 @@ Layout inside a run directory::
     projector/<tag>/<stage>/step_<N>/metadata.tsv
     projector/<tag>/<stage>/step_<N>/sprite.png
 
+``<N>`` is the step zero-padded to nine digits (``step_000000120``), so names and folders sort
+as text in training order, which is the order of the Projector's tensor menu.
+
 See DESIGN.md section 4 for the facts behind each choice.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import logging
@@ -29,7 +33,7 @@ import numpy as np
 
 from learnscope.files import inside, locked, safe_name, write_atomic
 from learnscope.optional import import_optional
-from learnscope.png import encode_png
+from learnscope.plugins.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
 
 log = logging.getLogger("learnscope")
@@ -41,6 +45,8 @@ _EMPTY = "<empty>"
 _MAX_FOLDER = 160  # characters of tag folders under projector/; longer ones are shortened
 _KEPT_FOLDER = 100  # characters of leading tag folders kept when shortening
 _STEP = re.compile(r"step_-?\d+")  # the snapshot folder's own name
+STEP_DIGITS = 9  # step_000000120: sorts as text up to 999,999,999 steps
+_ENTRY_STEP = re.compile(r"(?s)(.*)/step_(-?\d+)")  # a tensor name ending in its step
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BREAKS = re.compile("\r\n|[\t\n\r\u2028\u2029\ufeff]")
 # Empty or only what JavaScript's String.prototype.trim removes (U+180E too, which older engines
@@ -50,7 +56,7 @@ _JS_BLANK = re.compile(
 )
 
 
-def tensor_bytes(vectors: np.ndarray) -> tuple[bytes, str]:
+def tensor_bytes(vectors: np.ndarray) -> tuple[bytes | memoryview, str]:
     r"""Encode vectors for the projector: raw float32 when safe, else TSV.
 
     The plugin tries to read every tensor file as UTF-8 TSV first and falls back to raw float32
@@ -68,9 +74,10 @@ def tensor_bytes(vectors: np.ndarray) -> tuple[bytes, str]:
         >>> tensor_bytes(np.zeros((1, 2), np.float32))
         (b'0\t0\n', 'tsv')
     """
-    raw = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+    # A view of the array's own memory, not a copy: a 200,000 x 768 snapshot is 614 MB.
+    raw = memoryview(np.ascontiguousarray(vectors, dtype="<f4")).cast("B")
     try:
-        raw.decode("utf-8")
+        codecs.utf_8_decode(raw, "strict", True)  # fails within the first bytes, as a rule
     except UnicodeDecodeError:
         return raw, "bin"
     out = io.StringIO()
@@ -163,11 +170,11 @@ def sprite_png(images: np.ndarray) -> tuple[bytes, tuple[int, int]] | None:
     grid[:n] = images
     grid = grid.reshape(per_side, per_side, thumb_h, thumb_w, channels)
     sheet = grid.transpose(0, 2, 1, 3, 4).reshape(per_side * thumb_h, per_side * thumb_w, channels)
-    return encode_png(sheet, compression=1), (thumb_w, thumb_h)
+    return png_bytes(sheet, compress_level=1), (thumb_w, thumb_h)
 
 
 def entry_name(snapshot: EmbeddingSnapshot) -> str:
-    r"""The tensor name the projector lists, such as ``encoder/validate/step_120``.
+    r"""The tensor name the projector lists, such as ``encoder/validate/step_000000120``.
 
     The tag is kept as given; only text that cannot be written as UTF-8 (lone surrogates) is
     replaced with U+FFFD, and then a short hash of the original is added so that the name still
@@ -176,16 +183,29 @@ def entry_name(snapshot: EmbeddingSnapshot) -> str:
     Example:
         >>> import torch
         >>> entry_name(EmbeddingSnapshot("encoder", 7, torch.ones(1, 1), stage="validate"))
-        'encoder/validate/step_7'
+        'encoder/validate/step_000000007'
         >>> name = entry_name(EmbeddingSnapshot("enc\ud800", 7, torch.ones(1, 1)))
-        >>> name.startswith("enc\ufffd [") and name.endswith("]/step_7")
+        >>> name.startswith("enc\ufffd [") and name.endswith("]/step_000000007")
         True
     """
     key = snapshot.key
     text = _valid_text(key)
     if text != key:
         text = f"{text} [{_digest(key)[:8]}]"
-    return f"{text}/step_{snapshot.step}"
+    return f"{text}/{step_name(snapshot.step)}"
+
+
+def step_name(step: int) -> str:
+    """The last part of a snapshot's tensor name and folder: the step zero-padded to 9 digits.
+
+    The Projector lists tensors sorted as text, so padded steps list in training order (up to
+    999,999,999 steps; negative steps, which Lightning never gives, list before step 0).
+
+    Example:
+        >>> step_name(120), step_name(1_000_000_000)
+        ('step_000000120', 'step_1000000000')
+    """
+    return f"step_{step:0{STEP_DIGITS}d}"
 
 
 def tag_folder(key: str) -> tuple[str, ...]:
@@ -247,9 +267,9 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
         >>> import tempfile, torch
         >>> run = Path(tempfile.mkdtemp())
         >>> write_snapshot(run, EmbeddingSnapshot("enc", 3, torch.randn(4, 2)))
-        'enc/step_3'
+        'enc/step_000000003'
         >>> [e.tensor_name for e in read_config(run).embeddings]
-        ['enc/step_3']
+        ['enc/step_000000003']
     """
     if snapshot.num_points > MAX_POINTS:
         log.warning(
@@ -261,7 +281,7 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
         snapshot = snapshot.subsample(MAX_POINTS)
     pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
     name = entry_name(snapshot)
-    folder = ("projector", *tag_folder(snapshot.key), f"step_{snapshot.step}")
+    folder = ("projector", *tag_folder(snapshot.key), step_name(snapshot.step))
     entry = pb.EmbeddingInfo(tensor_name=name, tensor_shape=[snapshot.num_points, snapshot.dim])
 
     data, suffix = tensor_bytes(snapshot.vectors_numpy())
@@ -270,7 +290,7 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
     if columns:
         entry.metadata_path = _write(run_dir, folder, "metadata.tsv", metadata_tsv(columns))
     images = snapshot.images_uint8()
-    if images is not None:
+    if images is not None and pictures_available():  # else warned once: no sprite
         sprite = sprite_png(images)
         if sprite is None:
             log.warning(
@@ -302,7 +322,7 @@ def read_config(run_dir: Path) -> Any:
     return config
 
 
-def _write(run_dir: Path, folder: tuple[str, ...], filename: str, data: bytes) -> str:
+def _write(run_dir: Path, folder: tuple[str, ...], filename: str, data: bytes | memoryview) -> str:
     path = inside(run_dir, *folder, filename)
     write_atomic(path, data)
     return path.relative_to(run_dir).as_posix()
@@ -357,12 +377,28 @@ def _parse_config(path: Path) -> _CachedConfig:
             config = pb.ProjectorConfig()
     entries: dict[str, str] = {}
     for embedding in config.embeddings:  # two entries of one name (another tool's) are both kept
+        _pad_old_name(embedding)
         entries[embedding.tensor_name] = entries.get(embedding.tensor_name, "") + _entry_text(
             embedding
         )
     del config.embeddings[:]
     head = text_format.MessageToString(config, as_utf8=True)
     return _CachedConfig(stamp=(), head=head, entries=entries)
+
+
+def _pad_old_name(entry: Any) -> None:
+    """Rename an entry written by an older learnscope (``enc/step_20``) to ``enc/step_000000020``.
+
+    Only learnscope's own entries (files under ``projector/.../step_<N>/``) are renamed; their
+    files stay where they are. A resumed run then lists old and new snapshots in training order,
+    and a snapshot written again at an old step replaces the old entry instead of adding one.
+    """
+    match = _ENTRY_STEP.fullmatch(entry.tensor_name)
+    if match is None or not entry.tensor_path.startswith("projector/"):
+        return
+    folder = entry.tensor_path.rsplit("/", 2)[-2] if entry.tensor_path.count("/") >= 2 else ""
+    if folder == f"step_{match[2]}":
+        entry.tensor_name = f"{match[1]}/{step_name(int(match[2]))}"
 
 
 def _move_aside(path: Path, error: Exception) -> Path:

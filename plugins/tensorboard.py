@@ -1,7 +1,8 @@
-"""TensorBoard writer: projector snapshots, scalars, through a run's ``SummaryWriter``."""
+"""TensorBoard writer: projector snapshots; scalars, histograms, images, text in an event file."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,9 @@ from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
 from learnscope.plugins import projector_files, tensorboard_layout
 from learnscope.plugins.base import Writer
+from learnscope.plugins.event_file import EventFile
+from learnscope.plugins.figures import png_bytes
 from learnscope.plugins.projector_refresh import ProjectorRefresh
-from learnscope.png import encode_png
 from learnscope.records import (
     AutocorrelationSummary,
     EmbeddingSnapshot,
@@ -30,19 +32,20 @@ class TensorBoardWriter(Writer):
     Embeddings go to the Projector tab as raw float32 tensors with their shape, metadata TSV and
     a thumbnail sprite; the projector config is merged with what is on disk, so a second writer
     or a resumed run keeps earlier entries. Scalars, histograms, images, text and the Custom
-    Scalars layout go through a ``SummaryWriter``.
+    Scalars layout go into an event file.
 
-    Given a run directory, the writer opens a ``SummaryWriter`` of its own there: an event file
-    whose name ends in ``.learnscope``, beside the logger's (TensorBoard reads every event file
-    of a run). A failure in it (a full disk, a removed directory) stays with learnscope and
-    never reaches the logger's ``SummaryWriter``, which would store it and re-raise it in
-    Lightning's ``log_metrics`` and ``finalize``, taking the fit down.
+    Given a run directory, the writer opens an event file of its own there, whose name ends in
+    ``.learnscope``, beside the logger's (TensorBoard reads every event file of a run), and
+    writes it directly (:class:`~learnscope.plugins.event_file.EventFile`): a failure (a full
+    disk, a removed directory) is raised by the call that wrote the record, and never reaches
+    the logger's ``SummaryWriter``, which would store it and re-raise it in Lightning's
+    ``log_metrics`` and ``finalize``, taking the fit down.
 
     Args:
-        log_dir_or_summary_writer: A run directory (a ``SummaryWriter`` of its own is opened
-            there, which also creates the event file the projector needs to list the run, and
-            closed by :meth:`close`), or an existing
-            ``torch.utils.tensorboard.SummaryWriter``, which is reused and not closed.
+        log_dir_or_summary_writer: A run directory (an event file of its own is opened there,
+            which also lets the projector list the run, and closed by :meth:`close`), or an
+            existing ``torch.utils.tensorboard.SummaryWriter``, which is written through and
+            not closed.
 
     Example:
         >>> import tempfile, torch
@@ -55,14 +58,13 @@ class TensorBoardWriter(Writer):
     def __init__(self, log_dir_or_summary_writer: str | Path | Any) -> None:
         import_optional("tensorboard", "tensorboard")
         if isinstance(log_dir_or_summary_writer, str | Path):
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.summary = SummaryWriter(str(log_dir_or_summary_writer), filename_suffix=SUFFIX)
-            self._owns_summary = True
+            self.run_dir = Path(log_dir_or_summary_writer)
+            self.summary: Any = None
+            self._events: EventFile | None = EventFile(self.run_dir, SUFFIX)
         else:
             self.summary = log_dir_or_summary_writer
-            self._owns_summary = False
-        self.run_dir = Path(self.summary.get_logdir())
+            self.run_dir = Path(self.summary.get_logdir())
+            self._events = None
         # Temporaries of write_atomic left by a crashed writer (tensor files of tens of MB):
         # see remove_orphan_temporaries for which go.
         remove_orphan_temporaries(self.run_dir)
@@ -82,17 +84,22 @@ class TensorBoardWriter(Writer):
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Add each scalar at ``step``."""
+        from torch.utils.tensorboard.summary import scalar
+
         for name, value in scalars.items():
-            self.summary.add_scalar(name, value, global_step=step)
+            self.add_summary(scalar(name, value), step)
 
     def write_histogram(self, histogram: Histogram) -> None:
         """Add a histogram of the finite values (nothing when there are none)."""
+        from torch.utils.tensorboard.summary import histogram as histogram_summary
+
         values = histogram.finite_values()
         if values.size:
-            self.summary.add_histogram(histogram.tag, values, global_step=histogram.step)
+            proto = histogram_summary(histogram.tag, values, bins=_tensorflow_bins())
+            self.add_summary(proto, histogram.step)
 
     def write_image(self, image: RenderedImage) -> None:
-        """Add an image to the Images tab, PNG-encoded without Pillow."""
+        """Add an image to the Images tab, PNG-encoded (Pillow)."""
         from tensorboard.compat.proto.summary_pb2 import Summary
 
         height, width, channels = image.pixels.shape
@@ -100,10 +107,9 @@ class TensorBoardWriter(Writer):
             height=height,
             width=width,
             colorspace=channels,
-            encoded_image_string=encode_png(image.pixels),
+            encoded_image_string=png_bytes(image.pixels),
         )
-        proto = Summary(value=[Summary.Value(tag=image.tag, image=encoded)])
-        self.summary._get_file_writer().add_summary(proto, image.step)
+        self.add_summary(Summary(value=[Summary.Value(tag=image.tag, image=encoded)]), image.step)
 
     def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
         """Scalars, Custom Scalars charts and ACF images (``tensorboard_autocorrelation``)."""
@@ -124,11 +130,13 @@ class TensorBoardWriter(Writer):
             >>> writer.write_findings([], step=3)  # the same table at the same step: skipped
             >>> writer.close()
         """
+        from torch.utils.tensorboard.summary import text as text_summary
+
         text = findings_markdown(findings)
         last = getattr(self, "_findings_written", None)
         if last is not None and last[0] == text and step <= last[1]:
             return
-        self.summary.add_text(FINDINGS_TAG, text, global_step=step)
+        self.add_summary(text_summary(FINDINGS_TAG, text), step)
         self._findings_written = (text, step)
 
     def add_charts(self, charts: dict[str, dict[str, tensorboard_layout.Chart]]) -> None:
@@ -148,18 +156,31 @@ class TensorBoardWriter(Writer):
 
         state = tensorboard_layout.merge_charts(self.run_dir, charts)
         if state is not None:
-            proto = custom_scalars(state["layout"])
-            self.summary._get_file_writer().add_summary(proto, state["version"])
+            self.add_summary(custom_scalars(state["layout"]), state["version"])
+
+    def add_summary(self, summary: Any, step: int) -> None:
+        """Add one ``Summary`` proto at ``step`` to the event file.
+
+        Raises:
+            FileNotFoundError: The run directory is gone; nothing is written into the void.
+        """
+        if self._events is None:
+            self.summary._get_file_writer().add_summary(summary, step)
+            return
+        if not self.run_dir.is_dir():
+            raise FileNotFoundError(f"the run directory {self.run_dir} is gone")
+        self._events.add_summary(summary, step)
 
     def flush(self) -> None:
-        """Flush the event file."""
-        self.summary.flush()
+        """Flush a given ``SummaryWriter`` (an own event file holds every record already)."""
+        if self.summary is not None:
+            self.summary.flush()
 
     def close(self) -> None:
-        """Flush, and close the ``SummaryWriter`` when this writer opened it."""
+        """Close the event file this writer opened, or flush the given ``SummaryWriter``."""
         self._refresh.close()
-        if self._owns_summary:
-            self.summary.close()
+        if self._events is not None:
+            self._events.close()
         else:
             self.summary.flush()
 
@@ -186,6 +207,24 @@ def findings_markdown(findings: Sequence[Finding]) -> str:
     return "\n".join(
         ["| step | severity | code | subject | message |", "|---:|---|---|---|---|", *rows]
     )
+
+
+@functools.cache
+def _tensorflow_bins() -> list[float]:
+    """The bucket edges ``SummaryWriter.add_histogram`` uses by default (``bins="tensorflow"``).
+
+    Edges grow by 10% from 1e-12 to 1e20 on both sides of zero, so values of any magnitude
+    are told apart.
+
+    Example:
+        >>> len(_tensorflow_bins()), _tensorflow_bins()[774]
+        (1549, 0)
+    """
+    edges, v = [], 1e-12
+    while v < 1e20:
+        edges.append(v)
+        v *= 1.1
+    return [-e for e in reversed(edges)] + [0] + edges
 
 
 def _md(text: str) -> str:

@@ -1,14 +1,22 @@
 """How TensorBoard shows an autocorrelation analysis: scalars, Custom Scalars charts, images.
 
 * Scalars ``autocorrelation/{kind}/{group}/lag_{k}``, ``.../tau``, ``.../rho1_median``,
-  ``.../rho1_q25``, ``.../rho1_q75`` (see ``AutocorrelationSummary.to_scalars``).
-* A Custom Scalars category per kind, ``autocorrelation/{kind}``, with per group a multiline
-  chart of the chosen lags over steps and a margin chart of the lag-1 median with its
-  inter-quartile band, plus one chart of every group's tau once a tau has been logged. Charts
-  are made from the scalars actually logged, so every chart's tags match logged scalars; the
-  layout is merged with every other chart of the run (``TensorBoardWriter.add_charts``).
+  ``.../rho1_q25``, ``.../rho1_q75`` (see ``AutocorrelationSummary.to_scalars``); the Scalars
+  tab shows each in a chart of its own.
+* Custom Scalars, one line per chart, one category per kind and module group,
+  ``autocorrelation/{kind}/{group}``, in module order: a margin chart of the lag-1
+  autocorrelation (the median over the sampled elements, with their inter-quartile band) and,
+  once one has been logged, a chart of the group's integrated autocorrelation time tau.
+  Custom Scalars colours lines by run and tells the lines of one run apart only by marker
+  shape, so a chart of several lines cannot be read without hovering. A chart's y range is
+  its own line's (and band's), so TensorBoard's default "Ignore outliers in chart scaling"
+  does not cut one group's line to fit another's. One margin chart per category, because
+  TensorBoard's ``tf-dom-repeat`` shows the margin charts of a category in reverse order.
+  Charts are made from the scalars actually logged, so every chart's tags match logged
+  scalars; the layout is merged with every other chart of the run
+  (``TensorBoardWriter.add_charts``), and the charts of older versions are replaced.
 * An image per kind of the mean ACF against lag, one curve per group
-  (:func:`learnscope.acf_chart.acf_images`), in the Images tab.
+  (:func:`learnscope.plugins.figures.acf_images`), in the Images tab.
 """
 
 from __future__ import annotations
@@ -17,14 +25,21 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from learnscope.acf_chart import acf_images
-from learnscope.plugins.tensorboard_layout import Chart, margin, multiline
+from learnscope.plugins.figures import acf_images
+from learnscope.plugins.tensorboard_layout import Chart, margin, multiline, retire_charts
 from learnscope.records import AutocorrelationSummary
 
 if TYPE_CHECKING:
     from learnscope.plugins.tensorboard import TensorBoardWriter
 
 PREFIX = "autocorrelation"
+
+# The multi-line charts earlier learnscope versions wrote, replaced by the charts below when
+# such a run is resumed.
+retire_charts(
+    re.escape(PREFIX) + r"/[^/]+",
+    r".+: ACF at lags .+|.+: lag-1 median and quartiles|integrated autocorrelation time \(steps\)",
+)
 
 
 def autocorrelation_charts(
@@ -33,9 +48,9 @@ def autocorrelation_charts(
     """The Custom Scalars charts (category -> title -> chart) for the logged ``scalars``.
 
     A group gets its charts only when its scalars were logged (a group whose elements all
-    stayed constant has none), and always with every lag of ``summary.lags``, so the same
-    chart is asked for at every analysis and the layout is written again only when a chart
-    is new.
+    stayed constant has none), so the same charts are asked for at every analysis and the
+    layout is written again only when a chart is new. Every chart has one line, and its title
+    names the group, the quantity and, for a band, what the band is.
 
     Args:
         summary: The analysis.
@@ -43,36 +58,36 @@ def autocorrelation_charts(
         prefix: The first component of the tags.
 
     Returns:
-        Charts for :meth:`TensorBoardWriter.add_charts`.
+        Charts for :meth:`TensorBoardWriter.add_charts`, groups in the summary's (module) order.
 
     Example:
         >>> import numpy as np
         >>> from learnscope.records import GroupAutocorrelation
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4]), -0.4, -0.5, -0.3,
-        ...                          None)
+        ...                          2.5)
         >>> summary = AutocorrelationSummary(9, (1,), (g,))
-        >>> charts = autocorrelation_charts(summary, summary.to_scalars())
-        >>> for title, chart in charts["autocorrelation/grads"].items():
-        ...     print(title, chart)
-        head: ACF at lags 1 ['Multiline', ['autocorrelation/grads/head/lag_1$']]
-        head: lag-1 median and quartiles ['Margin', ['autocorrelation/grads/head/rho1_median', \
-'autocorrelation/grads/head/rho1_q25', 'autocorrelation/grads/head/rho1_q75']]
+        >>> for category, charts in autocorrelation_charts(summary, summary.to_scalars()).items():
+        ...     for title, (kind, tags) in charts.items():
+        ...         print(f"{category} | {title} | {kind} {len(tags)}")
+        autocorrelation/grads/head | head grads: lag-1 autocorrelation, median and quartiles \
+| Margin 3
+        autocorrelation/grads/head | head grads: integrated autocorrelation time tau (steps) \
+| Multiline 1
     """
     charts: dict[str, dict[str, Chart]] = {}
-    lag_words = ", ".join(str(lag) for lag in summary.lags)
     for group in summary.groups:
         base = f"{prefix}/{group.kind}/{group.group}"
-        category = charts.setdefault(f"{prefix}/{group.kind}", {})
-        lag_tags = [f"{base}/lag_{lag}" for lag in summary.lags]
-        if all(tag in scalars for tag in lag_tags):
-            category[f"{group.group}: ACF at lags {lag_words}"] = multiline(lag_tags)
+        name = f"{group.group} {group.kind}"
+        category: dict[str, Chart] = {}
         band = [f"{base}/rho1_median", f"{base}/rho1_q25", f"{base}/rho1_q75"]
         if all(tag in scalars for tag in band):
-            category[f"{group.group}: lag-1 median and quartiles"] = margin(*band)
+            category[f"{name}: lag-1 autocorrelation, median and quartiles"] = margin(*band)
         if f"{base}/tau" in scalars:
-            any_tau = re.escape(f"{prefix}/{group.kind}/") + r"[^/]+/tau$"
-            category["integrated autocorrelation time (steps)"] = ["Multiline", [any_tau]]
-    return {name: titled for name, titled in charts.items() if titled}
+            tau = multiline([f"{base}/tau"])
+            category[f"{name}: integrated autocorrelation time tau (steps)"] = tau
+        if category:
+            charts[base] = category
+    return charts
 
 
 def write_autocorrelation(writer: TensorBoardWriter, summary: AutocorrelationSummary) -> None:

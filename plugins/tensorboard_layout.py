@@ -7,6 +7,11 @@ instead of replacing it. The file is read again only when another writer changed
 size or times differ from this process's last write), and written, like the layout summary,
 only when a chart is new or different: an analysis that asks for the charts already there costs
 one ``stat``.
+
+Categories and charts keep the order in which they were first added (for autocorrelation, the
+module order of the groups). Charts that an older version of learnscope wrote and a newer one
+replaces are named with :func:`retire_charts`; they leave the layout at the next merge (and a
+category left empty goes too), so a run resumed with a newer version does not show both.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ Chart = list[Any]  # ["Multiline", [regex, ...]] or ["Margin", [value, lower, up
 # Resolved layout file -> (its stamp right after this process's last read or write, the state).
 _CACHE: dict[str, tuple[tuple[int, ...] | None, dict[str, Any]]] = {}
 _CACHE_RUNS = 64  # the most recently used run directories kept
+_RETIRED: list[tuple[re.Pattern[str], re.Pattern[str]]] = []  # (category, title) patterns
 
 
 def multiline(tags: Sequence[str]) -> Chart:
@@ -49,6 +55,17 @@ def margin(value: str, lower: str, upper: str) -> Chart:
         ['Margin', ['m', 'lo', 'hi']]
     """
     return ["Margin", [value, lower, upper]]
+
+
+def retire_charts(category: str, title: str) -> None:
+    """Drop charts whose category and title fully match these regexes when a layout is merged.
+
+    A chart being added by the merge is never dropped; a category left empty is removed.
+
+    Example:
+        >>> retire_charts(r"doc-example", r"old .*")
+    """
+    _RETIRED.append((re.compile(category), re.compile(title)))
 
 
 def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str, Any] | None:
@@ -79,7 +96,7 @@ def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str
         else:
             state = json.loads(path.read_text()) if stamp else {"version": 0, "layout": {}}
         layout = state["layout"]
-        changed = False
+        changed = _drop_retired(layout, charts)
         for category, titled in charts.items():
             for title, chart in titled.items():
                 if layout.get(category, {}).get(title) != chart:
@@ -93,6 +110,24 @@ def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str
         if len(_CACHE) > _CACHE_RUNS:
             del _CACHE[next(iter(_CACHE))]
         return state if changed else None
+
+
+def _drop_retired(layout: dict[str, Any], charts: dict[str, dict[str, Chart]]) -> bool:
+    """Remove retired charts (and categories they leave empty) from ``layout``; whether any."""
+    dropped = False
+    for category in list(layout):
+        patterns = [title for cat, title in _RETIRED if cat.fullmatch(category)]
+        if not patterns:
+            continue
+        adding = charts.get(category, {})
+        old = layout[category]
+        for title in [t for t in old if t not in adding]:
+            if any(pattern.fullmatch(title) for pattern in patterns):
+                del old[title]
+                dropped = True
+        if not old:
+            del layout[category]
+    return dropped
 
 
 def _stamp(path: Path) -> tuple[int, ...] | None:

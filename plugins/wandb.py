@@ -87,8 +87,10 @@ class WandbWriter(Writer):
             )
         metadata = {names[name]: col for name, col in snapshot.metadata_columns().items()}
         columns = ["embedding", "step", "stage", *metadata]
-        data_columns: list[list[Any]] = [
-            snapshot.vectors_numpy().tolist(),
+        data_columns: list[Any] = [
+            # one numpy row per cell: wandb types the column once (ndarray of D numbers)
+            # instead of checking D Python floats in every row
+            list(snapshot.vectors_numpy()),
             [snapshot.step] * snapshot.num_points,
             [snapshot.stage or ""] * snapshot.num_points,
             *metadata.values(),
@@ -129,9 +131,15 @@ class WandbWriter(Writer):
         self.run.log({image.tag: self.wandb.Image(image.pixels), STEP_KEY: image.step})
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
-        """Log the findings as a table (wandb tables cannot be appended to: the whole list)."""
+        """Log the findings as a table (wandb tables cannot be appended to: the whole list).
+
+        With no finding the table has one row saying so (``no-findings``), as TensorBoard's
+        Text tab says "No findings", instead of an empty table.
+        """
         columns = ["step", "severity", "code", "subject", "message"]
         rows = [[f.step, f.severity, f.code, f.subject, f.message] for f in findings]
+        if not rows:
+            rows = [[step, "info", "no-findings", "", "No findings: nothing looks wrong so far."]]
         self.run.log({FINDINGS_KEY: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
 
     def describe(self) -> str:

@@ -1,9 +1,12 @@
-"""How wandb shows an autocorrelation analysis: a line-series chart per kind, and scalars.
+"""How wandb shows an autocorrelation analysis: per kind a picture and a line chart; scalars.
 
 One ``run.log`` call per analysis holds the scalars ``autocorrelation/{kind}/{group}/...``
-(see ``AutocorrelationSummary.to_scalars``), a ``wandb.plot.line_series`` custom chart
-``autocorrelation/{kind}/acf`` of the mean ACF against lag with one line per group, and the
-trainer step under ``trainer/global_step``, the x axis Lightning's ``WandbLogger`` uses.
+(see ``AutocorrelationSummary.to_scalars``); per kind the picture TensorBoard shows, the mean
+ACF against lag with its white-noise band, as a ``wandb.Image`` under the same tag
+``autocorrelation/{kind}/acf`` (:func:`learnscope.plugins.figures.acf_images`; left out
+without matplotlib), and the same curves as an interactive ``wandb.plot.line_series`` chart
+``autocorrelation/{kind}/acf_lines``; and the trainer step under ``trainer/global_step``, the
+x axis Lightning's ``WandbLogger`` uses.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from learnscope.plugins.figures import acf_images
 from learnscope.records import AutocorrelationSummary
 
 PREFIX = "autocorrelation"
@@ -58,7 +62,7 @@ def acf_series(
 def autocorrelation_log(
     wandb: Any, summary: AutocorrelationSummary, step_key: str
 ) -> dict[str, Any]:
-    """The dict to ``run.log`` for one analysis: scalars, charts and the trainer step.
+    """The dict to ``run.log`` for one analysis: scalars, pictures, charts and the trainer step.
 
     Args:
         wandb: The ``wandb`` module.
@@ -73,8 +77,8 @@ def autocorrelation_log(
         >>> from learnscope.records import GroupAutocorrelation
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6, -0.4, None)
         >>> logged = autocorrelation_log(wandb, AutocorrelationSummary(3, (1,), (g,)), "step")
-        >>> sorted(logged)[:2], logged["step"]
-        (['autocorrelation/grads/acf', 'autocorrelation/grads/head/lag_1'], 3)
+        >>> sorted(logged)[:2], type(logged["autocorrelation/grads/acf"]).__name__, logged["step"]
+        (['autocorrelation/grads/acf', 'autocorrelation/grads/acf_lines'], 'Image', 3)
     """
     logged: dict[str, Any] = dict(summary.to_scalars(PREFIX))
     for kind in dict.fromkeys(g.kind for g in summary.groups):
@@ -83,12 +87,14 @@ def autocorrelation_log(
             continue
         if any(len(x) != len(y) for x, y in zip(xs, ys, strict=True)):
             raise ValueError(f"{kind}: line lengths differ; line_series would truncate them")
-        logged[f"{PREFIX}/{kind}/acf"] = wandb.plot.line_series(
+        logged[f"{PREFIX}/{kind}/acf_lines"] = wandb.plot.line_series(
             xs,
             ys,
             keys=keys,
             title=f"mean ACF of {_KIND_WORDS.get(kind, kind)} (step {summary.step})",
             xname="lag",
         )
+    for image in acf_images(summary, PREFIX):
+        logged[image.tag] = wandb.Image(image.pixels)
     logged[step_key] = summary.step
     return logged

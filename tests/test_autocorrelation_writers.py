@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from readers import wandb_artifact_tables, wandb_history, wandb_records, wandb_run_dir
 
-from learnscope.acf_chart import acf_chart
+from learnscope.plugins.figures import COLOURS, acf_chart
 from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import multiline
+from learnscope.plugins.tensorboard_layout import LAYOUT_FILE, margin, multiline
 from learnscope.plugins.wandb import WandbWriter
 from learnscope.records import AutocorrelationSummary, GroupAutocorrelation
 
@@ -97,36 +97,81 @@ def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
     assert [(e.step, round(e.value, 6)) for e in lag_1] == [(9, -0.4), (19, -0.4)]
 
     layout = CustomScalarsReader(tmp_path).layout()
-    categories = {c["title"] for c in layout["category"]}
-    assert categories == {"autocorrelation/params", "autocorrelation/grads", "losses"}
-    charts = chart_tag_patterns(layout)
-    assert len(charts) == 2 * 2 + 1 + 2 * 2 + 1  # lags and band per group, tau per kind, loss
-    assert "autocorrelation/grads: head: lag-1 median and quartiles" in charts
-    assert "autocorrelation/params: integrated autocorrelation time (steps)" in charts
-    assert not any("frozen.norm" in title for title in charts)
-    for title, patterns in charts.items():
-        for pattern in patterns:
-            assert any(re.match(pattern, tag) for tag in tags), (title, pattern)
-    lags_chart = charts["autocorrelation/params: encoder: ACF at lags 1, 2, 5"]
-    assert len(lags_chart) == len(LAGS)  # one pattern per lag
-    assert [t for t in tags if re.match(lags_chart[0], t)] == [
-        "autocorrelation/params/encoder/lag_1"
+    categories = [c["title"] for c in layout["category"]]
+    assert categories == [  # one per kind and group, in module order
+        "autocorrelation/params/encoder",
+        "autocorrelation/params/head",
+        "autocorrelation/grads/encoder",
+        "autocorrelation/grads/head",
+        "losses",
     ]
+    charts = chart_tag_patterns(layout)
+    band = "lag-1 autocorrelation, median and quartiles"
+    assert list(charts) == [  # one line per chart, titles say what
+        f"autocorrelation/params/encoder: encoder params: {band}",
+        "autocorrelation/params/encoder: encoder params: integrated autocorrelation time tau "
+        "(steps)",
+        f"autocorrelation/params/head: head params: {band}",
+        f"autocorrelation/grads/encoder: encoder grads: {band}",
+        f"autocorrelation/grads/head: head grads: {band}",
+        "losses: train",
+    ]
+    for title, patterns in charts.items():
+        for pattern in patterns:  # every pattern matches exactly one logged tag
+            assert len([tag for tag in tags if re.match(pattern, tag)]) == 1, (title, pattern)
+    for category in layout["category"]:  # at most one margin chart: the page keeps the order
+        assert len([chart for chart in category["chart"] if "margin" in chart]) <= 1
 
     images = {tag: events.Images(tag) for tag in events.Tags()["images"]}
     assert set(images) == {"autocorrelation/params/acf", "autocorrelation/grads/acf"}
     assert [image.step for image in images["autocorrelation/grads/acf"]] == [9, 19]
     first = images["autocorrelation/params/acf"][0]
     assert first.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (first.width, first.height) == (670, 298)
+    assert (first.width, first.height) == (640, 400)
+
+
+def test_resumed_run_replaces_the_layout_of_older_versions(tmp_path: Path) -> None:
+    old = {  # what earlier versions wrote: several lines of one colour per chart
+        "autocorrelation/params": {
+            "encoder: ACF at lags 1, 2, 5": multiline(
+                [f"autocorrelation/params/encoder/lag_{k}" for k in LAGS]
+            ),
+            "encoder: lag-1 median and quartiles": margin(
+                *(f"autocorrelation/params/encoder/rho1_{s}" for s in ("median", "q25", "q75"))
+            ),
+            "integrated autocorrelation time (steps)": [
+                "Multiline",
+                [r"autocorrelation/params/[^/]+/tau$"],
+            ],
+            "a chart of the user's": multiline(["autocorrelation/params/encoder/lag_2"]),
+        },
+        "losses": {"train": multiline(["train_loss"])},
+    }
+    (tmp_path / LAYOUT_FILE).write_text(json.dumps({"version": 3, "layout": old}))
+    writer = TensorBoardWriter(tmp_path)
+    writer.write_autocorrelation(summary(29))
+    writer.close()
+
+    layout = CustomScalarsReader(tmp_path).layout()
+    charts = list(chart_tag_patterns(layout))
+    assert charts[:4] == [
+        "autocorrelation/params: a chart of the user's",
+        "losses: train",
+        "autocorrelation/params/encoder: encoder params: lag-1 autocorrelation, median and "
+        "quartiles",
+        "autocorrelation/params/encoder: encoder params: integrated autocorrelation time tau "
+        "(steps)",
+    ]
+    assert not any("ACF at lags" in c or c.endswith(": lag-1 median and quartiles") for c in charts)
+    assert "autocorrelation/params: integrated autocorrelation time (steps)" not in charts
+    assert json.loads((tmp_path / LAYOUT_FILE).read_text())["version"] == 4
 
 
 def test_acf_chart_draws_one_colour_per_group() -> None:
     groups = summary(0).groups[:2]
-    pixels = acf_chart(groups, "params")
-    plot = pixels[28:268, 40:440].reshape(-1, 3)
-    colours = {tuple(c) for c in plot.tolist()}
-    assert (31, 119, 180) in colours and (255, 127, 14) in colours  # palette of two groups
+    colours = {tuple(c) for c in acf_chart(groups, "params").reshape(-1, 3).tolist()}
+    rgb = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in COLOURS]
+    assert rgb[0] in colours and rgb[1] in colours and rgb[2] not in colours  # two groups
 
 
 def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
@@ -152,7 +197,11 @@ def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
         if list(item.nested_key)[:2] == ["_wandb", "visualize"]
     ]
     assert {c["panel_config"]["panelDefId"] for c in charts} == {"wandb/lineseries/v0"}
-    tables = wandb_artifact_tables(run_dir, "autocorrelation/grads/acf_table")
+    for row in history:  # the pictures TensorBoard shows, under the same tags
+        for kind in ("params", "grads"):
+            image = row[f"autocorrelation/{kind}/acf"]
+            assert (image["_type"], image["width"], image["height"]) == ("image-file", 640, 400)
+    tables = wandb_artifact_tables(run_dir, "autocorrelation/grads/acf_lines_table")
     assert len(tables) == 2
     table = tables[-1]
     assert table["columns"] == ["step", "lineKey", "lineVal"]

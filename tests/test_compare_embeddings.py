@@ -7,9 +7,8 @@ offline run, and a real TensorBoard server.
 from __future__ import annotations
 
 import json
-import struct
 import time
-import zlib
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,9 @@ from tb_server import tensorboard
 from tiny_models import TinyClassifier, blobs, trainer
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.canvas import palette
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.plugins import projector_files
+from learnscope.plugins.figures import COLOURS
 from learnscope.plugins.projector_refresh import MARKER_PREFIX, ProjectorRefresh
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
@@ -65,20 +64,18 @@ def id_loaders(shuffle_val: bool) -> tuple[DataLoader, DataLoader, TensorDataset
 
 
 def decode_png(data: bytes) -> np.ndarray:
-    """Decode the 8-bit RGB PNGs ``learnscope.png.encode_png`` writes (filter type 0)."""
+    """Decode a PNG of the Images tab into ``uint8 [H, W, 3]``."""
+    from PIL import Image
+
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, header = 8, b"", b""
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-        header = body if kind == b"IHDR" else header
-        idat += body if kind == b"IDAT" else b""
-        pos += 12 + length
-    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
-    assert (depth, colour) == (8, 2)
-    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, 1 + width * 3)
-    assert (rows[:, 0] == 0).all()
-    return rows[:, 1:].reshape(height, width, 3)
+    return np.array(Image.open(BytesIO(data)).convert("RGB"))
+
+
+def shows_colour(pixels: np.ndarray, colour: str, alpha: float = 0.85) -> bool:
+    """Whether some pixel has ``colour`` as a lone scatter point shows it (blended over white)."""
+    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)], np.float64)
+    blended = alpha * rgb + (1 - alpha) * 255
+    return bool((np.abs(pixels.reshape(-1, 3) - blended).max(1) <= 3).any())
 
 
 def test_same_points_aligned_views_and_scatter_images_in_tensorboard_and_wandb(
@@ -105,7 +102,7 @@ def test_same_points_aligned_views_and_scatter_images_in_tensorboard_and_wandb(
     reader = ProjectorReader(tmp_path / "tb")
     (run,) = reader.runs()
     names = reader.names(run)
-    assert names == [f"{KEY}/step_{s}" for s in steps]
+    assert names == [f"{KEY}/step_{s:09d}" for s in steps]
     for name in names:
         header, rows = parse_metadata(reader.metadata(run, name))
         assert header == ["label", "id", "pca_x", "pca_y", "pca_z"]
@@ -124,8 +121,8 @@ def test_same_points_aligned_views_and_scatter_images_in_tensorboard_and_wandb(
     assert [i.step for i in images] == steps
     pixels = decode_png(images[-1].encoded_image_string)
     assert pixels.shape == (images[-1].height, images[-1].width, 3)
-    colours = {tuple(c) for c in pixels.reshape(-1, 3).tolist()}
-    assert all(tuple(c) in colours for c in palette(3).tolist())  # the three classes
+    assert all(shows_colour(pixels, c) for c in COLOURS[:3])  # the three classes
+    assert not shows_colour(pixels, COLOURS[3])  # and no fourth
 
     # wandb: the table has the projection columns, and a scatter chart per snapshot.
     wb.experiment.finish()
@@ -213,19 +210,19 @@ def test_a_running_tensorboard_shows_snapshots_written_after_it_started(tmp_path
                     time.sleep(0.2)
                 return current
 
-            assert names() == ["enc/step_1"]
+            assert names() == ["enc/step_000000001"]
             # Without a change in the run list the server keeps its cached config ...
             projector_files.write_snapshot(
                 writer.run_dir, EmbeddingSnapshot("enc", 2, torch.ones(6, 3))
             )
-            assert wait_for(2, 3.0) == ["enc/step_1"]
+            assert wait_for(2, 3.0) == ["enc/step_000000001"]
             # ... the writer's marker run changes it, and the new snapshots appear.
             writer.write_embedding(EmbeddingSnapshot("enc", 3, torch.randn(6, 3)))
-            assert wait_for(3, 20.0) == ["enc/step_1", "enc/step_2", "enc/step_3"]
+            assert wait_for(3, 20.0) == [f"enc/step_{s:09d}" for s in (1, 2, 3)]
             assert any(MARKER_PREFIX in r for r in tb.json("/data/runs"))
             writer.write_embedding(EmbeddingSnapshot("enc", 4, torch.randn(6, 3)))
-            assert wait_for(4, 20.0)[-1] == "enc/step_4"
-            tensor = tb.get("/data/plugin/projector/tensor", run="run", name="enc/step_2")
+            assert wait_for(4, 20.0)[-1] == "enc/step_000000004"
+            tensor = tb.get("/data/plugin/projector/tensor", run="run", name="enc/step_000000002")
             assert np.frombuffer(tensor, np.float32).tolist() == [1.0] * 18
 
             writer.close()  # the marker run goes away again

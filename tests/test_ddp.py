@@ -68,10 +68,10 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
     (run,) = reader.runs()
     names = reader.names(run)
     assert sorted(names) == sorted(
-        [f"{tag}/validate/step_{s}" for tag in ("encoder", "rows", "local", "rank0") for s in STEPS]
-        + [f"predicted/predict/step_{STEPS[-1]}"]
+        [f"{t}/validate/step_{s:09d}" for t in ("encoder", "rows", "local", "rank0") for s in STEPS]
+        + [f"predicted/predict/step_{STEPS[-1]:09d}"]
     )  # one entry each: no rank wrote a second one
-    final = f"/validate/step_{STEPS[-1]}"
+    final = f"/validate/step_{STEPS[-1]:09d}"
 
     # gathered with ids: every sample of the odd-sized set once (rank 1's padding repeat merged)
     header, rows = parse_metadata(reader.metadata(run, "encoder" + final))
@@ -96,7 +96,7 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
     assert len(rows) == 23 and set(column(header, rows, "rank")) == {0}
 
     # predict does not pad: 23 rows on rank 0, 22 on rank 1, every sample once
-    header, rows = parse_metadata(reader.metadata(run, f"predicted/predict/step_{STEPS[-1]}"))
+    header, rows = parse_metadata(reader.metadata(run, f"predicted/predict/step_{STEPS[-1]:09d}"))
     assert sorted(column(header, rows, "id")) == list(range(45))
     ranks = column(header, rows, "rank")
     assert (ranks.count(0), ranks.count(1)) == (23, 22)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,8 @@ def test_demo_fills_the_projector(tmp_path: Path) -> None:
     reader = ProjectorReader(logdir)
     (run,) = reader.runs()
     names = reader.names(run)
-    assert len(names) == 2 and all(n.startswith("encoder/validate/step_") for n in names)
+    assert len(names) == 2 and names == sorted(names)  # one per epoch, in training order
+    assert all(re.fullmatch(r"encoder/validate/step_\d{9}", name) for name in names)
     for name in names:
         assert reader.tensor(run, name).shape == (540, 32)
         header, rows = parse_metadata(reader.metadata(run, name))

@@ -98,7 +98,7 @@ def test_several_validation_loaders_with_dataset_index(tmp_path: Path, as_dict: 
     names = list(VAL_SIZES) if as_dict else ["0", "1"]
     datasets = {name: indexed(n, s) for name, (n, s) in zip(names, VAL_SIZES.values(), strict=True)}
     found = snapshots(tmp_path / "tb")
-    assert [name for name, *_ in found] == ["encoder/validate/step_2", "encoder/validate/step_4"]
+    assert [name for name, *_ in found] == [f"encoder/validate/step_{s:09d}" for s in (2, 4)]
     pairs_per_epoch = []
     for _, vectors, header, rows in found:
         assert header == ["label", "index", "id", "dataloader"]
@@ -334,13 +334,13 @@ def test_pooled_graph_embeddings_keep_one_row_per_graph(tmp_path: Path) -> None:
     trainer(tmp_path, tb, [pooled, nodes], max_epochs=1).fit(GraphClassifier(), train, val)
 
     found = {name: (header, rows) for name, _, header, rows in snapshots(tmp_path / "tb")}
-    assert sorted(found) == ["encoder/validate/step_6", "pool/validate/step_6"]
-    header, rows = found["pool/validate/step_6"]
+    assert sorted(found) == ["encoder/validate/step_000000006", "pool/validate/step_000000006"]
+    header, rows = found["pool/validate/step_000000006"]
     assert header == ["label", "graph", "id"] and len(rows) == GRAPHS + 1
     assert column(header, rows, "id") == column(header, rows, "graph")
     assert sorted(int(i) for i in column(header, rows, "id")) == list(range(GRAPHS + 1))
     assert all(int(r[0]) == int(graphs[int(r[2])].y) for r in rows)
-    header, rows = found["encoder/validate/step_6"]
+    header, rows = found["encoder/validate/step_000000006"]
     pairs = check_node_rows(header, rows, graphs)
     assert len(pairs) == sum(g.num_nodes for g in graphs) and (GRAPHS, 0) in pairs
 

@@ -40,7 +40,7 @@ def test_fit_with_tensorboard_and_wandb(tmp_path: Path, wandb_dir: Path) -> None
     reader = ProjectorReader(tmp_path / "tb")
     (run,) = reader.runs()
     names = reader.names(run)
-    assert names == [f"encoder/validate/step_{s}" for s in steps]  # no sanity-check snapshot
+    assert names == [f"encoder/validate/step_{s:09d}" for s in steps]  # no sanity-check snapshot
     x_val, y_val = blobs(48, seed=1).tensors
     with torch.no_grad():
         expected = model.encoder(x_val).numpy()
@@ -115,7 +115,7 @@ def test_non_tensor_output_needs_select(tmp_path: Path) -> None:
     trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="sel"), [projector], max_epochs=1).fit(
         model, *loaders()
     )
-    assert tb_names(tmp_path / "sel") == ["encoder/validate/step_6"]
+    assert tb_names(tmp_path / "sel") == ["encoder/validate/step_000000006"]
 
 
 def test_token_outputs_give_one_row_per_token_with_position(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_train_stage_capture_and_max_points(tmp_path: Path) -> None:
     (run,) = reader.runs()
     names = reader.names(run)
     train_names = [n for n in names if "/train/" in n]
-    assert train_names == [f"encoder/train/step_{s}" for s in (0, 4, 8)]
+    assert train_names == [f"encoder/train/step_{s:09d}" for s in (0, 4, 8)]
     assert all(reader.tensor(run, n).shape == (16, 8) for n in train_names)  # one batch
     val_names = [n for n in names if "/validate/" in n]
     assert [reader.tensor(run, n).shape for n in val_names] == [(20, 8), (20, 8)]
@@ -163,7 +163,7 @@ def test_every_n_epochs(tmp_path: Path) -> None:
     projector = EmbeddingProjector(every_n_epochs=2, tag="emb")
     fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="ev"), [projector], max_epochs=3)
     fit.fit(TinyClassifier(), *loaders())
-    assert tb_names(tmp_path / "ev") == ["emb/validate/step_12"]
+    assert tb_names(tmp_path / "ev") == ["emb/validate/step_000000012"]
 
 
 def test_second_forward_in_a_batch_is_not_captured(tmp_path: Path) -> None:

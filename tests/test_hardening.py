@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from readers import ProjectorReader, parse_metadata, wandb_history, wandb_records
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, ZeroBranch, blobs, loaders, trainer
+from tiny_models import AfterFirstEpoch, TinyClassifier, ZeroBranch, blobs, loaders, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -99,7 +99,7 @@ def test_resumed_run_keeps_every_entry_and_continues_steps(
     steps = [6, 12, 18, 24]
     reader = ProjectorReader(tmp_path / "tb")
     (run,) = reader.runs()
-    assert reader.names(run) == [f"encoder/validate/step_{s}" for s in steps]  # earlier kept
+    assert reader.names(run) == [f"encoder/validate/step_{s:09d}" for s in steps]  # earlier kept
     events = EventAccumulator(str(tmp_path / "tb" / "version_0"), size_guidance={"scalars": 0})
     events.Reload()
     assert [s.step for s in events.Scalars("health/grad_norm/encoder")] == [0, 5, 10, 15, 20]
@@ -110,7 +110,7 @@ def test_resumed_run_keeps_every_entry_and_continues_steps(
         assert [s.step for s in lag_1] == [3, 7, 11, 15, 19, 23]
         assert events.Tensors("custom_scalars__config__")
         layout = json.loads((tmp_path / "tb" / "version_0" / LAYOUT_FILE).read_text())
-        assert "autocorrelation/params" in layout["layout"]
+        assert "autocorrelation/params/encoder" in layout["layout"]
     # the state came back: the same findings (not warned again), the same PCA view keys
     assert second[1].findings == first[1].findings
     zero_gradient = [m for m in messages(learnscope_log) if "zero-gradient branch" in m]
@@ -190,7 +190,7 @@ def test_real_fit_with_either_lightning_package(
     assert run.global_step == 12 and all(not c.switched_off for c in callbacks)
 
     names = ProjectorReader(tmp_path / "tb").names("version_0")
-    assert names == ["encoder/validate/step_6", "encoder/validate/step_12"]
+    assert names == ["encoder/validate/step_000000006", "encoder/validate/step_000000012"]
     assert callbacks[1].findings[0].code == "zero-gradient"
     rows = csv_rows(csv_logger)
     assert logged_steps(rows, "health/grad_norm/encoder") == [0, 5, 10]
@@ -256,17 +256,6 @@ class Quiet(ZeroBranch):
         self(batch[0])
 
 
-class AfterFirstEpoch(Callback):
-    """Runs ``action`` once, after the first real validation (the sanity check does not count)."""
-
-    def __init__(self, action: Any) -> None:
-        self.action = action
-
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        if not trainer.sanity_checking and trainer.current_epoch == 0:
-            self.action()
-
-
 def switched_off_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [
         r for r in caplog.records if r.name == "learnscope" and "switched off" in r.getMessage()
@@ -285,7 +274,7 @@ def test_projector_folder_replaced_by_a_file_mid_run(
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     wb = WandbLogger(project="t", save_dir=str(wandb_dir))
 
-    def break_run_directory() -> None:
+    def break_run_directory(log_dir: Path) -> None:
         shutil.rmtree(Path(tb.log_dir) / "projector")
         (Path(tb.log_dir) / "projector").write_text("not a directory")
 
@@ -320,7 +309,7 @@ def test_wandb_run_finished_early(
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     wb = WandbLogger(project="t", save_dir=str(wandb_dir))
     callbacks = all_callbacks()
-    finish = AfterFirstEpoch(lambda: wb.experiment.finish())
+    finish = AfterFirstEpoch(lambda log_dir: wb.experiment.finish())
     run = trainer(tmp_path, [tb, wb], [*callbacks, finish], log_every_n_steps=1000)
     run.fit(Quiet(), *loaders())
     assert run.current_epoch == 2 and run.global_step == 12
@@ -331,7 +320,7 @@ def test_wandb_run_finished_early(
     assert len(errors) == len({r.getMessage() for r in errors})  # once per callback's writers
     assert all(r.exc_info is not None for r in errors)
     names = ProjectorReader(tmp_path / "tb").names("version_0")
-    assert names == ["encoder/validate/step_6", "encoder/validate/step_12"]  # TensorBoard went on
+    assert names == [f"encoder/validate/step_{s:09d}" for s in (6, 12)]  # TensorBoard went on
 
 
 def test_metadata_fn_raising_mid_run_switches_the_projector_off(
@@ -354,7 +343,8 @@ def test_metadata_fn_raising_mid_run_switches_the_projector_off(
     assert "embedding projector of EmbeddingProjector failed" in error.getMessage()
     assert isinstance(error.exc_info[1], KeyError)
     assert callbacks[0].switched_off == {"embedding projector"}
-    assert ProjectorReader(tmp_path / "tb").names("version_0") == ["encoder/validate/step_6"]
+    names = ProjectorReader(tmp_path / "tb").names("version_0")
+    assert names == ["encoder/validate/step_000000006"]
     assert callbacks[1].findings and not callbacks[1].switched_off  # the helper went on
 
 
@@ -388,11 +378,11 @@ def test_non_finite_rows_are_dropped_and_an_all_non_finite_snapshot_is_skipped(
     run.fit(model, loaders()[0], val)
 
     reader = ProjectorReader(tmp_path / "tb")
-    assert reader.names("version_0") == ["encoder/validate/step_6"]  # no probe snapshot
+    assert reader.names("version_0") == ["encoder/validate/step_000000006"]  # no probe snapshot
     kept = [i for i in range(48) if i % 10 and i != 5]
-    tensor = reader.tensor("version_0", "encoder/validate/step_6")
+    tensor = reader.tensor("version_0", "encoder/validate/step_000000006")
     assert tensor.shape == (42, 8) and np.isfinite(tensor).all()
-    _, rows = parse_metadata(reader.metadata("version_0", "encoder/validate/step_6"))
+    _, rows = parse_metadata(reader.metadata("version_0", "encoder/validate/step_000000006"))
     assert [int(r[0]) for r in rows] == y[kept].tolist()
     assert messages(learnscope_log) == [
         "learnscope: 6 embedding rows of 'encoder' with NaN or Inf were left out of the snapshot "
@@ -434,7 +424,7 @@ def test_half_precision_embeddings(tmp_path: Path, dtype: torch.dtype) -> None:
     assert not projector.switched_off and not helper.switched_off
     with torch.no_grad():
         expected = model.encoder(blobs(48, seed=1).tensors[0]).to(dtype).float().numpy()
-    tensor = ProjectorReader(tmp_path / "tb").tensor("version_0", "cast/validate/step_6")
+    tensor = ProjectorReader(tmp_path / "tb").tensor("version_0", "cast/validate/step_000000006")
     np.testing.assert_array_equal(tensor, expected)
     events = EventAccumulator(tb.log_dir, size_guidance={"scalars": 0})
     events.Reload()

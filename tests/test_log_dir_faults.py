@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 import torch
-from lightning.pytorch import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, loaders, trainer
+from tiny_models import AfterFirstEpoch, TinyClassifier, loaders, trainer
 from torch import nn
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
@@ -35,17 +34,6 @@ def learnscope_callbacks() -> list[Any]:
         TrainingHelper(check_every_n_steps=2),
         ModelAutocorrelation(buffer_size=8, analyze_every_n_steps=4, lags=(1,)),
     ]
-
-
-class AfterFirstEpoch(Callback):
-    """Runs ``action(log_dir)`` once, after the first real validation."""
-
-    def __init__(self, action: Callable[[Path], None]) -> None:
-        self.action = action
-
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        if not trainer.sanity_checking and trainer.current_epoch == 0:
-            self.action(Path(trainer.logger.log_dir))
 
 
 class Quiet(TinyClassifier):

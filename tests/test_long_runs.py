@@ -64,7 +64,7 @@ def test_config_is_parsed_once_and_matches_protobufs_own_text(
     projector_files.write_snapshot(run, snap("enc", 7))  # rewritten: replaced, moved last
 
     assert len(parses) == 1  # the first snapshot only
-    expected = [f"enc/step_{s}" for s in range(30) if s != 7] + ["enc/step_7"]
+    expected = [f"enc/step_{s:09d}" for s in range(30) if s != 7] + ["enc/step_000000007"]
     assert names(run) == expected
     on_disk = (run / projector_files.CONFIG_NAME).read_text(encoding="utf-8")
     config = projector_files.read_config(run)
@@ -84,12 +84,13 @@ def test_a_second_process_appending_between_snapshots_loses_nothing(
     writer.write_embedding(snap("a", 4))  # nothing changed since: no parse
     writer.close()
 
-    expected = ["a/step_0", "b/step_0", "a/step_1", "b/step_1", "a/step_2", "b/step_2"]
-    assert names(run) == [*expected, "a/step_3", "a/step_4"]
+    expected = [f"{tag}/step_{step:09d}" for step in range(3) for tag in "ab"]
+    later = ["a/step_000000003", "a/step_000000004"]
+    assert names(run) == [*expected, *later]
     assert len(parses) == 4  # the first snapshot, and once after each of the other's writes
     reader = ProjectorReader(tmp_path)
-    assert sorted(reader.names("run")) == sorted([*expected, "a/step_3", "a/step_4"])
-    assert reader.tensor("run", "b/step_2").shape == (4, 3)
+    assert sorted(reader.names("run")) == sorted([*expected, *later])
+    assert reader.tensor("run", "b/step_000000002").shape == (4, 3)
 
 
 def test_an_entry_removed_by_hand_is_not_brought_back(tmp_path: Path) -> None:
@@ -104,7 +105,7 @@ def test_an_entry_removed_by_hand_is_not_brought_back(tmp_path: Path) -> None:
     (run / projector_files.CONFIG_NAME).write_text(text, encoding="utf-8")  # in place, no replace
 
     projector_files.write_snapshot(run, snap("enc", 3))
-    assert names(run) == ["enc/step_0", "enc/step_2", "enc/step_3"]
+    assert names(run) == ["enc/step_000000000", "enc/step_000000002", "enc/step_000000003"]
 
 
 def test_a_removed_config_starts_afresh(tmp_path: Path) -> None:
@@ -114,7 +115,7 @@ def test_a_removed_config_starts_afresh(tmp_path: Path) -> None:
     (run / projector_files.CONFIG_NAME).unlink()
 
     projector_files.write_snapshot(run, snap("enc", 3))
-    assert names(run) == ["enc/step_3"]  # the cached entries are not resurrected
+    assert names(run) == ["enc/step_000000003"]  # the cached entries are not resurrected
 
 
 def test_a_corrupt_config_is_moved_aside_and_not_overwritten_from_memory(tmp_path: Path) -> None:
@@ -127,11 +128,11 @@ def test_a_corrupt_config_is_moved_aside_and_not_overwritten_from_memory(tmp_pat
     projector_files.write_snapshot(run, snap("enc", 2))
     (aside,) = run.glob(f"{projector_files.CONFIG_NAME}.corrupt-*")
     assert aside.read_text(encoding="utf-8") == "embeddings { tensor_name: "  # kept as found
-    assert names(run) == ["enc/step_2"]  # the cached entries were not written back from memory
+    assert names(run) == ["enc/step_000000002"]  # cached entries were not written back from memory
 
     path.unlink()  # removed by hand: the next write starts afresh
     projector_files.write_snapshot(run, snap("enc", 3))
-    assert names(run) == ["enc/step_3"]
+    assert names(run) == ["enc/step_000000003"]
 
 
 def test_two_writers_of_one_process_share_one_config(tmp_path: Path) -> None:
@@ -142,7 +143,7 @@ def test_two_writers_of_one_process_share_one_config(tmp_path: Path) -> None:
         second.write_embedding(snap("b", step))
     first.close()
     second.close()
-    assert sorted(names(run)) == sorted(f"{t}/step_{s}" for t in "ab" for s in range(3))
+    assert sorted(names(run)) == sorted(f"{t}/step_{s:09d}" for t in "ab" for s in range(3))
 
 
 def event_records(run: Path, tag: str) -> list[tuple[int, str]]:

@@ -52,8 +52,9 @@ def test_fit_with_tensorboard_wandb_and_csv(
     TensorBoardWriter(run_dir).add_charts({"later": {"loss": multiline(["train_loss"])}})
     charts = chart_tag_patterns(CustomScalarsReader(run_dir).layout())
     assert "later: loss" in charts
-    assert "autocorrelation/grads: head: ACF at lags 1, 2, 5" in charts
-    assert "autocorrelation/params: encoder: lag-1 median and quartiles" in charts
+    band = "lag-1 autocorrelation, median and quartiles"
+    assert f"autocorrelation/grads/head: head grads: {band}" in charts
+    assert f"autocorrelation/params/encoder: encoder params: {band}" in charts
     all_tags = set(read_events(run_dir).Tags()["scalars"])
     for title, patterns in charts.items():
         for pattern in patterns:
@@ -64,7 +65,7 @@ def test_fit_with_tensorboard_wandb_and_csv(
     rows = [r for r in wandb_history(wandb_run) if "autocorrelation/params/encoder/lag_1" in r]
     assert [r["trainer/global_step"] for r in rows] == [9, 19]
     assert {k for k in rows[0] if k.startswith("autocorrelation/")} >= tags
-    table = wandb_artifact_tables(wandb_run, "autocorrelation/params/acf_table")[-1]
+    table = wandb_artifact_tables(wandb_run, "autocorrelation/params/acf_lines_table")[-1]
     assert {group for _, group, _ in table["data"]} == {"encoder", "head"}
 
     # Other loggers get the scalars, with one warning that says so.

@@ -1,4 +1,4 @@
-"""Aligned PCA views, id-based point selection and scatter images (core, no dashboards)."""
+"""Aligned PCA views, id-based point selection and scatter frames (core, no dashboards)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope.canvas import palette
 from learnscope.projection import AlignedPCA, principal_axes
-from learnscope.scatter import grow_limits, label_column, scatter_image
+from learnscope.scatter import (
+    OTHER,
+    clip_to_frame,
+    frame_limits,
+    label_categories,
+    label_column,
+    numeric_labels,
+)
 from learnscope.selection import id_keys, mix_keys, smallest
 
 
@@ -119,21 +125,30 @@ def test_id_keys_are_stable_and_the_selection_ignores_order_and_partial_data() -
     assert chosen & set(seen.tolist()) <= kept
 
 
-def test_scatter_limits_only_grow_and_labels_keep_their_colours() -> None:
-    small = np.array([[0.0, 0.0], [1.0, 1.0]])
-    limits = grow_limits(small)
-    assert grow_limits(small * 0.1, limits) == limits
-    wider = grow_limits(small * 10, limits)
-    assert wider[0] <= limits[0] and wider[1] >= limits[1] and wider[1] - wider[0] > 5
+def test_scatter_frame_is_round_and_holds_the_points_and_labels_keep_their_entries() -> None:
+    rng = np.random.default_rng(0)
+    gaussian = rng.normal(size=(2000, 2))
+    gaussian /= np.sqrt((gaussian**2).sum(1).mean())  # in units of the spread, as drawn
+    limits = frame_limits(gaussian)
+    assert limits == (-2.5, 2.5, -2.5, 2.5)  # 99.5% of max(|x|, |y|): 2.1 spreads, and 15%
+    assert (np.abs(gaussian) <= 2.5).all(1).mean() >= 0.995
+    assert frame_limits(gaussian * 0.1) == (-2.5, 2.5, -2.5, 2.5)  # never under 2.5 spreads
+    assert frame_limits(gaussian * 1.15)[1] == 3.0  # the next round width
+    wide = frame_limits(gaussian * 10)[1]
+    assert wide == round(wide) and 24 < wide <= 25  # beyond 10 spreads: whole numbers
+    assert frame_limits(np.full((3, 2), np.nan)) == (-2.5, 2.5, -2.5, 2.5)
 
-    xy = np.array([[0.0, 0.0], [1.0, 1.0]])
-    image = scatter_image(xy, ["b", "a"], "t", limits=(-1.0, 2.0, -1.0, 2.0))
-    colours = {tuple(c) for c in image.reshape(-1, 3).tolist()}
-    a_colour, b_colour = (tuple(c) for c in palette(2).tolist())  # sorted labels: a, b
-    assert a_colour in colours and b_colour in colours
-    again = scatter_image(xy[::-1], ["a", "b"], "t", limits=(-1.0, 2.0, -1.0, 2.0))
-    assert np.array_equal(image, again)  # same points and labels, same picture
+    xy = np.array([[0.0, 0.0], [3.0, -1.0], [np.nan, 0.0], [-2.0, 9.0]])
+    clipped, outside = clip_to_frame(xy, limits)
+    assert outside.tolist() == [False, True, False, True]
+    assert clipped[[1, 3]].tolist() == [[2.5, -1.0], [-2.0, 2.5]]
 
-    many = scatter_image(np.random.default_rng(0).normal(size=(300, 2)), list(range(300)) * 1)
-    assert many.shape == image.shape
+    names, index = label_categories(["b", "a", "b"])
+    assert names == ["a", "b"] and index.tolist() == [1, 0, 1]  # sorted: same colours each time
+    names, index = label_categories([str(i % 12) for i in range(120)] + ["0"] * 5)
+    assert names == [str(i) for i in range(10)] and index[10:12].tolist() == [-1, -1]
+    assert OTHER == "other"
+    assert numeric_labels(list(range(10))) is None  # digits are categories
+    assert numeric_labels([0.5, 1.5]) is not None and numeric_labels(["a"]) is None
+    assert numeric_labels([True, False]) is None
     assert label_column(["id", "position", "pca_x", "digit"]) == "digit"

@@ -27,11 +27,12 @@ def test_binary_tensor_round_trips_exactly(tmp_path: Path) -> None:
 
     reader = ProjectorReader(tmp_path)
     assert reader.runs() == ["run"]
-    assert reader.names("run") == ["encoder/validate/step_5"]
+    assert reader.names("run") == ["encoder/validate/step_000000005"]
     entry = reader.info("run")["embeddings"][0]
     assert entry["tensorPath"].endswith("tensor.bin")
     assert [int(x) for x in entry["tensorShape"]] == [300, 17]
-    np.testing.assert_array_equal(reader.tensor("run", "encoder/validate/step_5"), vectors.numpy())
+    tensor = reader.tensor("run", "encoder/validate/step_000000005")
+    np.testing.assert_array_equal(tensor, vectors.numpy())
 
 
 def test_all_zero_tensor_falls_back_to_tsv(tmp_path: Path) -> None:
@@ -40,7 +41,7 @@ def test_all_zero_tensor_falls_back_to_tsv(tmp_path: Path) -> None:
     reader = ProjectorReader(tmp_path)
     entry = reader.info("run")["embeddings"][0]
     assert entry["tensorPath"].endswith("tensor.tsv")
-    np.testing.assert_array_equal(reader.tensor("run", "zeros/step_0"), np.zeros((50, 4)))
+    np.testing.assert_array_equal(reader.tensor("run", "zeros/step_000000000"), np.zeros((50, 4)))
 
 
 def test_nonzero_tensor_whose_bytes_decode_as_utf8_round_trips_as_tsv(tmp_path: Path) -> None:
@@ -49,13 +50,13 @@ def test_nonzero_tensor_whose_bytes_decode_as_utf8_round_trips_as_tsv(tmp_path: 
 
     reader = ProjectorReader(tmp_path)
     assert reader.info("run")["embeddings"][0]["tensorPath"].endswith("tensor.tsv")
-    np.testing.assert_array_equal(reader.tensor("run", "ascii/step_0"), vectors)
+    np.testing.assert_array_equal(reader.tensor("run", "ascii/step_000000000"), vectors)
 
 
 def test_bfloat16_vectors_are_written_as_float32(tmp_path: Path) -> None:
     vectors = torch.randn(20, 8).to(torch.bfloat16)
     write(tmp_path / "run", EmbeddingSnapshot("bf16", 1, vectors))
-    got = ProjectorReader(tmp_path).tensor("run", "bf16/step_1")
+    got = ProjectorReader(tmp_path).tensor("run", "bf16/step_000000001")
     np.testing.assert_array_equal(got, vectors.float().numpy())
 
 
@@ -63,7 +64,7 @@ def test_one_column_metadata_has_no_header(tmp_path: Path) -> None:
     labels = ["cat", "", "  ", "dog", "ünïcödé ✓"]
     write(tmp_path / "run", EmbeddingSnapshot("e", 0, torch.randn(5, 3), {"label": labels}))
 
-    header, rows = parse_metadata(ProjectorReader(tmp_path).metadata("run", "e/step_0"))
+    header, rows = parse_metadata(ProjectorReader(tmp_path).metadata("run", "e/step_000000000"))
     assert header is None
     assert [r[0] for r in rows] == ["cat", "<empty>", "<empty>", "dog", "ünïcödé ✓"]
 
@@ -76,7 +77,7 @@ def test_multi_column_metadata_has_header_and_safe_values(tmp_path: Path) -> Non
     }
     write(tmp_path / "run", EmbeddingSnapshot("e", 0, torch.randn(3, 2), metadata))
 
-    header, rows = parse_metadata(ProjectorReader(tmp_path).metadata("run", "e/step_0"))
+    header, rows = parse_metadata(ProjectorReader(tmp_path).metadata("run", "e/step_000000000"))
     assert header == ["label", "name", "col with tab"]
     assert rows == [["0", "tab here", "x"], ["1", "new line", "y"], ["2", "carriage return", "z"]]
 
@@ -88,7 +89,8 @@ def test_sprite_has_one_tile_per_point(tmp_path: Path) -> None:
     reader = ProjectorReader(tmp_path)
     entry = reader.info("run")["embeddings"][0]
     assert entry["sprite"]["singleImageDim"] == [5, 6]  # width, height
-    assert png_size(reader.sprite("run", "img/step_0")) == (4 * 5, 4 * 6)  # ceil(sqrt(10)) = 4
+    sprite = reader.sprite("run", "img/step_000000000")
+    assert png_size(sprite) == (4 * 5, 4 * 6)  # ceil(sqrt(10)) = 4
 
 
 def test_sprite_pixels_are_the_thumbnails(tmp_path: Path) -> None:
@@ -98,7 +100,8 @@ def test_sprite_pixels_are_the_thumbnails(tmp_path: Path) -> None:
 
     images = (torch.arange(4 * 2 * 2).reshape(4, 1, 2, 2) * 8).to(torch.uint8)
     write(tmp_path / "run", EmbeddingSnapshot("img", 0, torch.randn(4, 2), images=images))
-    sheet = np.array(Image.open(BytesIO(ProjectorReader(tmp_path).sprite("run", "img/step_0"))))
+    sprite = ProjectorReader(tmp_path).sprite("run", "img/step_000000000")
+    sheet = np.array(Image.open(BytesIO(sprite)))
     assert sheet.shape[:2] == (4, 4)
     for i in range(4):
         r, c = divmod(i, 2)
@@ -130,8 +133,44 @@ def test_two_writers_and_a_resumed_writer_keep_every_entry(tmp_path: Path) -> No
     resumed.close()
 
     reader = ProjectorReader(tmp_path)
-    assert sorted(reader.names("run")) == ["a/step_1", "a/step_2", "a/step_3", "b/step_1"]
-    np.testing.assert_array_equal(reader.tensor("run", "b/step_1"), rewritten.numpy())
+    expected = [f"{t}/step_{s:09d}" for t, s in (("a", 1), ("a", 2), ("a", 3), ("b", 1))]
+    assert sorted(reader.names("run")) == expected
+    np.testing.assert_array_equal(reader.tensor("run", "b/step_000000001"), rewritten.numpy())
+
+
+def test_names_sort_as_text_in_training_order(tmp_path: Path) -> None:
+    steps = [0, 5, 20, 100, 120, 1_000, 99_999, 123_456_789]
+    write(tmp_path / "run", *(EmbeddingSnapshot("enc", s, torch.randn(3, 2)) for s in steps))
+
+    names = ProjectorReader(tmp_path).names("run")
+    assert names == sorted(names) == [f"enc/step_{s:09d}" for s in steps]
+    folders = sorted(p.name for p in (tmp_path / "run" / "projector" / "enc").iterdir())
+    assert folders == [f"step_{s:09d}" for s in steps]
+
+
+def test_resume_into_a_run_with_unpadded_names_renames_them_and_adds_no_duplicate(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    old = {5: torch.randn(3, 2), 20: torch.randn(3, 2), 100: torch.randn(3, 2)}
+    write(run, *(EmbeddingSnapshot("enc", s, v) for s, v in old.items()))
+    config = (run / projector_files.CONFIG_NAME).read_text()  # as earlier versions wrote it
+    for step in old:
+        folder = run / "projector" / "enc"
+        (folder / f"step_{step:09d}").rename(folder / f"step_{step}")
+        config = config.replace(f"step_{step:09d}", f"step_{step}")
+    (run / projector_files.CONFIG_NAME).write_text(config)
+    assert ProjectorReader(tmp_path).names("run") == ["enc/step_5", "enc/step_20", "enc/step_100"]
+
+    again = torch.randn(3, 2)
+    write(run, EmbeddingSnapshot("enc", 20, again), EmbeddingSnapshot("enc", 120, old[5]))
+
+    names = ProjectorReader(tmp_path).names("run")
+    assert sorted(names) == [f"enc/step_{s:09d}" for s in (5, 20, 100, 120)]  # 20 once
+    reader = ProjectorReader(tmp_path)
+    np.testing.assert_array_equal(reader.tensor("run", "enc/step_000000005"), old[5].numpy())
+    np.testing.assert_array_equal(reader.tensor("run", "enc/step_000000020"), again.numpy())
+    np.testing.assert_array_equal(reader.tensor("run", "enc/step_000000100"), old[100].numpy())
 
 
 @pytest.mark.parametrize("tag", ["../../x", "/etc/passwd", "a/../../b", "..", "C:\\evil"])
@@ -144,8 +183,8 @@ def test_tags_never_write_outside_the_run_directory(tmp_path: Path, tag: str) ->
     outside = [p for p in tmp_path.rglob("*") if run not in p.parents and p != run and p.is_file()]
     assert outside == []
     reader = ProjectorReader(tmp_path / "logs")
-    assert reader.names("run") == [f"{tag}/step_0"]
-    assert reader.tensor("run", f"{tag}/step_0").shape == (3, 2)
+    assert reader.names("run") == [f"{tag}/step_000000000"]
+    assert reader.tensor("run", f"{tag}/step_000000000").shape == (3, 2)
 
 
 def test_safe_names_of_different_tags_differ() -> None:
@@ -162,10 +201,10 @@ def test_more_than_100k_rows_are_subsampled_with_a_warning(
     write(tmp_path / "run", EmbeddingSnapshot("big", 0, vectors, {"i": torch.arange(100_010)}))
 
     reader = ProjectorReader(tmp_path)
-    tensor = reader.tensor("run", "big/step_0")
+    tensor = reader.tensor("run", "big/step_000000000")
     assert tensor.shape == (100_000, 2)
     assert np.all(np.diff(tensor[:, 0]) > 0)  # original order kept
-    _, rows = parse_metadata(reader.metadata("run", "big/step_0"))
+    _, rows = parse_metadata(reader.metadata("run", "big/step_000000000"))
     assert [int(r[0]) for r in rows[:50]] == tensor[:50, 0].astype(int).tolist()
     assert any("100010 rows" in r.getMessage() for r in learnscope_log.records)
 
@@ -195,7 +234,7 @@ def test_writer_reuses_a_summary_writer_and_leaves_it_open(tmp_path: Path) -> No
     events = EventAccumulator(str(tmp_path / "run"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("x")] == [(4, 1.5)]
-    assert ProjectorReader(tmp_path).names("run") == ["e/step_0"]
+    assert ProjectorReader(tmp_path).names("run") == ["e/step_000000000"]
 
 
 def test_png_decodes_with_pillow() -> None:
@@ -203,9 +242,9 @@ def test_png_decodes_with_pillow() -> None:
 
     from PIL import Image
 
-    from learnscope.png import encode_png
+    from learnscope.plugins.figures import png_bytes
 
     for channels in (1, 2, 3, 4):
         image = np.random.default_rng(channels).integers(0, 256, (7, 9, channels), np.uint8)
-        decoded = np.array(Image.open(BytesIO(encode_png(image))))
+        decoded = np.array(Image.open(BytesIO(png_bytes(image))))
         np.testing.assert_array_equal(decoded.reshape(7, 9, channels), image)

@@ -1,12 +1,13 @@
 """Proof in the real viewers: ``learnscope demo`` read back by a TensorBoard server, a browser
 and from the offline wandb run.
 
-Set ``LEARNSCOPE_SCREENSHOTS=docs`` to save the browser's screenshots for the README:
-``LEARNSCOPE_SCREENSHOTS=docs python -m pytest tests/test_real_viewers.py``.
+The README's screenshots are made by ``docs/make_screenshots.py``; the browser test uses its
+Projector helper, so the script is tested here too.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -16,11 +17,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from browser import chromium, unavailable_reason, wait_for_text
 from readers import parse_metadata, png_size, wandb_artifact_tables, wandb_history, wandb_run_dir
 from tb_server import TensorBoardServer, tensorboard
 
+from learnscope import EmbeddingSnapshot
 from learnscope.plugins import projector_files
+from learnscope.plugins.tensorboard import TensorBoardWriter
 
 RUN = "demo/version_0"
 EPOCHS = 3
@@ -40,7 +44,10 @@ def demo_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "wandb sync" in result.stdout
+    (sync,) = [line for line in result.stdout.splitlines() if "wandb sync " in line]
+    run_dir = Path(sync.split("wandb sync ", 1)[1])  # the exact command, with the run directory
+    assert run_dir.parent == logdir / "wandb" and run_dir.name.startswith("offline-run-")
+    assert (run_dir / "files").is_dir()
     return logdir
 
 
@@ -85,7 +92,7 @@ def test_custom_scalars_layout_lists_every_chart_and_tags_resolve(
     layout = server.json("/data/plugin/custom_scalars/layout")
     scalar_tags = set(run_tags(server, "scalars"))
     titles = {c["title"]: [ch["title"] for ch in c["chart"]] for c in layout["category"]}
-    assert {"autocorrelation/params", "autocorrelation/grads"} <= set(titles)
+    assert {"autocorrelation/params/encoder", "autocorrelation/grads/head"} <= set(titles)
     for category in layout["category"]:
         for chart in category["chart"]:
             if "multiline" in chart:
@@ -155,23 +162,78 @@ def test_wandb_run_holds_tables_charts_histograms_and_findings(demo_logdir: Path
     ]
 
 
+def readme_demo_tags() -> set[str]:
+    """Every tag the README's demo section names (``{a,b}`` choices expanded)."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text[text.index("Then `tensorboard --logdir runs`") : text.index("## How to read")]
+    prefixes = ("autocorrelation/", "health/", "embeddings/", "learnscope/", "encoder/", "val/")
+    return {
+        tag
+        for quoted in re.findall(r"`([^`\s]+)`", section)
+        if quoted.startswith((*prefixes, "train/"))
+        for tag in expand(quoted)
+    }
+
+
+def expand(pattern: str) -> set[str]:
+    match = re.search(r"\{([^{}]*)\}", pattern)
+    if match is None:
+        return {pattern}
+    pick = [pattern[: match.start()] + c + pattern[match.end() :] for c in match[1].split(",")]
+    return set().union(*(expand(p) for p in pick))
+
+
+def test_readme_names_the_demo_tags_as_stored(server: TensorBoardServer, demo_logdir: Path) -> None:
+    tags = readme_demo_tags()
+    assert len(tags) > 45
+    stored = {
+        tag
+        for plugin in ("scalars", "images", "histograms", "text")
+        for tag in run_tags(server, plugin)
+    }
+    stored |= {c["title"] for c in server.json("/data/plugin/custom_scalars/layout")["category"]}
+    names = [
+        e["tensorName"] for e in server.json("/data/plugin/projector/info", run=RUN)["embeddings"]
+    ]
+    wandb_keys = {
+        k.removesuffix("_table") for row in wandb_history(wandb_run_dir(demo_logdir)) for k in row
+    }
+    for tag in tags:
+        if tag.startswith("encoder/validate/step_"):  # 8 epochs in the README, 3 here
+            assert re.fullmatch(r"encoder/validate/step_\d{9}", tag) and tag[:-3] in names[0]
+        else:
+            assert tag in stored | wandb_keys, tag
+
+
 @pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
-def test_browser_shows_projector_and_custom_scalars(server: TensorBoardServer) -> None:
-    shots = os.environ.get("LEARNSCOPE_SCREENSHOTS")
+def test_browser_shows_projector_and_custom_scalars(
+    server: TensorBoardServer, demo_logdir: Path
+) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "make_screenshots", Path(__file__).parents[1] / "docs" / "make_screenshots.py"
+    )
+    make_screenshots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_screenshots)
+    order = demo_logdir / "order"  # snapshots written out of order, across digit counts
+    writer = TensorBoardWriter(order)
+    for step in (1_000, 5, 120, 20):
+        label = {"label": torch.arange(6) % 2}
+        writer.write_embedding(EmbeddingSnapshot("enc", step, torch.randn(6, 3), label))
+    writer.close()
+    server.wait_for("/data/plugin/projector/runs", lambda runs: "order" in runs)
+
     with chromium(width=1200, height=780) as driver:
         driver.get(f"{server.base}/#projector")
         text = wait_for_text(driver, lambda t: "Points: 540" in t and "Dimension: 32" in t)
-        assert "encoder/validate/step_" in text
-        if shots:
-            driver.save_screenshot(str(Path(shots) / "projector.png"))
+        assert "encoder/validate/step_0000000" in text
+
+        menu, opened = make_screenshots.projector(driver, server.base, None, run="order")
+        assert menu == [f"enc/step_{s:09d}" for s in (5, 20, 120, 1_000)]  # training order
+        assert opened == menu[0]  # TensorBoard opens the first name (README, Limitations)
 
         driver.get(f"{server.base}/#custom_scalars")
-        text = wait_for_text(driver, lambda t: "lag-1 median and quartiles" in t)
-        assert "autocorrelation/params" in text and "ACF at lags" in text
-        if shots:
-            driver.save_screenshot(str(Path(shots) / "custom_scalars.png"))
+        text = wait_for_text(driver, lambda t: "lag-1 autocorrelation, median and quartiles" in t)
+        assert text.index("encoder params: lag-1") < text.index("head params: lag-1")
 
         driver.get(f"{server.base}/#images")
         wait_for_text(driver, lambda t: "embeddings/encoder/validate/pca" in t)
-        if shots:
-            driver.save_screenshot(str(Path(shots) / "images.png"))

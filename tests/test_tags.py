@@ -32,9 +32,10 @@ def test_tags_that_differ_only_in_empty_parts_keep_their_own_data(tmp_path: Path
     write(tmp_path / "run", *(EmbeddingSnapshot(t, 0, vectors(i)) for i, t in enumerate(tags)))
 
     reader = ProjectorReader(tmp_path)
-    assert sorted(reader.names("run")) == sorted(f"{t}/step_0" for t in tags)
+    assert sorted(reader.names("run")) == sorted(f"{t}/step_000000000" for t in tags)
     for i, tag in enumerate(tags):
-        np.testing.assert_array_equal(reader.tensor("run", f"{tag}/step_0"), vectors(i).numpy())
+        tensor = reader.tensor("run", f"{tag}/step_000000000")
+        np.testing.assert_array_equal(tensor, vectors(i).numpy())
     paths = [e.tensor_path for e in read_config(tmp_path / "run").embeddings]
     assert len(set(paths)) == 3
 
@@ -45,8 +46,8 @@ def test_a_10000_character_tag_writes_and_reads_back(tmp_path: Path, tag: str) -
     write(tmp_path / "run", snapshot)
 
     reader = ProjectorReader(tmp_path)
-    assert reader.names("run") == [f"{tag}/step_3"]
-    np.testing.assert_array_equal(reader.tensor("run", f"{tag}/step_3"), vectors(0).numpy())
+    assert reader.names("run") == [f"{tag}/step_000000003"]
+    np.testing.assert_array_equal(reader.tensor("run", f"{tag}/step_000000003"), vectors(0).numpy())
     for path in (tmp_path / "run").rglob("*"):
         relative = path.relative_to(tmp_path / "run").as_posix()
         assert len(relative.encode()) < 300
@@ -63,7 +64,7 @@ def test_a_tag_with_lone_surrogates_writes_under_a_replaced_name(tmp_path: Path)
     reader = ProjectorReader(tmp_path)
     names = [entry_name(EmbeddingSnapshot(t, 0, vectors(0))) for t in tags]
     assert sorted(reader.names("run")) == sorted(names) and len(set(names)) == 4
-    assert names[0].startswith("enc\ufffd [") and names[2] == "enc\ufffd/step_0"
+    assert names[0].startswith("enc\ufffd [") and names[2] == "enc\ufffd/step_000000000"
     assert names[3].startswith("\U0001f600/x [")
     for i, name in enumerate(names):
         np.testing.assert_array_equal(reader.tensor("run", name), vectors(i).numpy())
@@ -87,9 +88,9 @@ def test_a_tag_part_named_like_a_step_folder_is_not_one(tmp_path: Path) -> None:
     write(tmp_path / "run", first, second)
 
     reader = ProjectorReader(tmp_path)
-    np.testing.assert_array_equal(reader.tensor("run", "enc/step_0"), vectors(0).numpy())
+    np.testing.assert_array_equal(reader.tensor("run", "enc/step_000000000"), vectors(0).numpy())
     np.testing.assert_array_equal(
-        reader.tensor("run", "enc/step_0/tensor.bin/step_1"), vectors(1).numpy()
+        reader.tensor("run", "enc/step_0/tensor.bin/step_000000001"), vectors(1).numpy()
     )
 
 

@@ -67,6 +67,24 @@ def test_more_than_10k_rows_are_subsampled_deterministically(
     assert any("10050 rows" in r.getMessage() for r in learnscope_log.records)
 
 
+def test_a_healthy_run_says_no_findings(wandb_dir: Path) -> None:
+    import wandb
+
+    from learnscope import Finding
+
+    run = wandb.init(project="t", dir=str(wandb_dir))
+    WandbWriter(run).write_findings([], step=20)
+    WandbWriter(run).write_findings([Finding("zero-gradient", "head.bias", "is zero", 40)], 40)
+    run.finish()
+
+    first, second = wandb_artifact_tables(wandb_run_dir(wandb_dir), "learnscope/findings")
+    assert first["columns"] == ["step", "severity", "code", "subject", "message"]
+    assert first["data"] == [
+        [20, "info", "no-findings", "", "No findings: nothing looks wrong so far."]
+    ]
+    assert second["data"] == [[40, "warning", "zero-gradient", "head.bias", "is zero"]]
+
+
 def test_missing_wandb_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 

@@ -95,8 +95,8 @@ def test_core_and_writers_in_a_plain_pytorch_loop(tmp_path: Path) -> None:
 
     reader = ProjectorReader(tmp_path)
     (run,) = reader.runs()
-    assert reader.names(run) == ["encoder/validate/step_99"]
-    header, rows = parse_metadata(reader.metadata(run, "encoder/validate/step_99"))
+    assert reader.names(run) == ["encoder/validate/step_000000099"]
+    header, rows = parse_metadata(reader.metadata(run, "encoder/validate/step_000000099"))
     assert header is None and len(rows) == 256
     events = EventAccumulator(str(log_dir), size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()

@@ -41,8 +41,8 @@ def test_a_reused_callback_writes_to_the_new_trainers_loggers(tmp_path: Path) ->
 
     first = ProjectorReader(tmp_path / "first").names("version_0")
     second = ProjectorReader(tmp_path / "second").names("version_0")
-    assert first == ["encoder/validate/step_6"]  # before: the second fit's snapshot landed here
-    assert second == ["encoder/validate/step_6"]
+    assert first == ["encoder/validate/step_000000006"]  # before: the second fit's landed here
+    assert second == ["encoder/validate/step_000000006"]
 
 
 def test_every_callback_shares_one_writer_per_logger_and_teardown_closes_them(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -108,3 +109,23 @@ class Collect(Logger):
 
     def names(self) -> set[str]:
         return {name for _, metrics in self.metrics for name in metrics}
+
+
+class AfterFirstEpoch(pl.Callback):
+    """Runs ``action(log_dir)`` once, after the first real validation (not the sanity check).
+
+    What learnscope queued until then is written first, so a fault the action makes (a removed
+    directory, a full disk) comes after it, as it would if learnscope wrote on the training
+    thread.
+    """
+
+    def __init__(self, action: Any) -> None:
+        self.action = action
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        from learnscope.lightning_glue import session
+
+        if not trainer.sanity_checking and trainer.current_epoch == 0:
+            if trainer in session._SESSIONS:
+                session._SESSIONS[trainer].drain()
+            self.action(Path(trainer.logger.log_dir))

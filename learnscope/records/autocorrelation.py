@@ -39,6 +39,9 @@ class GroupAutocorrelation:
             to_scalars` names it ``.../non_finite_elements`` when it is above zero) or in a
             chart's caption; a writer that ignores it still shows correct numbers for the
             finite elements.
+        num_steps: How many recorded steps (``T``) the ACF was computed from, or ``None``
+            when not known. A lag's autocorrelation of white noise over ``T`` steps lies
+            within ``±1.96/√T`` 95% of the time (the band the ACF pictures shade).
 
     Example:
         >>> import numpy as np
@@ -55,6 +58,7 @@ class GroupAutocorrelation:
     rho1_q75: float
     tau: float | None
     non_finite_elements: int = 0
+    num_steps: int | None = None
 
     def __post_init__(self) -> None:
         acf = np.array(self.mean_acf, dtype=np.float64)
@@ -70,6 +74,11 @@ class GroupAutocorrelation:
         if isinstance(count, bool) or int(count) != count or count < 0:
             raise ValueError(f"non_finite_elements must be a non-negative int, got {count!r}")
         object.__setattr__(self, "non_finite_elements", int(count))
+        steps = self.num_steps
+        if steps is not None:
+            if isinstance(steps, bool) or int(steps) != steps or steps < 2:
+                raise ValueError(f"num_steps must be an int of at least 2 or None, got {steps!r}")
+            object.__setattr__(self, "num_steps", int(steps))
 
     @property
     def max_lag(self) -> int:

@@ -180,16 +180,26 @@ def _as_numbers(value: Any, what: str) -> ArrayLike:
     )
 
 
+_BLOCK = 8192  # rows checked at once
+
+
 def _check_finite_rows(vectors: ArrayLike, tag: str) -> None:
-    """Raise when a row holds NaN or Inf, naming how many and the first few."""
+    """Raise when a row holds NaN or Inf, naming how many and the first few.
+
+    Checked a block of rows at a time: ``isfinite`` of a whole float tensor makes temporaries
+    of about twice its size (its absolute values and two masks).
+    """
     if isinstance(vectors, torch.Tensor):
         if not vectors.is_floating_point():
             return
-        bad = (~torch.isfinite(vectors).all(dim=1)).nonzero().reshape(-1).cpu().numpy()
+        finite = torch.cat([torch.isfinite(b).all(dim=1).cpu() for b in vectors.split(_BLOCK)])
+        bad = (~finite).nonzero().reshape(-1).numpy()
     else:
         if vectors.dtype.kind != "f":
             return
-        bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+        blocks = range(0, len(vectors), _BLOCK)
+        finite = np.concatenate([np.isfinite(vectors[i : i + _BLOCK]).all(axis=1) for i in blocks])
+        bad = np.flatnonzero(~finite)
     if bad.size:
         raise ValueError(
             f"vectors of {tag!r} have NaN or Inf in {bad.size} of {len(vectors)} rows (first: "

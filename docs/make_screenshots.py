@@ -1,0 +1,301 @@
+"""Make the README's screenshots from a ``learnscope demo`` log directory.
+
+Usage (after ``learnscope demo``, which fills ``runs/``)::
+
+    python docs/make_screenshots.py runs --out docs
+
+It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debian's
+``chromium`` and ``chromium-driver``, driven by selenium from the ``dev`` extra) and saves:
+
+* ``projector.png``: the Projector tab with "Color by: label",
+* ``images.png``: the Images tab (the aligned PCA view and the ACF-against-lag pictures),
+* ``custom_scalars.png``: the Custom Scalars tab with "Ignore outliers in chart scaling" on.
+
+The run is served under the name ``demo`` from a relative path, so no temporary folder shows in
+the sidebar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+RUN = "demo"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+# The first element named ``tag`` in the page, searched through shadow roots (not iframes).
+_DEEP_FIND = """
+const want = arguments[0];
+function find(node) {
+  if (node.tagName && node.tagName.toLowerCase() === want) return node;
+  for (const child of [node.shadowRoot, ...(node.children || [])]) {
+    if (!child) continue;
+    const hit = find(child);
+    if (hit) return hit;
+  }
+  return null;
+}
+return find(document.body);
+"""
+
+# Every element named ``tag`` in the page, through shadow roots (not iframes).
+_DEEP_FIND_ALL = """
+const want = arguments[0], out = [];
+function walk(node) {
+  if (node.tagName && node.tagName.toLowerCase() === want) out.push(node);
+  if (node.shadowRoot) walk(node.shadowRoot);
+  for (const child of node.children || []) walk(child);
+}
+walk(document.body);
+return out;
+"""
+
+# Text of an element through shadow roots.
+_DEEP_TEXT = """
+const out = [];
+function walk(node) {
+  if (node.nodeType === Node.TEXT_NODE) { out.push(node.textContent); return; }
+  if (node.shadowRoot) walk(node.shadowRoot);
+  for (const child of node.childNodes) walk(child);
+}
+walk(arguments[0]);
+return out.join(' ').replace(/\\s+/g, ' ');
+"""
+
+
+def run_dir_of(logdir: Path) -> Path:
+    """The newest ``demo/version_<n>`` run under ``logdir`` (or ``logdir`` itself if it is one).
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "demo" / "version_0").mkdir(parents=True)
+        >>> run_dir_of(root).name
+        'version_0'
+    """
+    if (logdir / "projector_config.pbtxt").exists():
+        return logdir
+    versions = sorted((logdir / "demo").glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
+    if not versions:
+        raise SystemExit(f"no demo run under {logdir}: run `learnscope demo --logdir {logdir}`")
+    return versions[-1]
+
+
+@contextlib.contextmanager
+def tensorboard(run_dir: Path, timeout: float = 90.0) -> Iterator[str]:
+    """Serve ``run_dir`` as the run ``demo`` on a free port; yield the page's address."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as serve:
+        os.symlink(run_dir.resolve(), Path(serve) / RUN)  # the sidebar shows "demo" only
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tensorboard.main", "--logdir", ".", "--port", str(port)]
+            + ["--host", "127.0.0.1", "--reload_interval", "1"],
+            cwd=serve,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"tensorboard exited: {process.stderr.read()[-2000:]!r}")
+                try:
+                    with urllib.request.urlopen(f"{base}/data/plugin/projector/runs") as answer:
+                        if RUN.encode() in answer.read():
+                            break
+                except (urllib.error.URLError, ConnectionError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError("tensorboard did not start")
+                time.sleep(0.5)
+            yield base
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
+    """Headless Chromium with no network use and a fresh profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in (
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+        ):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
+    """Poll ``check()`` until it returns something true; return it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            value = check()
+            if value:
+                return value
+        time.sleep(0.5)
+    raise TimeoutError(f"the page never showed {what}")
+
+
+def deep(driver: Any, tag: str) -> Any:
+    """The first element ``tag`` of the page, through shadow roots and nested iframes.
+
+    When it is inside an iframe, the driver is left switched into that frame.
+    """
+    driver.switch_to.default_content()
+    found = _find_in_frames(driver, tag, depth=3)
+    if found is None:
+        driver.switch_to.default_content()
+    return found
+
+
+def _find_in_frames(driver: Any, tag: str, depth: int) -> Any:
+    found = driver.execute_script(_DEEP_FIND, tag)
+    if found is not None or depth == 0:
+        return found
+    for frame in driver.execute_script(_DEEP_FIND_ALL, "iframe"):
+        driver.switch_to.frame(frame)
+        found = _find_in_frames(driver, tag, depth - 1)
+        if found is not None:
+            return found
+        driver.switch_to.parent_frame()
+    return None
+
+
+def projector(driver: Any, base: str, out: Path | None, run: str = RUN) -> tuple[list[str], str]:
+    """Open ``run`` in the Projector coloured by label; save ``projector.png`` in ``out``.
+
+    TensorBoard opens the first snapshot of the menu; the newest (the last) is picked for the
+    screenshot. With ``out=None`` nothing is picked or saved.
+
+    Returns:
+        The tensor menu's entries in the order the page lists them, and the one it opened.
+    """
+    driver.get(f"{base}/#projector")
+    panel = wait_until(
+        lambda: deep(driver, "vz-projector-data-panel"), "the Projector's data panel"
+    )
+    if driver.execute_script("return arguments[0].selectedRun", panel) != run:
+        driver.execute_script("arguments[0].selectedRun = arguments[1]", panel, run)
+    wait_until(
+        lambda: driver.execute_script(
+            "const p = arguments[0]; return p.selectedRun === arguments[1] && p.selectedTensor"
+            " && (p.colorOptions || []).some(o => o.name === 'label')",
+            panel,
+            run,
+        ),
+        "a label column",
+    )
+    driver.execute_script("arguments[0].selectedColorOptionName = 'label'", panel)
+    menu = driver.execute_script(
+        "return Array.from(arguments[0].shadowRoot.querySelectorAll('paper-item'))"
+        ".map(item => item.value).filter(v => typeof v === 'string' && v.includes('/step_'))",
+        panel,
+    )
+    opened = driver.execute_script("return arguments[0].selectedTensor", panel)
+    if out is not None:
+        driver.execute_script("arguments[0].selectedTensor = arguments[1]", panel, menu[-1])
+        wait_until(
+            lambda: driver.execute_script(
+                "const p = arguments[0]; return (p.colorOptions || []).some(o => o.name === "
+                "'label') && !p.shadowRoot.querySelector('paper-spinner[active]')",
+                panel,
+            ),
+            "the newest snapshot",
+        )
+        time.sleep(2)
+        driver.execute_script("arguments[0].selectedColorOptionName = 'label'", panel)
+        time.sleep(4)  # the points get their colours
+        driver.save_screenshot(str(out / "projector.png"))
+    return menu, opened
+
+
+def images(driver: Any, base: str, out: Path) -> None:
+    """Save the Images tab once both the PCA view and an ACF picture have loaded."""
+    driver.get(f"{base}/#images")
+    wait_until(
+        lambda: (
+            "embeddings/encoder/validate/pca"
+            in driver.execute_script(_DEEP_TEXT, deep(driver, "tf-image-dashboard"))
+        ),
+        "the PCA images",
+    )
+    time.sleep(4)  # the images load
+    driver.save_screenshot(str(out / "images.png"))
+
+
+def custom_scalars(driver: Any, base: str, out: Path) -> None:
+    """Save the Custom Scalars tab with "Ignore outliers in chart scaling" on."""
+    driver.get(f"{base}/#custom_scalars")
+    dashboard = wait_until(
+        lambda: deep(driver, "tf-custom-scalar-dashboard"), "the Custom Scalars dashboard"
+    )
+    driver.execute_script("arguments[0]._ignoreYOutliers = true", dashboard)
+    wait_until(
+        lambda: (
+            "autocorrelation/params"
+            in driver.execute_script(_DEEP_TEXT, deep(driver, "tf-custom-scalar-dashboard"))
+        ),
+        "the autocorrelation charts",
+    )
+    time.sleep(6)  # the charts draw
+    driver.save_screenshot(str(out / "custom_scalars.png"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make the three screenshots; print the Projector's tensor menu."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("logdir", type=Path, help="the demo's log directory (runs)")
+    parser.add_argument("--out", type=Path, default=Path("docs"), help="where the PNGs go")
+    parser.add_argument("--only", choices=["projector", "images", "custom_scalars"])
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tensorboard(run_dir_of(args.logdir)) as base, chromium() as driver:
+        if args.only in (None, "projector"):
+            menu, opened = projector(driver, base, args.out)
+            print(f"Projector: opened {opened}; tensor menu: {', '.join(menu)}; saved the last")
+        if args.only in (None, "images"):
+            images(driver, base, args.out)
+        if args.only in (None, "custom_scalars"):
+            custom_scalars(driver, base, args.out)
+    print(f"screenshots saved in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

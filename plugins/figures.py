@@ -1,0 +1,478 @@
+"""learnscope's pictures, drawn with matplotlib: the mean ACF against lag, the PCA scatter.
+
+matplotlib (Agg) is imported only when a picture is drawn, and never through ``pyplot``: each
+picture is its own ``Figure`` on a ``FigureCanvasAgg``, so drawing touches no global state and
+may run on a writer's background thread. One picture is drawn at a time (matplotlib's font
+objects are shared). Without matplotlib (a core-only install), pictures are skipped with one
+warning that says what to install, and everything else is still written.
+
+Functions return ``uint8 [H, W, 3]`` pixels, what :class:`learnscope.records.RenderedImage`
+holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``Figure`` itself.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from learnscope.records import AutocorrelationSummary, GroupAutocorrelation, RenderedImage
+from learnscope.scatter import (
+    OTHER,
+    Limits,
+    clip_to_frame,
+    frame_limits,
+    label_categories,
+    numeric_labels,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "acf_chart",
+    "acf_figure",
+    "acf_images",
+    "figure_pixels",
+    "pictures_available",
+    "png_bytes",
+    "scatter_figure",
+    "scatter_image",
+]
+
+log = logging.getLogger("learnscope")
+
+INSTALL = "pip install 'learnscope[tensorboard]' (or 'learnscope[wandb]')"
+DPI = 100
+ACF_SIZE = (6.4, 4.0)  # inches at 100 dpi: 640 x 400 pixels
+ACF_AXES = (70 / 640, 50 / 400, 340 / 640, 315 / 400)  # left, bottom, width, height; legend right
+SCATTER_SIZE = (6.4, 5.0)  # 640 x 500 pixels
+SCATTER_AXES = (64 / 640, 50 / 500, 390 / 640, 390 / 500)  # a square; legend or colour bar right
+COLOUR_BAR = (474 / 640, 50 / 500, 16 / 640, 390 / 500)
+MAX_NAME = 18  # characters of a legend name; longer ones are shortened in the middle
+# matplotlib's "tab10" colours, so that no colour map has to be looked up by name.
+COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+OTHER_COLOUR = "#c8c8c8"
+BAND_COLOUR = "#dcdcdc"
+_KIND_WORDS = {"params": "parameters", "grads": "gradients"}
+_LINE_STYLES = ("-", "--", ":")  # after ten groups the colours repeat with another line style
+_MAX_MARKERS = 25  # markers per ACF line
+
+_drawing = threading.Lock()
+_warning = threading.Lock()
+_warned = False
+# The last acf_images result: TensorBoard and wandb writers of one run draw the same summary.
+_last_acf: tuple[Any, str, list[RenderedImage]] | None = None
+
+
+def pictures_available() -> bool:
+    """Whether matplotlib (and Pillow, which it needs) can be imported.
+
+    The first time it is missing, one warning says which pictures are skipped and what to
+    install.
+
+    Example:
+        >>> pictures_available()
+        True
+    """
+    global _warned
+    try:
+        import matplotlib  # noqa: F401
+        import PIL  # noqa: F401
+    except ImportError as error:
+        with _warning:
+            first, _warned = not _warned, True
+        if first:
+            log.warning(
+                "learnscope: matplotlib could not be imported (%s), so pictures are skipped: "
+                "ACF charts, PCA scatter images, projector thumbnails; everything else is "
+                "written. To get them: %s",
+                error,
+                INSTALL,
+            )
+        return False
+    return True
+
+
+def png_bytes(pixels: np.ndarray, compress_level: int = 6) -> bytes:
+    r"""Encode ``uint8`` pixels ``[H, W]`` or ``[H, W, C]`` (``C`` from 1 to 4) as PNG (Pillow).
+
+    Args:
+        pixels: The image.
+        compress_level: zlib level, 0 (fastest) to 9 (smallest).
+
+    Returns:
+        The PNG file's bytes.
+
+    Raises:
+        ValueError: If the array is not an 8-bit image.
+        ModuleNotFoundError: Without Pillow; the message says what to install.
+
+    Example:
+        >>> png_bytes(np.zeros((2, 3, 3), np.uint8))[:8]
+        b'\x89PNG\r\n\x1a\n'
+    """
+    from learnscope.optional import import_optional
+
+    image_module = import_optional("PIL.Image", "tensorboard")
+    pixels = np.asarray(pixels)
+    if pixels.ndim == 3 and pixels.shape[2] == 1:
+        pixels = pixels[:, :, 0]
+    if pixels.dtype != np.uint8 or not (
+        pixels.ndim == 2 or (pixels.ndim == 3 and pixels.shape[2] in (2, 3, 4))
+    ):
+        raise ValueError(f"expected a uint8 image [H, W, C<=4], got {pixels.dtype} {pixels.shape}")
+    buffer = io.BytesIO()
+    image_module.fromarray(np.ascontiguousarray(pixels)).save(
+        buffer, format="PNG", compress_level=compress_level
+    )
+    return buffer.getvalue()
+
+
+def figure_pixels(figure: Figure) -> np.ndarray:
+    """Rasterise ``figure`` with Agg into ``uint8 [H, W, 3]`` pixels.
+
+    Example:
+        >>> from matplotlib.figure import Figure
+        >>> figure_pixels(Figure(figsize=(2, 1), dpi=50)).shape
+        (50, 100, 3)
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    with _drawing:
+        canvas.draw()
+        rgba = np.asarray(canvas.buffer_rgba())
+    return np.array(rgba[:, :, :3])
+
+
+def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figure:
+    """The mean ACF of each group against lag, one line with markers per group.
+
+    The y axis spans -1 to 1; the x axis lag 0 to the largest lag of any group. When the
+    groups know how many steps their ACF came from (``num_steps``, the smallest when they
+    differ), the band ``±1.96/√T`` where 95% of a white-noise ACF falls is shaded: a lag
+    whose ACF lies inside cannot be told from noise. The legend lists the groups in their
+    order, each with its integrated autocorrelation time (``τ``) when known, else its median
+    lag-1 autocorrelation (``r₁``); a group whose elements all stayed constant is listed
+    as such, without a line.
+
+    Args:
+        groups: The groups to draw, in legend order (usually one kind's, in module order).
+        title: Written above the plot.
+
+    Returns:
+        A 640 x 400 pixel ``Figure`` (at 100 dpi).
+
+    Example:
+        >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4, 0.1]), -0.4, -0.5,
+        ...                          -0.3, tau=None, num_steps=100)
+        >>> figure = acf_figure([g], "gradients")
+        >>> [t.get_text().splitlines()[0] for t in figure.axes[0].get_legend().get_texts()]
+        ['head  r₁=-0.40', 'white noise 95%']
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator, MultipleLocator
+
+    figure = Figure(figsize=ACF_SIZE, dpi=DPI, facecolor="white")
+    ax = figure.add_axes(ACF_AXES)
+    ax.set_facecolor("white")
+    max_lag = max([g.max_lag for g in groups] + [1])
+    for i, group in enumerate(groups):
+        colour = COLOURS[i % len(COLOURS)]
+        style = _LINE_STYLES[i // len(COLOURS) % len(_LINE_STYLES)]
+        acf = group.mean_acf
+        finite = np.isfinite(acf)
+        if not finite.any():
+            ax.plot([], [], color=colour, linestyle=style, label=_legend_text(group))
+            continue
+        lags = np.arange(acf.size)[finite]
+        ax.plot(
+            lags,
+            np.clip(acf[finite], -1.0, 1.0),
+            color=colour,
+            linestyle=style,
+            linewidth=1.8,
+            marker="o",
+            markersize=4,
+            markevery=max(1, math.ceil(lags.size / _MAX_MARKERS)),
+            label=_legend_text(group),
+            zorder=3,
+        )
+    steps = sorted({g.num_steps for g in groups if g.num_steps is not None})
+    if steps:
+        half = 1.96 / math.sqrt(steps[0])
+        known = f"T={steps[0]}" if len(steps) == 1 else f"T={steps[0]}..{steps[-1]}"
+        ax.axhspan(
+            -half,
+            half,
+            color=BAND_COLOUR,
+            linewidth=0,
+            zorder=1,
+            label=f"white noise 95%\n±1.96/√T, {known}",
+        )
+    ax.axhline(0.0, color="#555555", linewidth=0.8, zorder=2)
+    ax.set_xlim(0, max_lag)
+    ax.set_ylim(-1.0, 1.0)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True, steps=[1, 2, 5, 10]))
+    ax.yaxis.set_major_locator(MultipleLocator(0.5))
+    ax.grid(color="#e8e8e8", linewidth=0.6, zorder=0)
+    ax.set_axisbelow(True)
+    ax.tick_params(labelsize=11, colors="#222222")
+    ax.set_xlabel("lag (steps)", fontsize=11, color="#222222")
+    ax.set_ylabel("mean autocorrelation", fontsize=11, color="#222222")
+    ax.set_title(title, fontsize=13, color="black")
+    rows = len(groups) + bool(steps)
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+        fontsize=10 if rows <= 14 else 8,
+        ncols=1 if rows <= 20 else 2,
+        handlelength=1.6,
+        borderaxespad=0.0,
+    )
+    return figure
+
+
+def acf_chart(groups: Sequence[GroupAutocorrelation], title: str = "") -> np.ndarray:
+    """:func:`acf_figure` as ``uint8 [400, 640, 3]`` pixels.
+
+    Example:
+        >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4]), -0.4, -0.5, -0.3,
+        ...                          None)
+        >>> acf_chart([g], "gradients").shape
+        (400, 640, 3)
+    """
+    return figure_pixels(acf_figure(groups, title))
+
+
+def acf_images(
+    summary: AutocorrelationSummary, prefix: str = "autocorrelation"
+) -> list[RenderedImage]:
+    """One :func:`acf_chart` per kind of the summary, tagged ``{prefix}/{kind}/acf``.
+
+    The images of the last summary are kept, so that when several writers (TensorBoard and
+    wandb) show one analysis, it is drawn once.
+
+    Args:
+        summary: One analysis.
+        prefix: The first component of every tag.
+
+    Returns:
+        The images, in the order the kinds first appear in ``summary.groups``; none without
+        matplotlib (see :func:`pictures_available`).
+
+    Example:
+        >>> from learnscope.records import AutocorrelationSummary, GroupAutocorrelation
+        >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6, -0.4, None)
+        >>> image, = acf_images(AutocorrelationSummary(7, (1,), (g,)))
+        >>> image.tag, image.step, image.pixels.dtype
+        ('autocorrelation/grads/acf', 7, dtype('uint8'))
+    """
+    global _last_acf
+    last = _last_acf
+    if last is not None and last[0]() is summary and last[1] == prefix:
+        return list(last[2])  # drawn already, for another writer
+    if not summary.groups or not pictures_available():
+        return []
+    images = []
+    for kind in dict.fromkeys(g.kind for g in summary.groups):
+        groups = [g for g in summary.groups if g.kind == kind]
+        title = f"mean ACF of {_KIND_WORDS.get(kind, kind)}, step {summary.step}"
+        images.append(RenderedImage(f"{prefix}/{kind}/acf", summary.step, acf_chart(groups, title)))
+    _last_acf = (weakref.ref(summary), prefix, images)
+    return list(images)
+
+
+def scatter_figure(
+    xy: np.ndarray,
+    labels: Sequence[Any] | None = None,
+    title: str = "",
+    limits: Limits | None = None,
+    label_name: str | None = None,
+) -> Figure:
+    """Points coloured by label on a fixed square frame, with a legend or a colour bar.
+
+    Categories (strings, or up to 10 distinct whole numbers) get a legend: the 10 most
+    frequent labels a colour each, sorted so that the same labels keep the same colours, and
+    the rest share a grey ``other`` entry. Other numbers get a colour bar. Points outside
+    ``limits`` are drawn on the frame's edge as ``×`` and counted in the legend and title.
+
+    Args:
+        xy: ``[N, 2]`` coordinates, in units of the view's spread; rows with NaN or Inf are
+            left out.
+        labels: One label per point; ``None`` draws every point in one colour.
+        title: Written above the plot.
+        limits: ``(xmin, xmax, ymin, ymax)``; defaults to :func:`learnscope.scatter.
+            frame_limits` of ``xy``. Pass the same limits for every picture of a tag.
+        label_name: The name of the labels, the title of the legend or colour bar.
+
+    Returns:
+        A 640 x 500 pixel ``Figure`` (at 100 dpi).
+
+    Example:
+        >>> figure = scatter_figure(np.array([[0.0, 0.0], [3.0, 1.0]]), ["cat", "dog"], "t",
+        ...                         (-2.0, 2.0, -2.0, 2.0))
+        >>> figure.axes[0].get_title().splitlines()
+        ['t', '1 point outside the frame, drawn as × on its edge']
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    xy = np.asarray(xy, np.float64).reshape(-1, 2)
+    limits = limits or frame_limits(xy)
+    finite = np.isfinite(xy).all(1)
+    clipped, outside = clip_to_frame(xy, limits)
+    figure = Figure(figsize=SCATTER_SIZE, dpi=DPI, facecolor="white")
+    ax = figure.add_axes(SCATTER_AXES)
+    ax.set_facecolor("white")
+    size = 14.0 if len(xy) <= 1000 else 6.0 if len(xy) <= 5000 else 2.0
+    handles: list[Any] = []
+    values = numeric_labels(labels) if labels is not None and len(labels) == len(xy) else None
+    if values is not None:
+        low, high = _colour_range(values[finite])
+        style: dict[str, Any] = {"c": values, "cmap": "viridis", "vmin": low, "vmax": high}
+    elif labels is not None and len(labels) == len(xy) and len(xy):
+        names, index = label_categories(labels)
+        table = np.array(
+            [_rgb(COLOURS[i % len(COLOURS)]) for i in range(len(names))] + [_rgb(OTHER_COLOUR)]
+        )
+        style = {"color": table[index]}  # index -1 is the last row: "other"
+        handles = [_dot(_short(n), COLOURS[i % len(COLOURS)]) for i, n in enumerate(names)]
+        if (index < 0).any():
+            handles.append(_dot(OTHER, OTHER_COLOUR))
+    else:
+        style = {"color": COLOURS[0]}
+    inside = finite & ~outside
+    mapped = None
+    for mask, marker, extra in ((inside, "o", 0.0), (finite & outside, "X", 3.0)):
+        if not mask.any():
+            continue
+        chosen = {
+            k: (v[mask] if isinstance(v, np.ndarray) and v.ndim >= 1 else v)
+            for k, v in style.items()
+        }
+        mapped = ax.scatter(
+            clipped[mask, 0],
+            clipped[mask, 1],
+            s=size + extra * size,
+            marker=marker,
+            linewidths=0,
+            alpha=0.85,
+            clip_on=False,
+            zorder=3 if marker == "o" else 4,
+            **chosen,
+        )
+    count = int((finite & outside).sum())
+    if count:
+        words = f"{count} point{'s' if count != 1 else ''} outside the frame"
+        title = f"{title}\n{words}, drawn as × on its edge"
+        if values is None:  # a legend; a colour bar has no room for the entry
+            marker = Line2D([], [], color="#333333", marker="X", linestyle="", markersize=8)
+            handles.append(marker)
+            marker.set_label(f"{count} outside")
+    ax.set_xlim(limits[0], limits[1])
+    ax.set_ylim(limits[2], limits[3])
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_autoscale_on(False)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+    ax.grid(color="#ececec", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.tick_params(labelsize=10, colors="#222222")
+    ax.set_xlabel("PCA x (spreads)", fontsize=11, color="#222222")
+    ax.set_ylabel("PCA y (spreads)", fontsize=11, color="#222222")
+    ax.set_title(title, fontsize=12, color="black")
+    if values is not None and mapped is not None:
+        bar = figure.colorbar(mapped, cax=figure.add_axes(COLOUR_BAR))
+        bar.set_label(label_name or "label", fontsize=11)
+        bar.ax.tick_params(labelsize=10)
+    if handles:
+        ax.legend(
+            handles=handles,
+            title=label_name if values is None else None,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1.0),
+            frameon=False,
+            fontsize=11,
+            title_fontsize=11,
+            borderaxespad=0.0,
+            handletextpad=0.3,
+        )
+    return figure
+
+
+def scatter_image(
+    xy: np.ndarray,
+    labels: Sequence[Any] | None = None,
+    title: str = "",
+    limits: Limits | None = None,
+    label_name: str | None = None,
+) -> np.ndarray | None:
+    """:func:`scatter_figure` as ``uint8 [500, 640, 3]`` pixels, or ``None`` without matplotlib.
+
+    Example:
+        >>> image = scatter_image(np.array([[0.0, 0.0], [1.0, 1.0]]), ["cat", "dog"], "step 5")
+        >>> image.shape, image.dtype
+        ((500, 640, 3), dtype('uint8'))
+    """
+    if not pictures_available():
+        return None
+    return figure_pixels(scatter_figure(xy, labels, title, limits, label_name))
+
+
+def _legend_text(group: GroupAutocorrelation) -> str:
+    name = _short(group.group)
+    if not np.isfinite(group.mean_acf).any():
+        text = f"{name}  constant"
+    elif group.tau is not None:
+        text = f"{name}  τ={group.tau:.3g}"
+    else:
+        text = f"{name}  r₁={group.rho1_median:.2f}"
+    if group.non_finite_elements:
+        text += f"\n  ({group.non_finite_elements} NaN/Inf left out)"
+    return text
+
+
+def _short(name: str) -> str:
+    """``name``, shortened in the middle to :data:`MAX_NAME` characters."""
+    if len(name) <= MAX_NAME:
+        return name
+    keep = MAX_NAME - 1
+    return f"{name[: keep - keep // 2]}…{name[-(keep // 2) :]}"
+
+
+def _colour_range(values: np.ndarray) -> tuple[float, float]:
+    if not values.size:
+        return 0.0, 1.0
+    low, high = float(values.min()), float(values.max())
+    return (low, high) if high > low else (low - 0.5, high + 0.5)
+
+
+def _rgb(colour: str) -> tuple[float, float, float]:
+    return tuple(int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))  # type: ignore[return-value]
+
+
+def _dot(label: str, colour: str) -> Any:
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=colour, marker="o", markersize=7, linestyle="", label=label)
