@@ -201,11 +201,10 @@ class EmbeddingProjector(LearnscopeCallback):
     def state_dict(self) -> dict[str, Any]:
         """The PCA views and scatter axes, so that a resumed run keeps the same axes.
 
-        Snapshots still queued are written first, so the views are those of every snapshot
-        taken so far.
+        It does not wait for a snapshot still being written (that would make every checkpoint
+        wait for it): the views are those of the snapshots written so far, and a resumed run
+        turns its first view to match the last of them.
         """
-        if self._session is not None:
-            self._session.drain()
         return {"pca": self._pca.state_dict(), "limits": dict(self._limits)}
 
     @override

@@ -214,8 +214,7 @@ class BackgroundWriters:
 
 
 def _nbytes(snapshot: EmbeddingSnapshot) -> int:
-    vectors = snapshot.vectors
-    return int(vectors.numel() * vectors.element_size()) if hasattr(vectors, "numel") else 0
+    return int(snapshot.vectors.nbytes)  # a tensor's or a numpy array's
 
 
 _OPEN: weakref.WeakSet[BackgroundWriters] = weakref.WeakSet()
