@@ -15,15 +15,33 @@ Run (CPU, about two minutes on two cores)::
     python benchmarks/overhead.py --variants none training_helper naive_health --steps 400
 
 On a GPU, ``--device cuda`` uses an 11M-parameter transformer.
+
+**Against another version of learnscope**, in the same run: ``--baseline DIR`` runs every
+variant also with the ``learnscope`` package found in ``DIR`` (every fit then runs in a fresh
+process, ``PYTHONPATH=DIR`` for the baseline's), interleaved with the current code's. ``DIR``
+holds an assembled package, e.g. for the last commit::
+
+    mkdir -p /tmp/base /tmp/base_pkg && git archive HEAD | tar -x -C /tmp/base
+    cp -r /tmp/base/learnscope /tmp/base_pkg/ && cp -r /tmp/base/plugins \
+        /tmp/base/lightning_glue /tmp/base_pkg/learnscope/
+    python benchmarks/overhead.py --baseline /tmp/base_pkg --variants none training_helper
+
+The time in hooks is measured per step: its median is what an ordinary step pays (the fixed
+per-step cost), its mean includes the check and analysis steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -119,29 +137,6 @@ VARIANTS: dict[str, Callable[[], list[Callback]]] = {
 }
 
 
-class StepTimer(Callback):
-    """Wall time of every training step, from batch start to batch end."""
-
-    def __init__(self, device: str) -> None:
-        self.cuda = device == "cuda"
-        self.times: list[float] = []
-        self._start = 0.0
-
-    def _sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
-
-    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, idx: int) -> None:
-        self._sync()
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, idx: int
-    ) -> None:
-        self._sync()
-        self.times.append(time.perf_counter() - self._start)
-
-
 class HookClock:
     """Total wall time spent inside the callbacks' hooks (Lightning hooks and forward hooks).
 
@@ -170,19 +165,53 @@ class HookClock:
         return timed
 
 
-def run_once(variant: str, size: ModelSize, steps: int, device: str) -> tuple[list[float], float]:
+class StepTimer(Callback):
+    """Wall time of every training step, from batch start to batch end, and the hooks' share.
+
+    ``hooks`` holds, per step, the time the :class:`HookClock` counted since the previous
+    step ended (every hook of the step, ``on_train_batch_start`` included).
+    """
+
+    def __init__(self, device: str, clock: HookClock) -> None:
+        self.cuda = device == "cuda"
+        self.clock = clock
+        self.times: list[float] = []
+        self.hooks: list[float] = []
+        self._start = 0.0
+        self._clock_at_end = 0.0
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, idx: int) -> None:
+        self._sync()
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, idx: int
+    ) -> None:
+        self._sync()
+        self.times.append(time.perf_counter() - self._start)
+        self.hooks.append(self.clock.seconds - self._clock_at_end)
+        self._clock_at_end = self.clock.seconds
+
+
+def run_once(
+    variant: str, size: ModelSize, steps: int, device: str
+) -> tuple[list[float], list[float]]:
     """One fit of ``steps`` steps with the variant's callbacks.
 
     Returns:
-        The step times, and the total time inside the variant's hooks, in seconds.
+        The step times, and the time inside the variant's hooks at each step, in seconds.
     """
     torch.manual_seed(0)
     model = SmallTransformer(size)
     tokens = torch.randint(0, size.vocab, (steps * size.batch, size.seq + 1))
     loader = DataLoader(TensorDataset(tokens), batch_size=size.batch, shuffle=False)
     # The timer comes last, so that its batch-end time includes the variant's hooks.
-    timer = StepTimer(device)
     clock = HookClock()
+    timer = StepTimer(device, clock)
     trainer = pl.Trainer(
         accelerator=device,
         devices=1,
@@ -195,7 +224,7 @@ def run_once(variant: str, size: ModelSize, steps: int, device: str) -> tuple[li
         enable_model_summary=False,
     )
     trainer.fit(model, loader)
-    return timer.times, clock.seconds
+    return timer.times, timer.hooks
 
 
 @dataclass(frozen=True)
@@ -204,7 +233,8 @@ class Result:
 
     run_medians: list[float]
     run_means: list[float]
-    hook_seconds_per_step: list[float]
+    hook_seconds_per_step: list[float]  # per run: mean over all steps
+    hook_median_per_step: list[float]  # per run: median over the steps after warm-up
 
     @property
     def median(self) -> float:
@@ -218,23 +248,70 @@ class Result:
     def hooks(self) -> float:
         return statistics.median(self.hook_seconds_per_step)
 
+    @property
+    def hooks_median(self) -> float:
+        return statistics.median(self.hook_median_per_step)
+
+
+def run_in_process(
+    variant: str, steps: int, device: str, threads: int, package: str | None
+) -> tuple[list[float], list[float]]:
+    """:func:`run_once` in a fresh Python, with ``package`` first on its path if given."""
+    env = dict(os.environ)
+    if package is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package, env.get("PYTHONPATH")]))
+    command = [sys.executable, str(Path(__file__).resolve()), "--run-one", variant]
+    command += ["--steps", str(steps), "--device", device, "--threads", str(threads)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{variant} ({package or 'current'}) failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if package is not None and not result["learnscope"].startswith(package):
+        raise RuntimeError(f"the baseline run imported learnscope from {result['learnscope']}")
+    return result["times"], result["hooks"]
+
 
 def benchmark(
-    variants: list[str], steps: int, repeats: int, warmup: int, device: str
+    variants: list[str],
+    steps: int,
+    repeats: int,
+    warmup: int,
+    device: str,
+    baseline: str | None = None,
+    threads: int = 1,
 ) -> dict[str, Result]:
-    """Run every variant ``repeats`` times, interleaved; the per-run medians and means."""
+    """Run every variant ``repeats`` times, interleaved; the per-run medians and means.
+
+    With ``baseline`` (a directory holding another ``learnscope`` package), every variant but
+    ``none`` also runs with that package, as ``"<variant> (baseline)"``; every fit then runs in
+    a fresh process.
+    """
     size = SIZES[device]
-    medians: dict[str, list[float]] = {v: [] for v in variants}
-    means: dict[str, list[float]] = {v: [] for v in variants}
-    hooks: dict[str, list[float]] = {v: [] for v in variants}
+    runs = [(v, None) for v in variants]
+    if baseline is not None:
+        runs += [(v, baseline) for v in variants if v != "none"]
+    label = {run: run[0] if run[1] is None else f"{run[0]} (baseline)" for run in runs}
+    medians: dict[str, list[float]] = {label[r]: [] for r in runs}
+    means: dict[str, list[float]] = {label[r]: [] for r in runs}
+    hooks: dict[str, list[float]] = {label[r]: [] for r in runs}
+    hook_medians: dict[str, list[float]] = {label[r]: [] for r in runs}
     for repeat in range(repeats):
-        shift = repeat % len(variants)
-        for variant in variants[shift:] + variants[:shift]:
-            times, hook_seconds = run_once(variant, size, steps, device)
-            medians[variant].append(statistics.median(times[warmup:]))
-            means[variant].append(statistics.fmean(times[warmup:]))
-            hooks[variant].append(hook_seconds / len(times))
-    return {v: Result(medians[v], means[v], hooks[v]) for v in variants}
+        shift = repeat % len(runs)
+        for run in runs[shift:] + runs[:shift]:
+            variant, package = run
+            if baseline is None:
+                times, per_step = run_once(variant, size, steps, device)
+            else:
+                times, per_step = run_in_process(variant, steps, device, threads, package)
+            name = label[run]
+            medians[name].append(statistics.median(times[warmup:]))
+            means[name].append(statistics.fmean(times[warmup:]))
+            hooks[name].append(sum(per_step) / len(per_step))
+            hook_medians[name].append(statistics.median(per_step[warmup:]))
+    return {
+        name: Result(medians[name], means[name], hooks[name], hook_medians[name])
+        for name in medians
+    }
 
 
 def markdown(results: dict[str, Result], baseline: str = "none") -> str:
@@ -242,12 +319,15 @@ def markdown(results: dict[str, Result], baseline: str = "none") -> str:
 
     The median step is the median of the runs' median step times (their range in brackets);
     the mean step, the median of the runs' mean step times, includes the check steps; the time
-    in hooks is the variant's own cost per step, averaged over all steps (check steps included).
+    in hooks is the variant's own cost per step: its median over the steps (what an ordinary
+    step pays) and its mean over all steps (check and analysis steps included), each also as a
+    share of the median step of ``none``.
     """
     lines = [
         "| variant | median step (ms) [run range] | overhead | mean step (ms) | mean overhead "
-        "| time in hooks per step (ms) | hooks / median step of none |",
-        "|---|---|---|---|---|---|---|",
+        "| hooks per step, median (ms) | median hooks / step | hooks per step, mean (ms) "
+        "| mean hooks / step |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     base = results.get(baseline)
     for variant, result in results.items():
@@ -255,9 +335,11 @@ def markdown(results: dict[str, Result], baseline: str = "none") -> str:
         mean_over = "" if base is None else f"{100 * (result.mean / base.mean - 1):+.1f}%"
         low, high = 1000 * min(result.run_medians), 1000 * max(result.run_medians)
         hooks = "" if base is None else f"{100 * result.hooks / base.median:.2f}%"
+        fixed = "" if base is None else f"{100 * result.hooks_median / base.median:.2f}%"
         lines.append(
             f"| {variant} | {1000 * result.median:.2f} [{low:.2f}-{high:.2f}] | {over} "
-            f"| {1000 * result.mean:.2f} | {mean_over} | {1000 * result.hooks:.3f} | {hooks} |"
+            f"| {1000 * result.mean:.2f} | {mean_over} | {1000 * result.hooks_median:.3f} "
+            f"| {fixed} | {1000 * result.hooks:.3f} | {hooks} |"
         )
     return "\n".join(lines)
 
@@ -270,6 +352,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also run every variant with the learnscope package in DIR (see the module help)",
+    )
+    parser.add_argument("--run-one", metavar="VARIANT", help=argparse.SUPPRESS)
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -279,11 +367,25 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.run_one is not None:  # one fit, for --baseline: JSON on the last line
+        import learnscope
+
+        times, hooks = run_once(args.run_one, SIZES[args.device], args.steps, args.device)
+        print(json.dumps({"times": times, "hooks": hooks, "learnscope": learnscope.__file__}))
+        return
     if args.warmup >= args.steps:
         parser.error("--warmup must be below --steps")
     size = SIZES[args.device]
     params = sum(p.numel() for p in SmallTransformer(size).parameters())
-    results = benchmark(args.variants, args.steps, args.repeats, args.warmup, args.device)
+    results = benchmark(
+        args.variants,
+        args.steps,
+        args.repeats,
+        args.warmup,
+        args.device,
+        baseline=args.baseline,
+        threads=args.threads,
+    )
     print(
         f"{args.device}: {params / 1e6:.1f}M parameters, {size}, {args.steps} steps "
         f"({args.warmup} warm-up) x {args.repeats} repeats, {torch.get_num_threads()} "

@@ -16,6 +16,13 @@ Everything runs on the history's device and never synchronises with the host, ex
 :func:`summarize` and :func:`summarize_several`, which move their finished summary to the
 host in one transfer.
 
+With sharded parameters (FSDP) each rank records the sampled elements it holds; given
+``sharded=`` (:attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`),
+:func:`summarize` sums each group's power spectra and non-finite counts over the ranks and
+places every element's lag-1 autocorrelation at its column of the whole history (one
+all-reduce per kind and history: ``G * (L + 1) + K`` numbers, never the histories), so every
+rank gets the summary an unsharded model sampling the same elements would give.
+
 Example:
     >>> import torch
     >>> history = torch.randn(200, 3, generator=torch.Generator().manual_seed(0)).cumsum(0)
@@ -33,7 +40,9 @@ from typing import Literal, TypeAlias
 import torch
 from torch import Tensor
 
+from learnscope.health.sharded import sum_over_ranks
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
+from learnscope.sampled_history import ShardedColumns
 
 __all__ = [
     "DEFAULT_LAGS",
@@ -204,6 +213,7 @@ def summarize(
     detrend: Detrend = "mean",
     c: float = 5.0,
     factor: float = 50.0,
+    sharded: ShardedColumns | None = None,
 ) -> AutocorrelationSummary:
     """Summarise the autocorrelation of histories per module group.
 
@@ -234,6 +244,11 @@ def summarize(
         detrend: ``"mean"`` or ``"linear"``, see :func:`autocorrelation`.
         c: Sokal's window factor.
         factor: How many autocorrelation times a history must span for tau to be reported.
+        sharded: For a history of sharded parameters, where its columns sit in the whole
+            history (:attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`):
+            the figures are then summed over every rank of the default process group, which
+            must all call this with the same kinds, steps and groups (a rank may hold no
+            column). ``group_index`` is then this rank's.
 
     Returns:
         The summary, with one :class:`GroupAutocorrelation` per kind and group, in the
@@ -264,6 +279,7 @@ def summarize(
         detrend=detrend,
         c=c,
         factor=factor,
+        sharded=[sharded],
     )
 
 
@@ -275,6 +291,7 @@ def summarize_several(
     detrend: Detrend = "mean",
     c: float = 5.0,
     factor: float = 50.0,
+    sharded: Sequence[ShardedColumns | None] | None = None,
 ) -> AutocorrelationSummary:
     """Summarise several sets of histories, such as one per optimizer, in one summary.
 
@@ -292,6 +309,7 @@ def summarize_several(
         detrend: ``"mean"`` or ``"linear"``, see :func:`autocorrelation`.
         c: Sokal's window factor.
         factor: How many autocorrelation times a history must span for tau to be reported.
+        sharded: Per source, its sharded columns or None (see :func:`summarize`).
 
     Returns:
         The summary of every source.
@@ -315,35 +333,40 @@ def summarize_several(
     _check_detrend(detrend)
     if not (c > 0 and factor > 0):
         raise ValueError(f"c and factor must be positive, got c={c}, factor={factor}")
+    layouts = list(sharded) if sharded is not None else [None] * len(sources)
+    if len(layouts) != len(sources):
+        raise ValueError(f"sharded needs one entry per source ({len(sources)}), got {len(layouts)}")
     sets = []
-    for histories, group_index, group_names in sources:
+    for (histories, group_index, group_names), layout in zip(sources, layouts, strict=True):
         if not histories:
             raise ValueError("a source has no histories: pass at least one kind")
-        sets.append((histories, group_index, [str(name) for name in group_names]))
-    kinds = list(dict.fromkeys(kind for histories, _, _ in sets for kind in histories))
+        sets.append((histories, group_index, [str(name) for name in group_names], layout))
+    kinds = list(dict.fromkeys(kind for histories, _, _, _ in sets for kind in histories))
     labels: list[tuple[str, str]] = []
+    steps: list[int] = []  # T of each group's history
     tables = []
     for kind in kinds:
-        for histories, group_index, names in sets:
+        for histories, group_index, names, layout in sets:
             if kind not in histories:
                 continue
             repeated = sorted({name for name in names if (kind, name) in labels})
             if repeated:
                 raise ValueError(f"group names {repeated} of {kind!r} are in two sources")
-            columns = _as_columns(histories[kind])
+            columns = _as_columns(histories[kind], allow_empty=layout is not None)
             if max(lags) >= columns.shape[0]:
                 raise ValueError(
                     f"lags must be below the history length {columns.shape[0]} of {kind!r}, "
                     f"got max(lags) = {max(lags)}"
                 )
             index = _check_group_index(group_index, columns)
-            table = _group_table(columns, index, len(names), max(lags), detrend, c, factor)
+            table = _group_table(columns, index, len(names), max(lags), detrend, c, factor, layout)
             device = tables[0].device if tables else table.device
             tables.append(table.to(device=device, dtype=torch.float64))
             labels.extend((kind, name) for name in names)
+            steps.extend(columns.shape[0] for _ in names)
     host = torch.cat(tables).cpu().numpy()  # the one transfer to the host
     groups = []
-    for row, (kind, name) in zip(host, labels, strict=True):
+    for row, (kind, name), num_steps in zip(host, labels, steps, strict=True):
         *acf, q25, median, q75, tau, non_finite = row.tolist()
         groups.append(
             GroupAutocorrelation(
@@ -355,6 +378,7 @@ def summarize_several(
                 rho1_q75=q75,
                 tau=None if math.isnan(tau) else tau,
                 non_finite_elements=int(non_finite),
+                num_steps=num_steps,
             )
         )
     return AutocorrelationSummary(step=int(step), lags=lags, groups=tuple(groups))
@@ -368,6 +392,7 @@ def _group_table(
     detrend: Detrend,
     c: float,
     factor: float,
+    sharded: ShardedColumns | None = None,
 ) -> Tensor:
     """Per group: mean ACF to ``report_lag``, rho_1 quartiles, tau (NaN = None), non-finite count.
 
@@ -375,6 +400,9 @@ def _group_table(
     The mean ACF is the inverse FFT of the group's summed power spectra, each column's
     weighted by the inverse of its energy, so no per-column ACF is ever materialised; each
     column's energy and lag-1 sum come from its power spectrum by matrix-vector products.
+    With ``sharded``, the group power spectra, the non-finite counts and the lag-1 values (at
+    their whole-history columns, zero elsewhere) are summed over the ranks in one all-reduce
+    before the rest is computed from them.
     """
     num_steps, num_columns = columns.shape
     max_lag = max(report_lag, min(num_steps - 1, math.ceil(c * num_steps / factor)))
@@ -392,6 +420,9 @@ def _group_table(
         rho1[chunk] = torch.where(constant, torch.nan, lag1 / energy)
         weight = torch.where(constant, 0.0, energy.reciprocal())
         group_power.index_add_(0, group_index[chunk], power.mul_(weight.unsqueeze(1)))
+    if sharded is not None:
+        group_power, non_finite, rho1 = _sum_over_ranks(group_power, non_finite, rho1, sharded)
+        group_index = sharded.group_index.to(columns.device)
     covariance = torch.fft.irfft(group_power, n=fft_length, dim=1)[:, : max_lag + 1]
     mean_acf = (covariance / covariance[:, :1]).T  # [max_lag + 1, G]; NaN if all constant
     tau = integrated_time(mean_acf, c)
@@ -400,6 +431,25 @@ def _group_table(
     quartiles = _group_quantiles(rho1, group_index, num_groups, _QUARTILES)
     table = [mean_acf[: report_lag + 1].T, quartiles, tau.unsqueeze(1), non_finite.unsqueeze(1)]
     return torch.cat(table, dim=1)
+
+
+def _sum_over_ranks(
+    group_power: Tensor, non_finite: Tensor, rho1: Tensor, sharded: ShardedColumns
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Sum the per-group figures over the ranks; lag-1 values go to their whole-history columns.
+
+    Every element is held by one rank, whose value (NaN included) lands at its column; the
+    other ranks add zeros there.
+    """
+    whole = rho1.new_zeros(sharded.total_elements)
+    whole.index_copy_(0, sharded.positions.to(rho1.device), rho1)
+    packed = sum_over_ranks(torch.cat([group_power.flatten(), non_finite, whole]))
+    power_size, groups = group_power.numel(), non_finite.shape[0]
+    return (
+        packed[:power_size].view_as(group_power),
+        packed[power_size : power_size + groups],
+        packed[power_size + groups :],
+    )
 
 
 def _group_quantiles(
@@ -430,7 +480,7 @@ def _group_quantiles(
     return torch.where(count.unsqueeze(1) > 0, result, torch.nan)
 
 
-def _as_columns(history: Tensor) -> Tensor:
+def _as_columns(history: Tensor, allow_empty: bool = False) -> Tensor:
     """Validate a history and return it as ``[T, K]`` in float32 or float64."""
     if not isinstance(history, Tensor):
         raise TypeError(f"history must be a torch.Tensor, got {type(history).__name__}")
@@ -442,7 +492,7 @@ def _as_columns(history: Tensor) -> Tensor:
         raise ValueError("history must be real, got a complex tensor")
     if history.shape[0] < 2:
         raise ValueError(f"history needs at least 2 steps, got {history.shape[0]}")
-    if history.ndim == 2 and history.shape[1] == 0:
+    if history.ndim == 2 and history.shape[1] == 0 and not allow_empty:
         raise ValueError(
             f"history has no columns (shape {tuple(history.shape)}): pass at least one series"
         )
@@ -494,7 +544,7 @@ def _check_group_index(group_index: Tensor, columns: Tensor) -> Tensor:
 
 def _padded_rows(columns: Tensor, fft_length: int) -> Tensor:
     """A zeroed ``[chunk width, fft_length]`` workspace, reused by every chunk of a call."""
-    width = max(chunk.stop - chunk.start for chunk in _column_chunks(columns))
+    width = max((chunk.stop - chunk.start for chunk in _column_chunks(columns)), default=0)
     return columns.new_zeros(width, fft_length)
 
 

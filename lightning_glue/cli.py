@@ -1,4 +1,4 @@
-"""The ``learnscope`` command line: ``learnscope demo [--logdir runs] [--epochs N] [--wandb]``.
+"""The ``learnscope`` command line: ``learnscope demo`` and ``learnscope export``.
 
 Nothing heavy is imported before a command runs (torch and Lightning are imported by the demo
 itself), so ``learnscope --help`` answers at once.
@@ -21,6 +21,9 @@ examples:
                                and fill ./runs; then: tensorboard --logdir runs
   learnscope demo --wandb      also write an offline wandb run, and print the command that
                                uploads it
+  learnscope export runs --html view.html
+                               write the training-dynamics view of ./runs as one page
+                               that opens offline
 """
 
 
@@ -52,6 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--wandb", action="store_true", help="also log to an offline wandb run under LOGDIR/wandb"
     )
+    export = commands.add_parser(
+        "export",
+        help="write the training-dynamics view of a log directory as one self-contained page",
+        description=(
+            "Write the learnscope view (embedding evolution, autocorrelation, findings) of every "
+            "learnscope run under LOGDIR as one HTML page that opens from file:// offline."
+        ),
+    )
+    export.add_argument("logdir", metavar="LOGDIR", help="a log directory or one run directory")
+    export.add_argument("--html", required=True, help="the HTML file to write")
+    export.add_argument(
+        "--max-points",
+        type=int,
+        default=5000,
+        help="most points per embedding tag; more are subsampled by id (default: 5000)",
+    )
     return parser
 
 
@@ -77,7 +96,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    if args.command == "export":
+        return run_export_command(args.logdir, args.html, args.max_points)
     return run_demo_command(args.logdir, args.epochs, args.wandb)
+
+
+def run_export_command(logdir: str, html: str, max_points: int) -> int:
+    """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing."""
+    from learnscope.plugins.dynamics_data import export_html
+
+    runs = export_html(logdir, html, max_points=max_points)
+    if not runs:
+        print(f"learnscope export: no learnscope run under {logdir}", file=sys.stderr)
+        return 1
+    print(f"wrote {html}: {len(runs)} run(s): {', '.join(runs)}")
+    return 0
 
 
 def run_demo_command(logdir: str, epochs: int, use_wandb: bool) -> int:

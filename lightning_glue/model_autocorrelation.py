@@ -11,6 +11,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from learnscope.autocorrelation import summarize_several
+from learnscope.health.sharded import ParameterShard, is_sharded, parameter_shards
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.records import AutocorrelationSummary
 from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
@@ -76,7 +77,12 @@ class ModelAutocorrelation(LearnscopeCallback):
 
     Only the process of global rank zero records and analyses (parameters and reduced
     gradients are the same on every rank, and nothing here is a collective); other ranks
-    allocate nothing.
+    allocate nothing. With sharded parameters (FSDP2's ``ModelParallelStrategy``, FSDP1's
+    ``FSDPStrategy``) the slices are chosen by the original parameters' names and sizes, as
+    for the unsharded model, and every rank records the part of them its shard holds (views of
+    its local tensor, no communication); at an analysis, each group's figures are summed over
+    the ranks in one all-reduce per kind (never the histories), and rank zero writes the
+    summary the unsharded model would give for the same elements.
 
     **Resuming.** The seed and the sampled slices (of every history) are saved in
     checkpoints, so a resumed run follows the same elements; the recorded history itself is
@@ -202,16 +208,17 @@ class ModelAutocorrelation(LearnscopeCallback):
         """Choose the sampled slices and allocate the histories on the parameters' device."""
         self._last_analysis = None
         self.histories = ()
-        if not trainer.is_global_zero:
+        shards = parameter_shards(pl_module)
+        if not trainer.is_global_zero and not is_sharded(shards):
             return
         optimizers = list(trainer.optimizers)
         self._one_for_all = len(optimizers) <= 1
         if self._one_for_all:
-            self.histories = (self._new_history(pl_module.named_parameters()),)
+            self.histories = (self._new_history(shards),)
             self._optimizer_indices = (0,)
             self._optimizers, self._parameter_history = [], {}
         else:
-            self._per_optimizer(pl_module.named_parameters(), optimizers)
+            self._per_optimizer(shards, optimizers)
         self._last_recorded = [None] * len(self.histories)
         if self._saved_state is not None:
             self._adopt_saved_slices()
@@ -244,7 +251,7 @@ class ModelAutocorrelation(LearnscopeCallback):
 
     def _new_history(
         self,
-        named_parameters: Iterable[tuple[str, Tensor]],
+        named_parameters: Iterable[tuple[str, Tensor]] | Iterable[ParameterShard],
         slices: Sequence[SampledSlice] | None = None,
     ) -> SampledParameterHistory:
         return SampledParameterHistory(
@@ -258,9 +265,7 @@ class ModelAutocorrelation(LearnscopeCallback):
             slices=slices,
         )
 
-    def _per_optimizer(
-        self, named_parameters: Iterable[tuple[str, Tensor]], optimizers: Sequence[Any]
-    ) -> None:
+    def _per_optimizer(self, shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> None:
         """One history per optimizer, of its own parameters, sharing one element budget."""
         stepped_by: dict[int, int] = {}  # id(parameter) -> the first optimizer holding it
         for index, optimizer in enumerate(optimizers):
@@ -268,9 +273,9 @@ class ModelAutocorrelation(LearnscopeCallback):
                 for parameter in group["params"]:
                     stepped_by.setdefault(id(parameter), index)
         stepped = [
-            (name, p)
-            for name, p in named_parameters
-            if p.requires_grad and p.numel() > 0 and id(p) in stepped_by
+            shard
+            for shard in shards
+            if shard.requires_grad and shard.numel > 0 and id(shard.holder) in stepped_by
         ]
         if not stepped:
             raise ValueError("no trainable parameter of the model is in any optimizer")
@@ -283,13 +288,13 @@ class ModelAutocorrelation(LearnscopeCallback):
         histories, indices = [], []
         self._optimizers, self._parameter_history = [], {}
         for index, optimizer in enumerate(optimizers):
-            own = [(name, p) for name, p in stepped if stepped_by[id(p)] == index]
-            names = {name for name, _ in own}
+            own = [shard for shard in stepped if stepped_by[id(shard.holder)] == index]
+            names = {shard.name for shard in own}
             slices = [piece for piece in plan if piece.name in names]
             if not slices:  # no trainable parameter, or none sampled: nothing to record
                 continue
             self._optimizers.append((optimizer, len(histories)))
-            self._parameter_history.update({id(p): len(histories) for _, p in own})
+            self._parameter_history.update({id(s.holder): len(histories) for s in own})
             histories.append(self._new_history(own, slices))
             indices.append(index)
         self.histories = tuple(histories)
@@ -335,13 +340,18 @@ class ModelAutocorrelation(LearnscopeCallback):
 
     def _analyse(self, trainer: Any, step: int) -> None:
         """Summarise on the device, move the summary to the host, hand it to every writer."""
-        sources = [
-            ({kind: h.history(kind) for kind in h.kinds}, h.group_index, names)
+        ready = [
+            (h, names)
             for h, names in zip(self.histories, self._group_names(), strict=True)
             if h.num_steps > max(self.lags)
         ]
-        summary = summarize_several(sources, step=step, lags=self.lags)
-        self._write(trainer, summary)
+        sources = [
+            ({kind: h.history(kind) for kind in h.kinds}, h.group_index, n) for h, n in ready
+        ]
+        sharded = [h.sharded_columns for h, _ in ready]
+        summary = summarize_several(sources, step=step, lags=self.lags, sharded=sharded)
+        if trainer.is_global_zero:
+            self._write(trainer, summary)
 
     def _write(self, trainer: Any, summary: AutocorrelationSummary) -> None:
         """Hand the summary to every writer; one that cannot chart it gets its scalars."""

@@ -36,8 +36,7 @@ class WriterSession:
         ...     def log_metrics(self, metrics, step):
         ...         print(step, metrics)
         >>> session = WriterSession([CSVLogger()], is_global_zero=True)
-        >>> session.writers().write_scalars({"loss": 0.5}, step=3)
-        >>> session.drain()
+        >>> session.writers().write_scalars({"loss": 0.5}, step=3)  # on this thread: a logger's
         3 {'loss': 0.5}
         >>> [w.describe() for w in session.writers().active]
         ['LoggerMetricsWriter(CSVLogger)']

@@ -23,8 +23,9 @@ from learnscope.health import (
     health_scalars,
     unused_parameter_findings,
 )
+from learnscope.health.sharded import is_sharded, parameter_shards
 from learnscope.lightning_glue.base import LearnscopeCallback
-from learnscope.plugins import Writers
+from learnscope.plugins.background import BackgroundWriters
 from learnscope.records import Finding, Histogram
 
 log = logging.getLogger("learnscope")
@@ -109,8 +110,14 @@ class TrainingHelper(LearnscopeCallback):
 
     Nothing here synchronises with the device on ordinary steps: the hooks return at once unless
     a check is running. Check steps are decided from ``trainer.global_step``; everything runs on
-    rank zero only. A diagnostic that fails is logged once with its traceback and switched off;
-    training goes on. The findings table and the warning times are saved in checkpoints.
+    rank zero only, except with sharded parameters (FSDP2's ``ModelParallelStrategy``, FSDP1's
+    ``FSDPStrategy``): there every rank measures its shard on check steps (and during the first
+    round, for unused parameters), the sums of squares are added over the ranks in one
+    all-reduce, and rank zero reports figures equal to the unsharded model's, under the original
+    parameter names. FSDP gives an unused parameter a zero gradient, so it is reported as a
+    ``zero-gradient`` finding from the second step on, not as unused. A diagnostic that fails is
+    logged once with its traceback and switched off; training goes on. The findings table and the
+    warning times are saved in checkpoints.
 
     Args:
         check_every_n_steps: Global steps between checks.
@@ -210,7 +217,10 @@ class TrainingHelper(LearnscopeCallback):
         self._loaded = False  # state came from load_state_dict before this fit's setup
         self._unused_names: list[str] = []  # parameters without a gradient in that round
         self._stepped: set[int] = set()  # ids of the optimizers that stepped before
-        self._check = False  # this batch belongs to a check step
+        self._check = False  # this batch belongs to a check step (rank zero's checks)
+        self._grad_check = False  # this rank measures gradients at this step
+        self._sharded = False  # parameters are sharded over ranks: every rank measures
+        self._rank_zero = True
         self._check_step = -1  # the check step whose batches run now (or ran last)
         self._checked_step = -1  # the last step whose gradients were checked
         self._batch_step = 0  # trainer.global_step when the batch started
@@ -341,16 +351,20 @@ class TrainingHelper(LearnscopeCallback):
         """Decide whether this batch belongs to a check step; start the step's checks."""
         step = self._batch_step = trainer.global_step
         self._loss_taken = False
-        self._check = trainer.is_global_zero and step % self.check_every_n_steps == 0
+        due = step % self.check_every_n_steps == 0
+        self._check = due and trainer.is_global_zero
+        self._grad_check = due and (self._check or self._sharded)
         if self._trace_next_step and self._tracer is not None and self.is_on(_TRACE):
             self._trace_next_step = False
             self._tracer.arm()
-        if not self._check:
+        if not self._grad_check:
             self._collecting = False  # a step whose end went unseen: its rows are dropped
             return
         if step != self._check_step:  # the first micro-batch of the check step
             self._check_step = step
             self._loss_parts = []
+            if not self._check:  # another rank of a sharded model: gradients only
+                return
             self._check_inputs(batch, step)
             self._collecting = self._encoder is not None and self.is_on(_COLLAPSE)
             if self._buffer is not None:
@@ -388,7 +402,7 @@ class TrainingHelper(LearnscopeCallback):
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
         """Keep the batch's first loss on check steps; name a non-finite module when tracing."""
         self._finish_trace()
-        if self._check and not self._loss_taken:
+        if self._grad_check and not self._loss_taken:
             self._loss_taken = True
             self._loss_parts.append(loss.detach())
 
@@ -398,10 +412,14 @@ class TrainingHelper(LearnscopeCallback):
         step = trainer.global_step
         first_step = id(optimizer) not in self._stepped
         self._stepped.add(id(optimizer))
-        if trainer.is_global_zero and not self._round.complete and self.is_on(_GRADIENTS):
+        if (
+            (trainer.is_global_zero or self._sharded)
+            and not self._round.complete
+            and self.is_on(_GRADIENTS)
+        ):
             with self.guard(_GRADIENTS, f"step {step}"):
                 self._observe_round(trainer, pl_module, optimizer, step)
-        if not self._check or step == self._checked_step or not self.is_on(_GRADIENTS):
+        if not self._grad_check or step == self._checked_step or not self.is_on(_GRADIENTS):
             return  # not a check step, or a later closure evaluation of the step
         self._checked_step = step
         with self.guard(_GRADIENTS, f"step {step}"):
@@ -409,11 +427,11 @@ class TrainingHelper(LearnscopeCallback):
             self._check_gradients(trainer, pl_module, optimizer, step, loss, not first_step)
 
     def _observe_round(self, trainer: Any, pl_module: Any, optimizer: Any, step: int) -> None:
-        unused = self._round.observe(pl_module.named_parameters(), optimizer, trainer.optimizers)
+        named = parameter_shards(pl_module)
+        unused = self._round.observe(named, optimizer, trainer.optimizers)
         if unused is None:
             return
         self._unused_names = unused
-        named = pl_module.named_parameters()
         single = len(trainer.optimizers) <= 1
         self._report(
             unused_parameter_findings(named, step, seen=None if single else self._round.seen)
@@ -441,10 +459,10 @@ class TrainingHelper(LearnscopeCallback):
         loss: torch.Tensor | None,
         check_small: bool,
     ) -> None:
-        named = list(pl_module.named_parameters())
+        named = parameter_shards(pl_module)
         if len(trainer.optimizers) > 1:  # each step sees its own optimizer's gradients only
             own = {id(p) for group in optimizer.param_groups for p in group["params"]}
-            named = [(name, p) for name, p in named if id(p) in own]
+            named = [shard for shard in named if id(shard.holder) in own]
         stats = gradient_statistics(named, loss)
         findings = gradient_findings(
             stats,
@@ -453,6 +471,8 @@ class TrainingHelper(LearnscopeCallback):
             check_nonfinite=_loss_scaler(trainer) is None,
             check_small=check_small,
         )
+        if not self._rank_zero:
+            return  # another rank of a sharded model: it took part in the sums
         if any(f.code in ("non-finite-gradient", "non-finite-loss") for f in findings):
             self._trace_next_step = True
         scalars = health_scalars(stats, self.group_depth)
@@ -503,8 +523,13 @@ class TrainingHelper(LearnscopeCallback):
 
     @override
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        """A checkpoint, if any, was loaded by now: the next fit's ``setup`` starts afresh."""
+        """Note whether the strategy sharded the parameters; the next ``setup`` starts afresh.
+
+        A checkpoint, if any, was loaded by now.
+        """
         self._loaded = False
+        self._sharded = is_sharded(pl_module)
+        self._rank_zero = trainer.is_global_zero
 
     @override
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
@@ -544,7 +569,7 @@ class TrainingHelper(LearnscopeCallback):
 
     # -- findings --------------------------------------------------------------------------
 
-    def _dashboards(self, trainer: Any) -> Writers:
+    def _dashboards(self, trainer: Any) -> BackgroundWriters:
         """The writers; a logger that cannot show histograms or the findings table is named once.
 
         Without any logger nothing is said: the findings are on the ``learnscope`` logger.
@@ -553,6 +578,8 @@ class TrainingHelper(LearnscopeCallback):
         return self.writers(trainer, shown, warn_without_logger=False)
 
     def _report(self, findings: Sequence[Finding]) -> None:
+        if not self._rank_zero:
+            return
         for finding in findings:
             if self._log.add(finding):
                 self._new_findings = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,9 @@ class WandbWriter(Writer):
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
             returned.
+        view_dir: A TensorBoard run directory that learnscope also writes (the trainer's
+            ``TensorBoardLogger``): after each new snapshot, the training-dynamics view of it
+            is logged as the HTML panel ``learnscope/view`` (see ``wandb_view``).
 
     Example:
         >>> import os, tempfile, torch, wandb  # doctest: +SKIP
@@ -49,9 +53,11 @@ class WandbWriter(Writer):
         ... )
     """
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: Any, view_dir: Path | None = None) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
+        self.view_dir = view_dir
+        self._view_due: int | None = None  # step of a snapshot not yet in the view panel
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
@@ -107,6 +113,7 @@ class WandbWriter(Writer):
         if chart is not None:  # snapshots with aligned PCA columns also get a scatter chart
             logged[f"embeddings/{key}/pca_scatter"] = chart
         self.run.log(logged)
+        self._view_due = snapshot.step
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""
@@ -141,6 +148,18 @@ class WandbWriter(Writer):
         if not rows:
             rows = [[step, "info", "no-findings", "", "No findings: nothing looks wrong so far."]]
         self.run.log({FINDINGS_KEY: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
+
+    def flush(self) -> None:
+        """Log the view panel when a snapshot came since the last one (and a view_dir is set).
+
+        At a flush, not in :meth:`write_embedding`, so that the TensorBoard writer has written
+        the same snapshot, whichever logger comes first.
+        """
+        if self.view_dir is not None and self._view_due is not None:
+            from learnscope.plugins.wandb_view import log_view
+
+            step, self._view_due = self._view_due, None
+            log_view(self.run, self.view_dir, step, STEP_KEY)
 
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""

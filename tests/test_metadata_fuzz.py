@@ -201,7 +201,7 @@ def test_the_plugin_serves_the_bytes_the_front_end_parses(tmp_path: Path) -> Non
     writer.write_embedding(EmbeddingSnapshot("e", 0, torch.randn(3, 2), columns))
     writer.close()
 
-    served = ProjectorReader(tmp_path).get("metadata", run="run", name="e/step_0")
+    served = ProjectorReader(tmp_path).get("metadata", run="run", name="e/step_000000000")
     names, points = front_end_parse(served)
     assert [[p[n] for n in names] for p in points] == [
         ["<empty>", "<empty>"],

@@ -17,6 +17,11 @@ training_helper.TrainingHelper` calls it from Lightning.
 * :class:`NonFiniteOutputTracer` names the first module whose output is not finite, with forward
   hooks armed for one step only (what ``torch.autograd.detect_anomaly`` does, without its cost on
   healthy steps).
+* :func:`parameter_shards` sees through sharded training (FSDP2's ``DTensor``, FSDP1's flat
+  and original parameters): one :class:`ParameterShard` per original parameter, with its name,
+  full shape and the elements this rank holds. Every function above accepts a model sharded so
+  (pass the model itself for FSDP1 with ``use_orig_params=True``): each rank measures its
+  shard, one all-reduce adds the ranks up, and the figures equal the unsharded model's.
 * :class:`CoordinateRangeCheck` is an input check: it says when every coordinate lies in
   ``[0, 1]``, the sign of fractional coordinates passed where Cartesian ones were meant.
 
@@ -58,6 +63,7 @@ from learnscope.health.parameters import (
     unused_parameter_findings,
     unused_parameter_names,
 )
+from learnscope.health.sharded import ParameterShard, is_sharded, parameter_shards
 from learnscope.health.tracing import NonFiniteOutputTracer
 
 __all__ = [
@@ -66,6 +72,7 @@ __all__ = [
     "GradientRound",
     "GradientStatistics",
     "NonFiniteOutputTracer",
+    "ParameterShard",
     "collapse_findings",
     "ddp_unused_parameter_advice",
     "gradient_findings",
@@ -73,7 +80,9 @@ __all__ = [
     "group_name",
     "head_findings",
     "health_scalars",
+    "is_sharded",
     "owner_module",
+    "parameter_shards",
     "structural_zero_names",
     "unused_parameter_findings",
     "unused_parameter_names",

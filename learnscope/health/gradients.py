@@ -18,6 +18,7 @@ from learnscope.health.parameters import (
     group_name,
     owner_module,
 )
+from learnscope.health.sharded import ParameterShard, parameter_shards, sum_over_ranks, world_size
 from learnscope.records import Finding
 
 
@@ -68,7 +69,8 @@ class GradientStatistics:
 
 
 def gradient_statistics(
-    named_parameters: Iterable[tuple[str, Tensor]], loss: Tensor | None = None
+    named_parameters: torch.nn.Module | Iterable[tuple[str, Tensor]] | Iterable[ParameterShard],
+    loss: Tensor | None = None,
 ) -> GradientStatistics:
     """Measure all trainable parameters and their gradients, with one transfer to the host.
 
@@ -80,8 +82,18 @@ def gradient_statistics(
     transfer, on unhealthy steps only); a norm that overflowed from finite values counts as
     finite.
 
+    **Sharded parameters** (FSDP2's ``DTensor``, FSDP1; see
+    :func:`~learnscope.health.sharded.parameter_shards`) are measured by their original names
+    and full sizes: each rank takes the sums of squares of the elements it holds, and one
+    all-reduce over the default process group adds them up (with whether each parameter has a
+    gradient anywhere, and the loss, averaged over the ranks as data parallelism averages the
+    gradients), so every rank gets the unsharded model's figures. Every rank must then call
+    this, at the same step. FSDP gives a parameter that took no part in the loss a zero
+    gradient, not None: under FSDP such parameters are zero gradients, not unused ones.
+
     Args:
-        named_parameters: ``(name, parameter)`` pairs, such as ``model.named_parameters()``.
+        named_parameters: ``(name, parameter)`` pairs, such as ``model.named_parameters()``,
+            the model itself (needed for FSDP1 with ``use_orig_params=True``), or shards.
         loss: Optional loss of the step (any shape; its mean is reported).
 
     Returns:
@@ -100,14 +112,16 @@ def gradient_statistics(
         >>> dict(stats.nonfinite_counts), stats.loss == loss.item()
         ({'weight': 1}, True)
     """
-    named = [(name, p) for name, p in named_parameters if p.requires_grad]
+    named = [shard for shard in parameter_shards(named_parameters) if shard.requires_grad]
     if not named:
         raise ValueError("no parameter requires a gradient")
-    device = named[0][1].device
+    if any(shard.sharded for shard in named):
+        return _sharded_statistics(named, loss)
+    device = named[0].device
     with torch.no_grad():
-        weights = [p.detach() for _, p in named]
-        graded = [i for i, (_, p) in enumerate(named) if p.grad is not None]
-        grads = [_dense(named[i][1].grad) for i in graded]
+        weights = [shard.holder.detach() for shard in named]
+        graded = [i for i, shard in enumerate(named) if shard.holder.grad is not None]
+        grads = [_dense(named[i].holder.grad) for i in graded]
         wide = any(t.dtype == torch.float64 for t in (*weights, *grads))
         dtype = torch.float64 if wide else torch.float32  # never narrower than a parameter
         parts = list(torch._foreach_norm(weights, 2, dtype=dtype))
@@ -123,9 +137,9 @@ def gradient_statistics(
     has_grad[graded] = True
     suspects = [i for i in graded if not math.isfinite(grad_norms[i])]
     return GradientStatistics(
-        names=tuple(name for name, _ in named),
-        numels=np.array([p.numel() for _, p in named], dtype=np.int64),
-        ndims=np.array([p.ndim for _, p in named], dtype=np.int64),
+        names=tuple(shard.name for shard in named),
+        numels=np.array([shard.numel for shard in named], dtype=np.int64),
+        ndims=np.array([shard.ndim for shard in named], dtype=np.int64),
         has_grad=has_grad,
         grad_norms=grad_norms,
         weight_norms=host[:count],
@@ -134,21 +148,90 @@ def gradient_statistics(
     )
 
 
+def _sharded_statistics(named: Sequence[ParameterShard], loss: Tensor | None) -> GradientStatistics:
+    """:func:`gradient_statistics` of sharded parameters: local sums of squares, all-reduced.
+
+    One all-reduce of ``3 P + 1`` float64 numbers (weight and gradient squares, whether there
+    is a gradient, the loss) and one transfer; the counts of non-finite values, only when a
+    norm is not finite (the same on every rank, so all take part), need a second.
+    """
+    device = named[0].device
+    count = len(named)
+    with torch.no_grad():
+        weights = [shard.elements() for shard in named]
+        grads = [shard.elements(grad=True) for shard in named]
+        graded = [i for i, grad in enumerate(grads) if grad is not None]
+        wide = any(t is not None and t.dtype == torch.float64 for t in (*weights, *grads))
+        dtype = torch.float64 if wide else torch.float32
+        weight_norms = torch._foreach_norm(weights, 2, dtype=dtype)
+        grad_squares = torch.zeros(count, dtype=torch.float64, device=device)
+        if graded:
+            norms = torch._foreach_norm([grads[i] for i in graded], 2, dtype=dtype)
+            index = torch.tensor(graded, device=device)
+            grad_squares.index_copy_(0, index, torch.stack(norms).double().square())
+        has = torch.zeros(count, dtype=torch.float64, device=device)
+        has[graded] = 1.0
+        mean_loss = (
+            loss.detach().double().mean().reshape(1).to(device) / world_size()
+            if loss is not None
+            else has.new_zeros(1)
+        )
+        packed = torch.cat(
+            [torch.stack(weight_norms).double().square(), grad_squares, has, mean_loss]
+        )
+        host = sum_over_ranks(packed).cpu().numpy()
+    has_grad = host[2 * count : 3 * count] > 0
+    grad_norms = np.where(has_grad, np.sqrt(host[count : 2 * count]), math.nan)
+    suspects = [i for i in range(count) if has_grad[i] and not math.isfinite(grad_norms[i])]
+    return GradientStatistics(
+        names=tuple(shard.name for shard in named),
+        numels=np.array([shard.numel for shard in named], dtype=np.int64),
+        ndims=np.array([shard.ndim for shard in named], dtype=np.int64),
+        has_grad=has_grad,
+        grad_norms=grad_norms,
+        weight_norms=np.sqrt(host[:count]),
+        nonfinite_counts=_sharded_nonfinite_counts(named, suspects, device),
+        loss=float(host[-1]) if loss is not None else None,
+    )
+
+
+def _sharded_nonfinite_counts(
+    named: Sequence[ParameterShard], suspects: Sequence[int], device: torch.device
+) -> dict[str, int]:
+    """Count NaN and infinite gradient values of the ``suspects`` over every rank."""
+    if not suspects:
+        return {}
+    with torch.no_grad():
+        counts = []
+        for i in suspects:
+            grad = named[i].elements(grad=True)
+            bad = (
+                (~torch.isfinite(grad)).sum()
+                if grad is not None
+                else torch.zeros((), dtype=torch.long)
+            )
+            counts.append(bad.to(device=device, dtype=torch.float64))
+        values = sum_over_ranks(torch.stack(counts)).tolist()
+    return {named[i].name: int(n) for i, n in zip(suspects, values, strict=True) if n > 0}
+
+
 def _dense(grad: Tensor) -> Tensor:
     """The stored values of a sparse gradient, or the gradient itself."""
     return grad.coalesce().values() if grad.is_sparse else grad
 
 
 def _nonfinite_counts(
-    named: Sequence[tuple[str, Tensor]], suspects: Sequence[int], device: torch.device
+    named: Sequence[ParameterShard], suspects: Sequence[int], device: torch.device
 ) -> dict[str, int]:
     """Count NaN and infinite gradient values of the ``suspects`` (one transfer, or none)."""
     if not suspects:
         return {}
     with torch.no_grad():
-        counts = [(~torch.isfinite(_dense(named[i][1].grad))).sum().to(device) for i in suspects]
+        counts = [
+            (~torch.isfinite(_dense(named[i].holder.grad))).sum().to(device) for i in suspects
+        ]
         values = torch.stack(counts).tolist()
-    return {named[i][0]: int(n) for i, n in zip(suspects, values, strict=True) if n > 0}
+    return {named[i].name: int(n) for i, n in zip(suspects, values, strict=True) if n > 0}
 
 
 def gradient_findings(

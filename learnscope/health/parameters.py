@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from torch import Tensor
+from torch import Tensor, nn
 
+from learnscope.health.sharded import ParameterShard, has_gradient, parameter_shards
 from learnscope.records import Finding
+
+Parameters = nn.Module | Iterable[tuple[str, Tensor]] | Iterable[ParameterShard]
 
 _MAX_NAMES = 8  # parameter names spelled out in one message
 
@@ -61,8 +64,11 @@ def _subject(module: str) -> str:
     return module or "root"
 
 
-def unused_parameter_names(named_parameters: Iterable[tuple[str, Tensor]]) -> list[str]:
+def unused_parameter_names(named_parameters: Parameters) -> list[str]:
     """Names of the parameters that require a gradient but have none (after a backward).
+
+    Sharded parameters (FSDP) are named by their original names and judged over every rank
+    (a collective: every rank must call it).
 
     Example:
         >>> import torch
@@ -72,11 +78,13 @@ def unused_parameter_names(named_parameters: Iterable[tuple[str, Tensor]]) -> li
         >>> unused_parameter_names(model.named_parameters())
         ['spare.weight', 'spare.bias']
     """
-    return [name for name, p in named_parameters if p.requires_grad and p.grad is None]
+    shards = [shard for shard in parameter_shards(named_parameters) if shard.requires_grad]
+    flags = has_gradient(shards)
+    return [shard.name for shard, has in zip(shards, flags, strict=True) if not has]
 
 
 def unused_parameter_findings(
-    named_parameters: Iterable[tuple[str, Tensor]],
+    named_parameters: Parameters,
     step: int,
     *,
     seen: Collection[str] | None = None,
@@ -87,7 +95,8 @@ def unused_parameter_findings(
     got a gradient during a first round of steps (see :class:`GradientRound`) as ``seen``.
 
     Args:
-        named_parameters: ``(name, parameter)`` pairs, such as ``model.named_parameters()``.
+        named_parameters: ``(name, parameter)`` pairs, such as ``model.named_parameters()``,
+            the model, or its shards (FSDP: original names).
         step: The training step.
         seen: Names of the parameters that got a gradient; by default, those whose ``grad`` is
             set now.
@@ -107,7 +116,8 @@ def unused_parameter_findings(
         unused = unused_parameter_names(named_parameters)
         when = "in the first backward"
     else:
-        unused = [n for n, p in named_parameters if p.requires_grad and n not in seen]
+        shards = parameter_shards(named_parameters)
+        unused = [s.name for s in shards if s.requires_grad and s.name not in seen]
         when = "in a first round of steps of every optimizer"
     return [
         Finding(
@@ -130,7 +140,9 @@ class GradientRound:
     discriminator steps first. Whether a parameter never gets a gradient is therefore judged over
     a round in which every optimizer stepped once. Call :meth:`observe` just before each
     optimizer step (after its backward); a step in which none of that optimizer's parameters has
-    a gradient (a skipped step) does not count.
+    a gradient (a skipped step) does not count. With sharded parameters (FSDP) the names are
+    the original ones and "has a gradient" is judged over every rank: every rank must call
+    :meth:`observe`.
 
     Example:
         >>> import torch
@@ -165,7 +177,7 @@ class GradientRound:
 
     def observe(
         self,
-        named_parameters: Iterable[tuple[str, Tensor]],
+        named_parameters: Parameters,
         optimizer: Any,
         optimizers: Sequence[Any],
     ) -> list[str] | None:
@@ -190,17 +202,18 @@ class GradientRound:
         """
         if self.complete:
             return None
-        named = [(n, p) for n, p in named_parameters if p.requires_grad]
+        shards = [s for s in parameter_shards(named_parameters) if s.requires_grad]
+        flags = has_gradient(shards)
         own = {id(p) for group in optimizer.param_groups for p in group["params"]}
-        mine = [p for _, p in named if id(p) in own]
-        if mine and all(p.grad is None for p in mine):
+        mine = [has for s, has in zip(shards, flags, strict=True) if id(s.holder) in own]
+        if mine and not any(mine):
             return None  # no backward reached this optimizer: a skipped step
         self._stepped.add(id(optimizer))
-        self._seen.update(n for n, p in named if p.grad is not None)
+        self._seen.update(s.name for s, has in zip(shards, flags, strict=True) if has)
         if not all(id(o) in self._stepped for o in optimizers):
             return None
         self.complete = True
-        return [n for n, _ in named if n not in self._seen]
+        return [s.name for s in shards if s.name not in self._seen]
 
 
 _DDP_UNUSED_ERRORS = (
