@@ -20,21 +20,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers
+
+import tb_server  # noqa: E402
+from browser import chromium  # noqa: E402
+
 RUN = "demo"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 # The first element named ``tag`` in the page, searched through shadow roots (not iframes).
 _DEEP_FIND = """
@@ -97,67 +95,11 @@ def run_dir_of(logdir: Path) -> Path:
 @contextlib.contextmanager
 def tensorboard(run_dir: Path, timeout: float = 90.0) -> Iterator[str]:
     """Serve ``run_dir`` as the run ``demo`` on a free port; yield the page's address."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     with tempfile.TemporaryDirectory() as serve:
         os.symlink(run_dir.resolve(), Path(serve) / RUN)  # the sidebar shows "demo" only
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tensorboard.main", "--logdir", ".", "--port", str(port)]
-            + ["--host", "127.0.0.1", "--reload_interval", "1"],
-            cwd=serve,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"tensorboard exited: {process.stderr.read()[-2000:]!r}")
-                try:
-                    with urllib.request.urlopen(f"{base}/data/plugin/projector/runs") as answer:
-                        if RUN.encode() in answer.read():
-                            break
-                except (urllib.error.URLError, ConnectionError):
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError("tensorboard did not start")
-                time.sleep(0.5)
-            yield base
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-
-
-@contextlib.contextmanager
-def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
-    """Headless Chromium with no network use and a fresh profile."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in (
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--hide-scrollbars",
-            f"--user-data-dir={profile}",
-            f"--window-size={width},{height}",
-        ):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-        try:
-            yield driver
-        finally:
-            driver.quit()
+        with tb_server.tensorboard(".", timeout, cwd=serve) as server:
+            server.wait_for("/data/plugin/projector/runs", lambda runs: RUN in runs, timeout)
+            yield server.base
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:

@@ -72,6 +72,7 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
         "--disable-sync",
         "--disable-quic",
         "--disable-dev-shm-usage",
+        "--hide-scrollbars",
         f"--user-data-dir={profile}",
         f"--window-size={width},{height}",
     ):

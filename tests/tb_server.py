@@ -50,14 +50,20 @@ class TensorBoardServer:
 
 
 @contextlib.contextmanager
-def tensorboard(logdir: str | Path, timeout: float = 90.0) -> Iterator[TensorBoardServer]:
-    """Start ``tensorboard --logdir logdir`` on a free port of 127.0.0.1; stop it afterwards."""
+def tensorboard(
+    logdir: str | Path, timeout: float = 90.0, cwd: str | Path | None = None
+) -> Iterator[TensorBoardServer]:
+    """Start ``tensorboard --logdir logdir`` on a free port of 127.0.0.1; stop it afterwards.
+
+    ``logdir`` is read from ``cwd`` when given (``logdir="."`` then shows no path in the page).
+    """
     port = free_port()
     process = subprocess.Popen(
         [
             sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
             "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1",
         ],
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )  # fmt: skip

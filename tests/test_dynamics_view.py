@@ -195,13 +195,7 @@ def test_exported_page_plays_offline(demo_run: Path, browser: Any, tmp_path: Pat
     assert state["points"] == state["drawnPoints"] == 540 and state["steps"] == [20, 40, 60]
     _hover_and_pin(browser, demo_run)
 
-    browser.execute_script("window.learnscopeView.play()")
-    start = browser.execute_script("return window.learnscopeView.state.frames")
-    time.sleep(1.0)
-    frames = browser.execute_script("return window.learnscopeView.state.frames") - start
-    browser.execute_script("window.learnscopeView.pause()")
-    print(f"exported page: {frames} frames per second while playing 540 points")
-    assert frames >= 20
+    print(f"exported page: {_frames_while_playing(browser)} frames per second, 540 points")
 
     browser.execute_script("window.learnscopeView.findMovers()")
     movers = browser.execute_script("return window.learnscopeView.state.movers")
@@ -229,6 +223,7 @@ def test_tensorboard_tab_shows_the_run(demo_run: Path, browser: Any) -> None:
             assert state["points"] == state["drawnPoints"] == 540
             assert state["run"] == "demo/version_0"
             _hover_and_pin(browser, demo_run)
+            print(f"learnscope tab: {_frames_while_playing(browser)} frames per second")
             text = browser.find_element("tag name", "body").text
             assert "zero-gradient" in text and "head.bias" in text  # the findings timeline
         finally:
@@ -241,7 +236,6 @@ def test_tensorboard_tab_shows_the_run(demo_run: Path, browser: Any) -> None:
 
 def test_wandb_panel_holds_the_view(demo_run: Path, wandb_dir: Path) -> None:
     import wandb
-
     from learnscope.plugins.wandb_view import VIEW_KEY, log_view
 
     run = wandb.init(project="view", dir=str(wandb_dir))
@@ -280,6 +274,17 @@ def test_a_fit_with_tensorboard_and_wandb_logs_the_view_after_each_snapshot(
     last = re.search(r'id="learnscope-data">(.*?)</script>', pages[-1].read_text("utf-8"), re.S)
     (shown,) = json.loads(last[1])["runs"]
     assert shown["view"]["embeddings"][0]["steps"] == [6, 12]  # both snapshots in the last
+
+
+def _frames_while_playing(browser: Any) -> int:
+    """Press play for one second: the frames drawn (at least 20), and the step moved on."""
+    before = browser.execute_script("return window.learnscopeView.state.frames")
+    browser.execute_script("window.learnscopeView.play()")
+    time.sleep(1.0)
+    frames = browser.execute_script("return window.learnscopeView.state.frames") - before
+    browser.execute_script("window.learnscopeView.pause()")
+    assert frames >= 20
+    return frames
 
 
 def _wait_ready(browser: Any, timeout: float = 60.0) -> dict[str, Any]:
