@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers
 
 import tb_server  # noqa: E402
-from browser import chromium  # noqa: E402
+from browser import DEEP_TEXT, chromium  # noqa: E402
 
 RUN = "demo"
 
@@ -59,18 +59,6 @@ function walk(node) {
 }
 walk(document.body);
 return out;
-"""
-
-# Text of an element through shadow roots.
-_DEEP_TEXT = """
-const out = [];
-function walk(node) {
-  if (node.nodeType === Node.TEXT_NODE) { out.push(node.textContent); return; }
-  if (node.shadowRoot) walk(node.shadowRoot);
-  for (const child of node.childNodes) walk(child);
-}
-walk(arguments[0]);
-return out.join(' ').replace(/\\s+/g, ' ');
 """
 
 
@@ -193,7 +181,7 @@ def images(driver: Any, base: str, out: Path) -> None:
     wait_until(
         lambda: (
             "embeddings/encoder/validate/pca"
-            in driver.execute_script(_DEEP_TEXT, deep(driver, "tf-image-dashboard"))
+            in driver.execute_script(DEEP_TEXT, deep(driver, "tf-image-dashboard"))
         ),
         "the PCA images",
     )
@@ -211,7 +199,7 @@ def custom_scalars(driver: Any, base: str, out: Path) -> None:
     wait_until(
         lambda: (
             "autocorrelation/params"
-            in driver.execute_script(_DEEP_TEXT, deep(driver, "tf-custom-scalar-dashboard"))
+            in driver.execute_script(DEEP_TEXT, deep(driver, "tf-custom-scalar-dashboard"))
         ),
         "the autocorrelation charts",
     )

@@ -27,6 +27,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from learnscope.plugins.base import Writer
 from learnscope.plugins.fanout import Writers
@@ -98,40 +99,36 @@ class BackgroundWriters:
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Queue ``snapshot`` for every writer."""
-        self.inline.write_embedding(snapshot)
-        self.submit(lambda w: w.write_embedding(snapshot), size=_nbytes(snapshot))
+        self._record("write_embedding", snapshot, size=_nbytes(snapshot))
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Queue ``scalars`` at ``step`` for every writer."""
-        scalars = dict(scalars)
-        self.inline.write_scalars(scalars, step)
-        self.submit(lambda w: w.write_scalars(scalars, step))
+        self._record("write_scalars", dict(scalars), step)
 
     def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
         """Queue ``summary`` for every writer."""
-        self.inline.write_autocorrelation(summary)
-        self.submit(lambda w: w.write_autocorrelation(summary))
+        self._record("write_autocorrelation", summary)
 
     def write_histogram(self, histogram: Histogram) -> None:
         """Queue ``histogram`` for every writer."""
-        self.inline.write_histogram(histogram)
-        self.submit(lambda w: w.write_histogram(histogram))
+        self._record("write_histogram", histogram)
 
     def write_image(self, image: RenderedImage) -> None:
         """Queue ``image`` for every writer."""
-        self.inline.write_image(image)
-        self.submit(lambda w: w.write_image(image))
+        self._record("write_image", image)
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Queue the findings table for every writer."""
-        findings = list(findings)
-        self.inline.write_findings(findings, step)
-        self.submit(lambda w: w.write_findings(findings, step))
+        self._record("write_findings", list(findings), step)
 
     def flush(self) -> None:
         """Flush the training-thread writers, and queue a flush of the others (no wait)."""
-        self.inline.flush()
-        self.submit(lambda w: w.flush())
+        self._record("flush")
+
+    def _record(self, method: str, *args: Any, size: int = 0) -> None:
+        """``method(*args)`` of the training-thread writers now, of the others queued."""
+        getattr(self.inline, method)(*args)
+        self.submit(lambda writers: getattr(writers, method)(*args), size=size)
 
     def submit(self, job: Job, size: int = 0) -> None:
         """Queue ``job(writers)`` to run on the worker after everything queued before it.

@@ -45,6 +45,17 @@ def framed(event: Any) -> bytes:
     return sink.data
 
 
+def version_event() -> Any:
+    """The first event of every event file: the file format's version, as TensorBoard writes it.
+
+    Example:
+        >>> version_event().file_version
+        'brain.Event:2'
+    """
+    event_pb2 = import_optional("tensorboard.compat.proto.event_pb2", "tensorboard")
+    return event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+
+
 class EventFile:
     """An event file in ``run_dir`` named as TensorBoard names them, ending in ``suffix``.
 
@@ -72,7 +83,7 @@ class EventFile:
         self.path = run_dir / name
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = 0
-        self._add(self.event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self._add(version_event())
 
     def add_summary(self, summary: Any, step: int) -> None:
         """Append one ``Summary`` proto at ``step``; it is in the file when this returns."""

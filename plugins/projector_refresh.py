@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from learnscope.optional import import_optional
+from learnscope.plugins.event_file import framed, version_event
 
 MARKER_PREFIX = ".projector-refresh-"
 LINGER_S = 30.0  # six of TensorBoard's default 5 s reload intervals
@@ -77,7 +77,7 @@ class ProjectorRefresh:
             marker.mkdir(parents=True)
             with contextlib.suppress(FileNotFoundError):  # removed by another host's cleaning
                 (marker / f"events.out.tfevents.{int(time.time())}.learnscope").write_bytes(
-                    _version_record()
+                    framed(version_event())
                 )
             args = (self.run_dir, self._own)
             self._timer = threading.Timer(self.linger_s, _remove_markers, args)
@@ -127,21 +127,3 @@ def _dead_writer(name: str) -> bool:
     except (OSError, OverflowError):
         return False
     return False
-
-
-def _version_record() -> bytes:
-    """One TFRecord-framed ``Event`` holding the event-file version, as TensorBoard writes it."""
-    event_pb2 = import_optional("tensorboard.compat.proto.event_pb2", "tensorboard")
-    record_writer = import_optional("tensorboard.summary.writer.record_writer", "tensorboard")
-    event = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-
-    class _Bytes:
-        def __init__(self) -> None:
-            self.data = b""
-
-        def write(self, data: bytes) -> None:
-            self.data += data
-
-    sink = _Bytes()
-    record_writer.RecordWriter(sink).write(event.SerializeToString())
-    return sink.data

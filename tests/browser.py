@@ -16,15 +16,16 @@ from typing import Any
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
-# Text of a page including shadow DOMs (TensorBoard is built of web components).
-_DEEP_TEXT = """
+# Text of an element (``arguments[0]``, or the whole page without one) including shadow DOMs
+# (TensorBoard is built of web components).
+DEEP_TEXT = """
 const out = [];
 function walk(node) {
   if (node.nodeType === Node.TEXT_NODE) { out.push(node.textContent); return; }
   if (node.shadowRoot) walk(node.shadowRoot);
   for (const child of node.childNodes) walk(child);
 }
-walk(document.body);
+walk(arguments[0] || document.body);
 return out.join(' ').replace(/\\s+/g, ' ');
 """
 
@@ -92,7 +93,7 @@ def page_text(driver: Any, depth: int = 2) -> str:
 
 
 def _frame_text(driver: Any, path: list[int], depth: int) -> str:
-    parts = [driver.execute_script(_DEEP_TEXT)]
+    parts = [driver.execute_script(DEEP_TEXT)]
     if depth > 0:
         for index in range(len(driver.execute_script(_DEEP_FRAMES))):
             frame = driver.execute_script(_DEEP_FRAMES)[index]

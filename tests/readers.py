@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import struct
 import time
@@ -171,3 +172,15 @@ def wandb_artifact_tables(run_dir: Path, key: str) -> list[dict[str, Any]]:
             table["_files"] = files
             tables.append(table)
     return tables
+
+
+def csv_metrics(path: Path, prefixes: tuple[str, ...]) -> dict[tuple[int, str], float]:
+    """``(step, key) -> value`` of a CSVLogger file's columns whose name starts with a prefix."""
+    with path.open() as stream:
+        rows = list(csv.DictReader(stream))
+    return {
+        (int(row["step"]), key): float(value)
+        for row in rows
+        for key, value in row.items()
+        if value and key.startswith(prefixes)
+    }

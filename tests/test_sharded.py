@@ -9,7 +9,6 @@ process here.
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import json
 import math
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from readers import csv_metrics
 
 SCRIPTS = Path(__file__).parent / "ddp_scripts"
 STRATEGIES = ("fsdp2", "fsdp1_orig", "fsdp1_flat")
@@ -109,18 +109,6 @@ def test_sharded_figures_equal_the_unsharded_models(
     assert all(close(rank0["collapse"][k], reference["collapse"][k]) for k in rank0["collapse"])
 
 
-def metrics(path: Path) -> dict[tuple[int, str], float]:
-    """``(step, key) -> value`` of the learnscope scalars in a CSVLogger file."""
-    with path.open() as stream:
-        rows = list(csv.DictReader(stream))
-    return {
-        (int(row["step"]), key): float(value)
-        for row in rows
-        for key, value in row.items()
-        if value and key.startswith(("health/", "autocorrelation/"))
-    }
-
-
 def test_lightning_model_parallel_fit_equals_the_unsharded_fit(tmp_path: Path) -> None:
     rank0, rank1 = launch("fit_model_parallel.py", tmp_path / "fsdp2")
     assert rank0["parameter_types"] == ["DTensor"]  # really sharded by FSDP2
@@ -138,8 +126,9 @@ def test_lightning_model_parallel_fit_equals_the_unsharded_fit(tmp_path: Path) -
 
     assert rank0["findings"] == reference["findings"] == [["zero-gradient", "branch"]]
     assert rank1["findings"] == []  # rank zero reports
-    sharded = metrics(tmp_path / "fsdp2" / "csv" / "version_0" / "metrics.csv")
-    single = metrics(tmp_path / "single" / "csv" / "version_0" / "metrics.csv")
+    learnscope = ("health/", "autocorrelation/")
+    sharded = csv_metrics(tmp_path / "fsdp2" / "csv" / "version_0" / "metrics.csv", learnscope)
+    single = csv_metrics(tmp_path / "single" / "csv" / "version_0" / "metrics.csv", learnscope)
     assert sharded.keys() == single.keys()
     keys = {key for _, key in single}
     assert {"health/grad_norm/encoder", "health/loss", "health/weight_norm/head"} <= keys

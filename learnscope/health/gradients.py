@@ -190,29 +190,9 @@ def _sharded_statistics(named: Sequence[ParameterShard], loss: Tensor | None) ->
         has_grad=has_grad,
         grad_norms=grad_norms,
         weight_norms=np.sqrt(host[:count]),
-        nonfinite_counts=_sharded_nonfinite_counts(named, suspects, device),
+        nonfinite_counts=_nonfinite_counts(named, suspects, device, sharded=True),
         loss=float(host[-1]) if loss is not None else None,
     )
-
-
-def _sharded_nonfinite_counts(
-    named: Sequence[ParameterShard], suspects: Sequence[int], device: torch.device
-) -> dict[str, int]:
-    """Count NaN and infinite gradient values of the ``suspects`` over every rank."""
-    if not suspects:
-        return {}
-    with torch.no_grad():
-        counts = []
-        for i in suspects:
-            grad = named[i].elements(grad=True)
-            bad = (
-                (~torch.isfinite(grad)).sum()
-                if grad is not None
-                else torch.zeros((), dtype=torch.long)
-            )
-            counts.append(bad.to(device=device, dtype=torch.float64))
-        values = sum_over_ranks(torch.stack(counts)).tolist()
-    return {named[i].name: int(n) for i, n in zip(suspects, values, strict=True) if n > 0}
 
 
 def _dense(grad: Tensor) -> Tensor:
@@ -221,16 +201,27 @@ def _dense(grad: Tensor) -> Tensor:
 
 
 def _nonfinite_counts(
-    named: Sequence[ParameterShard], suspects: Sequence[int], device: torch.device
+    named: Sequence[ParameterShard],
+    suspects: Sequence[int],
+    device: torch.device,
+    *,
+    sharded: bool = False,
 ) -> dict[str, int]:
-    """Count NaN and infinite gradient values of the ``suspects`` (one transfer, or none)."""
+    """Count NaN and infinite gradient values of the ``suspects`` (one transfer, or none).
+
+    Sharded, each rank counts its own elements (none when it holds no gradient of a suspect)
+    and the counts are summed over every rank.
+    """
     if not suspects:
         return {}
     with torch.no_grad():
-        counts = [
-            (~torch.isfinite(_dense(named[i].holder.grad))).sum().to(device) for i in suspects
-        ]
-        values = torch.stack(counts).tolist()
+        counts = []
+        for i in suspects:
+            grad = named[i].elements(grad=True) if sharded else _dense(named[i].holder.grad)
+            bad = (~torch.isfinite(grad)).sum() if grad is not None else torch.zeros(())
+            counts.append(bad.to(device=device, dtype=torch.float64))
+        stacked = torch.stack(counts)
+        values = (sum_over_ranks(stacked) if sharded else stacked).tolist()
     return {named[i].name: int(n) for i, n in zip(suspects, values, strict=True) if n > 0}
 
 
