@@ -19,6 +19,7 @@ from learnscope.embedding_rows import (
     token_rows,
 )
 from learnscope.lightning_glue.base import LearnscopeCallback, log
+from learnscope.lightning_glue.snapshot_names import SnapshotNames
 from learnscope.plugins import Writers
 from learnscope.plugins.figures import scatter_image
 from learnscope.projection import PCA_COLUMNS, AlignedPCA
@@ -176,6 +177,7 @@ class EmbeddingProjector(LearnscopeCallback):
         self.graph_index_fn = graph_index_fn
         self.aligned_pca = aligned_pca
         self._pca = AlignedPCA(dims=3)
+        self._names = SnapshotNames()  # never two snapshots under one name
         self._limits: dict[str, Limits] = {}  # scatter frame per key, from its first snapshot
         self._hook: torch.utils.hooks.RemovableHandle | None = None
         self._checking = False  # sanity check: validate user functions, capture nothing
@@ -209,14 +211,26 @@ class EmbeddingProjector(LearnscopeCallback):
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned.
+
+        An evaluation call outside ``fit`` that loads an older checkpoint (``ckpt_path=``) adds
+        only the views of tags this callback has not shown yet: the views it holds are newer.
+        """
+        if self._names.evaluating_checkpoint:
+            state_dict = _held_first(state_dict, self.state_dict())
         self._pca.load_state_dict(state_dict["pca"])
         self._limits = {key: tuple(lim) for key, lim in state_dict["limits"].items()}
+
+    @override
+    def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        """Note the step of a checkpoint that an evaluation call outside ``fit`` evaluates."""
+        self._names.checkpoint_loaded(trainer, checkpoint)
 
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Find the sub-module and attach the forward hook."""
         super().setup(trainer, pl_module, stage)
+        self._names.start_call(trainer, pl_module)
         try:
             target = pl_module.get_submodule(self.module)
         except AttributeError:
@@ -267,9 +281,10 @@ class EmbeddingProjector(LearnscopeCallback):
         with self.guard(_PART, self._record(trainer.global_step)):
             if self._rows is None:
                 self._loaders = _loader_names(trainer, stage)
+                step, label = self._names.choose(trainer, self.tag, stage)
                 self._rows = EmbeddingRows(
-                    trainer.global_step,
-                    stage,
+                    step,
+                    label,
                     self.max_points,
                     by_id=self.ids_fn is not None,
                     loaders=self._loaders,
@@ -668,3 +683,12 @@ def _dataset_order(trainer: Any, stage: str, dataloader_idx: int) -> Sequence[in
         f"data set in order, but it uses {type(sampler or batch_sampler).__name__}; pass "
         "ids_fn=lambda batch: ... that returns a stable id per sample instead"
     )
+
+
+def _held_first(loaded: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+    """The ``loaded`` state, with the views and frames that ``held`` has in place of its own."""
+    views = {**loaded["pca"]["views"], **held["pca"]["views"]}
+    return {
+        "pca": {**held["pca"], "views": views},
+        "limits": {**loaded["limits"], **held["limits"]},
+    }

@@ -433,6 +433,9 @@ def _entry_text(entry: Any) -> str:
 def _merge_entry(run_dir: Path, entry: Any) -> None:
     """Add or replace ``entry`` in the config on disk, keeping every other entry.
 
+    Replacing an entry of the same name is said with a warning: learnscope's callbacks give
+    every snapshot of a run its own name, so only a resumed run that repeats a step does it.
+
     The parsed config is kept between calls and the file is parsed again only when its stamp
     (inode, size, modification and change times) differs from the one left by this process's
     last write, that is when another writer, a resumed run or a person changed or removed it.
@@ -445,7 +448,12 @@ def _merge_entry(run_dir: Path, entry: Any) -> None:
         cached = _CACHE.pop(key, None)  # dropped for good if anything below fails
         if cached is None or cached.stamp != _stamp(path):
             cached = _parse_config(path)
-        cached.entries.pop(entry.tensor_name, None)  # a rewritten snapshot moves to the end
+        if cached.entries.pop(entry.tensor_name, None) is not None:  # it moves to the end
+            log.warning(
+                "learnscope: the projector snapshot %s was written again (a resumed run that "
+                "repeats a step); it replaces the one written before",
+                entry.tensor_name,
+            )
         cached.entries[entry.tensor_name] = _entry_text(entry)
         write_atomic(path, cached.text().encode("utf-8"))
         stamp = _stamp(path)
