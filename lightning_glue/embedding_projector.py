@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -136,20 +136,18 @@ class EmbeddingProjector(LearnscopeCallback):
         self,
         module: str = "encoder",
         *,
-        select: Callable[[Any], torch.Tensor] | None = None,
-        metadata_fn: Callable[[Any], Mapping[str, Sequence[Any] | torch.Tensor]] | None = None,
-        images_fn: Callable[[Any], torch.Tensor] | None = None,
+        select: Callable[..., Any] | None = None,
+        metadata_fn: Callable[..., Any] | None = None,
+        images_fn: Callable[..., Any] | None = None,
         stages: Sequence[str] = ("validate",),
         every_n_epochs: int = 1,
         every_n_train_steps: int | None = None,
         max_points: int = 5000,
         tag: str | None = None,
-        ids_fn: Callable[[Any], Sequence[Any] | torch.Tensor]
-        | Literal["dataset_index"]
-        | None = None,
+        ids_fn: str | Callable[..., Any] | None = None,
         aligned_pca: bool = False,
         gather: bool = False,
-        graph_index_fn: Callable[[Any], torch.Tensor] | None = None,
+        graph_index_fn: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__()
         stages = (stages,) if isinstance(stages, str) else tuple(stages)

@@ -1,0 +1,26 @@
+"""What a LightningCLI config names by import path in ``tests/test_lightning_cli.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from tiny_models import loaders
+
+
+class BlobData(pl.LightningDataModule):
+    """The tiny models' blobs as a data module."""
+
+    def train_dataloader(self) -> Any:
+        return loaders()[0]
+
+    def val_dataloader(self) -> Any:
+        return loaders()[1]
+
+
+def labels(batch: Any) -> dict[str, Any]:
+    return {"label": batch[1]}
+
+
+def features(output: Any) -> Any:
+    return output
