@@ -1,8 +1,20 @@
-"""The base of learnscope's callbacks: accepted by both Lightning packages, fails softly.
+"""The base of learnscope's callbacks: accepted by either Lightning package, fails softly.
 
-Both ``lightning.pytorch`` and ``pytorch_lightning`` check callbacks against their own
-``Callback`` class; the base inherits from every one of the two that imports, so either Trainer
-accepts learnscope's callbacks.
+Lightning comes as two packages, ``lightning.pytorch`` and ``pytorch_lightning``, and each
+Trainer accepts only callbacks derived from its own ``Callback``. Importing either package has
+side effects (each points ``lightning_utilities``' rank-zero messages at its own logger, so the
+other's ``setLevel`` no longer silences them), so no learnscope module imports Lightning.
+
+Instead the callback classes derive from no Lightning class, and making a callback makes an
+instance of a subclass that adds the ``Callback`` of every Lightning package imported by then
+(``lightning.pytorch`` is imported when neither is, or ``pytorch_lightning`` when only that one
+is installed). That subclass is made once per class and set of packages and keeps the class's
+name, ``__qualname__`` and module, so checkpoint ``state_key`` strings and messages are
+unchanged, and ``isinstance(callback, ModelAutocorrelation)`` holds. Copies (``pickle``,
+``copy.deepcopy``; Lightning's ``ddp_spawn`` pickles the callbacks) are rebuilt from the
+class the callback was made from and the same packages. Make the callbacks after importing the
+Lightning package you use: a callback made before is a ``lightning.pytorch`` one. Only
+instances are Lightning callbacks: ``issubclass(ModelAutocorrelation, Callback)`` is false.
 """
 
 from __future__ import annotations
@@ -10,9 +22,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import sys
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
@@ -21,25 +34,79 @@ from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.background import BackgroundWriters
 from learnscope.strict import strict_mode
 
+if TYPE_CHECKING:  # for type checkers, a callback of ``lightning.pytorch``
+    from lightning.pytorch import Callback as _Base
+else:
+    _Base = object
+
 log = logging.getLogger("learnscope")
 
+_PACKAGES = ("lightning.pytorch", "pytorch_lightning")
+# (class, packages) -> the class's subclass that derives from those packages' ``Callback``
+_MADE: dict[tuple[type, tuple[str, ...]], type] = {}
 
-def _callback_bases() -> tuple[type, ...]:
-    bases = []
-    for package in ("lightning.pytorch", "pytorch_lightning"):
+
+def lightning_packages() -> tuple[str, ...]:
+    """The Lightning packages imported now, importing ``lightning.pytorch`` when there is none.
+
+    Returns:
+        ``"lightning.pytorch"``, ``"pytorch_lightning"`` or both, in that order.
+
+    Raises:
+        ModuleNotFoundError: Neither package is installed.
+
+    Example:
+        >>> import lightning.pytorch
+        >>> "lightning.pytorch" in lightning_packages()
+        True
+    """
+    imported = tuple(package for package in _PACKAGES if package in sys.modules)
+    if imported:
+        return imported
+    for package in _PACKAGES:
         try:
-            bases.append(importlib.import_module(package).Callback)
+            importlib.import_module(package)
         except ImportError:
             continue
-    if not bases:
-        raise ModuleNotFoundError(
-            "learnscope's callbacks need Lightning: pip install 'learnscope[lightning]'",
-            name="lightning",
-        )
-    return tuple(bases)
+        return (package,)
+    raise ModuleNotFoundError(
+        "learnscope's callbacks need Lightning: pip install 'learnscope[lightning]'",
+        name="lightning",
+    )
 
 
-class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
+def callback_class(cls: type, packages: tuple[str, ...]) -> type:
+    """``cls``, derived also from the ``Callback`` of each of ``packages`` (made once).
+
+    Example:
+        >>> import lightning.pytorch as pl
+        >>> made = callback_class(LearnscopeCallback, ("lightning.pytorch",))
+        >>> issubclass(made, pl.Callback), made.__qualname__
+        (True, 'LearnscopeCallback')
+        >>> callback_class(LearnscopeCallback, ("lightning.pytorch",)) is made
+        True
+    """
+    made = _MADE.get((cls, packages))
+    if made is None:
+        bases = [importlib.import_module(package).Callback for package in packages]
+        missing = tuple(base for base in bases if not issubclass(cls, base))
+        namespace = {
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            "_made_from": (cls, packages),
+        }
+        made = type(cls.__name__, (cls, *missing), namespace) if missing else cls
+        made = _MADE.setdefault((cls, packages), made)
+    return made
+
+
+def _remake(cls: type, packages: tuple[str, ...]) -> Any:
+    """An empty callback of ``cls`` for ``packages``, for ``pickle`` and ``copy`` to fill."""
+    return object.__new__(callback_class(cls, packages))
+
+
+class LearnscopeCallback(_Base):
     """Common plumbing: the trainer's writer session, and diagnostics that fail softly.
 
     In ``setup`` a callback joins the writer session of its trainer (see
@@ -50,12 +117,32 @@ class LearnscopeCallback(*_callback_bases()):  # type: ignore[misc]
     inside :meth:`guard`, which logs a failure once with its traceback and switches that
     diagnostic off instead of stopping training.
 
+    A callback is a Lightning ``Callback`` of the Lightning packages imported when it is made
+    (see the module's description); its class keeps the name and ``__qualname__`` of the class
+    it was made from.
+
     Example:
+        >>> import lightning.pytorch as pl
         >>> class Hello(LearnscopeCallback):
         ...     pass
-        >>> Hello().switched_off
-        set()
+        >>> hello = Hello()
+        >>> hello.switched_off, isinstance(hello, (Hello, pl.Callback)), hello.state_key
+        (set(), True, 'Hello')
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """An instance of ``cls`` derived from the imported Lightning packages' ``Callback``."""
+        if "_made_from" in vars(cls):  # already a class made for some packages
+            return super().__new__(cls)
+        return super().__new__(callback_class(cls, lightning_packages()))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Copies are made from the class this one was made from, for the same packages."""
+        made_from = vars(type(self)).get("_made_from")
+        if made_from is None:
+            return super().__reduce_ex__(protocol)
+        getstate = getattr(self, "__getstate__", None)  # Python 3.11 on
+        return _remake, made_from, getstate() if getstate is not None else vars(self)
 
     def __init__(self) -> None:
         super().__init__()

@@ -8,7 +8,8 @@ and closes the writers when the last callback leaves. The writers run on a worke
 (:class:`~learnscope.plugins.background.BackgroundWriters`): callbacks only queue records, and
 leaving waits until everything queued is written. A callback reused with another trainer
 joins that trainer's session and writes to that trainer's loggers. Only the process of global rank
-zero gets writers; on the others the session holds none.
+zero gets writers; on the others the session holds none. Under ``Trainer(fast_dev_run=...)``,
+which turns Lightning's loggers off, the session holds no writer and says so in one line.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class WriterSession:
     Args:
         loggers: The trainer's loggers (``trainer.loggers``).
         is_global_zero: Whether this process writes (global rank zero).
+        fast_dev_run: The trainer runs with ``fast_dev_run``: nothing is written, and nothing
+            is said about what the loggers (Lightning's stand-in ``DummyLogger``) cannot show.
 
     Example:
         >>> class CSVLogger:
@@ -42,8 +45,11 @@ class WriterSession:
         ['LoggerMetricsWriter(CSVLogger)']
     """
 
-    def __init__(self, loggers: Sequence[Any], is_global_zero: bool) -> None:
-        self.loggers = list(loggers)
+    def __init__(
+        self, loggers: Sequence[Any], is_global_zero: bool, fast_dev_run: bool = False
+    ) -> None:
+        self.fast_dev_run = fast_dev_run
+        self.loggers = [] if fast_dev_run else list(loggers)
         self.is_global_zero = is_global_zero
         self.members: set[int] = set()  # ids of the callbacks that joined
         self._writers: BackgroundWriters | None = None
@@ -83,7 +89,7 @@ class WriterSession:
             methods: Writer method names, such as ``("write_histogram", "write_findings")``.
             warn_without_logger: Whether to warn when there is no logger at all.
         """
-        if not self.is_global_zero:
+        if not self.is_global_zero or self.fast_dev_run:
             return
         writers = self.writers()
         if not self.loggers and warn_without_logger:  # not writers switched off by failures
@@ -150,8 +156,14 @@ def join(trainer: Any, callback: object) -> WriterSession:
     """
     session = _SESSIONS.get(trainer)
     if session is None:
-        session = WriterSession(trainer.loggers, bool(trainer.is_global_zero))
+        fast_dev_run = bool(getattr(trainer, "fast_dev_run", False))
+        session = WriterSession(trainer.loggers, bool(trainer.is_global_zero), fast_dev_run)
         _SESSIONS[trainer] = session
+        if fast_dev_run and session.is_global_zero:
+            log.warning(
+                "learnscope: fast_dev_run is on, so Lightning's loggers are off and learnscope "
+                "writes nothing in this run"
+            )
     session.members.add(id(callback))
     return session
 

@@ -1,0 +1,161 @@
+"""Either Lightning package, no side effects on import, copies of callbacks, and fast_dev_run.
+
+The import tests run in a fresh interpreter, so that nothing else has imported a Lightning
+package (or learnscope) before.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from lightning.pytorch.loggers import TensorBoardLogger
+from tiny_models import TinyClassifier, loaders, trainer
+
+from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A tiny fit with Lightning's info lines silenced; prints what the parent asserts on.
+FIT = """
+import logging, sys, torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+class Tiny({pl}.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(4, 2)
+
+    def training_step(self, batch, batch_idx):
+        (x,) = batch
+        return self.encoder(x).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+logging.getLogger({package!r}).setLevel(logging.ERROR)
+callbacks = [ModelAutocorrelation(buffer_size=4, lags=(1,)), TrainingHelper(), EmbeddingProjector()]
+fit = {pl}.Trainer(max_steps=2, logger=False, callbacks=callbacks, enable_checkpointing=False,
+                   enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+fit.fit(Tiny(), data)
+print("steps", fit.global_step)
+print("modules", sorted(m for m in ("lightning", "pytorch_lightning") if m in sys.modules))
+print("rank zero logger", rank_zero.log.name)
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**os.environ, "LEARNSCOPE_STRICT": "1", "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def _imports(package: str) -> str:
+    return textwrap.dedent(f"""
+        import lightning_utilities.core.rank_zero as rank_zero
+        import {package} as pl
+        before = rank_zero.log.name
+        import learnscope.lightning_glue
+        from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation
+        from learnscope.lightning_glue import TrainingHelper
+        import learnscope.lightning_glue.cli, learnscope.lightning_glue.session
+        import learnscope.plugins, learnscope.plugins.loggers
+        assert rank_zero.log.name == before, (before, rank_zero.log.name)
+    """)
+
+
+@pytest.mark.parametrize(
+    ("package", "other"),
+    [("lightning.pytorch", "pytorch_lightning"), ("pytorch_lightning", "lightning")],
+)
+def test_only_the_users_lightning_is_imported_and_its_logs_stay_put(
+    package: str, other: str
+) -> None:
+    code = _imports(package) + FIT.format(pl="pl", package=package)
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "steps 2" in lines
+    assert f"modules {sorted({package.split('.')[0]})}" in lines, lines
+    assert f"rank zero logger {package}.utilities.rank_zero" in lines, lines
+    # setLevel(ERROR) on the package's logger silences its info lines.
+    assert "GPU available" not in done.stderr, done.stderr
+    assert "Trainer(" not in done.stderr, done.stderr
+
+
+def test_no_lightning_imported_until_a_callback_is_made() -> None:
+    code = textwrap.dedent("""
+        import sys
+        import learnscope.lightning_glue.model_autocorrelation as m
+        assert not {"lightning", "pytorch_lightning"} & set(sys.modules), "Lightning imported"
+        callback = m.ModelAutocorrelation()
+        import lightning.pytorch as pl
+        assert isinstance(callback, pl.Callback)
+        assert "pytorch_lightning" not in sys.modules
+    """)
+    done = _run(code)
+    assert done.returncode == 0, done.stderr
+
+
+def test_both_packages_accept_a_callback_made_with_both_imported() -> None:
+    import lightning.pytorch as lp
+    import pytorch_lightning as pl
+
+    callback = ModelAutocorrelation()
+    assert isinstance(callback, lp.Callback) and isinstance(callback, pl.Callback)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ModelAutocorrelation(buffer_size=8, lags=(1, 2)),
+        lambda: TrainingHelper(check_every_n_steps=3),
+        lambda: EmbeddingProjector("encoder", tag="enc"),
+    ],
+)
+def test_copies_keep_class_state_key_and_arguments(make: object) -> None:
+    callback = make()  # type: ignore[operator]
+    plain = {ModelAutocorrelation, TrainingHelper, EmbeddingProjector}
+    (kind,) = [c for c in plain if isinstance(callback, c)]
+    assert type(callback).__qualname__ == kind.__qualname__
+    assert type(callback).__module__ == kind.__module__
+    key = callback.state_key
+    assert key.startswith(kind.__qualname__)
+    for copied in (copy.deepcopy(callback), pickle.loads(pickle.dumps(callback))):
+        assert isinstance(copied, kind)
+        assert type(copied) is type(callback)
+        assert copied.state_key == key
+        assert copied is not callback
+        assert vars(copied).keys() == vars(callback).keys()
+
+
+def test_fast_dev_run_says_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="learnscope")
+    callbacks = [
+        ModelAutocorrelation(buffer_size=4, analyze_every_n_steps=1, lags=(1,)),
+        TrainingHelper(check_every_n_steps=1),
+        EmbeddingProjector("encoder"),
+    ]
+    logger = TensorBoardLogger(str(tmp_path), name="tb")
+    fit = trainer(tmp_path, logger, callbacks, fast_dev_run=True)
+    fit.fit(TinyClassifier(), *loaders())
+    said = [r for r in caplog.records if r.name == "learnscope" and r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in said] == [
+        "learnscope: fast_dev_run is on, so Lightning's loggers are off and learnscope writes "
+        "nothing in this run"
+    ]
+    assert not (tmp_path / "tb").exists()
