@@ -80,3 +80,27 @@ def test_the_plain_loop_writes_tensorboard_and_wandb(ran: list[tuple[str, Path]]
     _, cwd = ran[1]
     assert ProjectorReader(cwd / "runs").names("manual") == ["encoder/validate/step_000000099"]
     assert list((cwd / "wandb").glob("offline-run-*"))
+
+
+def test_the_readme_says_what_every_finding_code_means() -> None:
+    from learnscope.records import FINDING_CODES
+
+    rows = re.findall(r"^\| `([a-z-]+)`(?: \(info\))? \| .+ \| .+ \|$", README.read_text(), re.M)
+    assert set(FINDING_CODES) <= set(rows), set(FINDING_CODES) - set(rows)
+
+
+def test_every_learnscope_name_in_the_readme_has_its_import_path() -> None:
+    """A public class or function the README names is imported in a snippet or given dotted."""
+    import importlib
+
+    text = README.read_text()
+    public = {}
+    for package in ("learnscope", "learnscope.health", "learnscope.lightning_glue"):
+        module = importlib.import_module(package)
+        public.update({name: package for name in getattr(module, "__all__", ())})
+    named = set(re.findall(r"`([A-Za-z_]\w*)\(?", text)) & set(public)
+    imported = set(re.findall(r"from learnscope[\w.]* import ([\w, ]+)", text))
+    imported = {n.strip() for names in imported for n in names.split(",")}
+    dotted = set(re.findall(r"learnscope(?:\.\w+)*\.([A-Za-z_]\w*)", text))
+    missing = sorted(named - imported - dotted)
+    assert not missing, [f"{name} (from {public[name]})" for name in missing]
