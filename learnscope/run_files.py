@@ -1,0 +1,67 @@
+"""Every name learnscope puts in a run directory, in one place for the writers and the views.
+
+A run directory (TensorBoard's ``version_0``, a wandb run's ``files/``) holds, from learnscope:
+
+* ``learnscope_record.jsonl``: the run record (:mod:`learnscope.run_record`), the one file the
+  views (the learnscope tab, ``learnscope export``, the W&B ``learnscope/view`` page) read;
+* for TensorBoard's own tabs: learnscope's event files (names ending in ``.learnscope``), the
+  Projector's ``projector_config.pbtxt`` with the snapshots under ``projector/``, and the Custom
+  Scalars layout kept in ``learnscope_custom_scalars.json``;
+* briefly, short-lived files: ``.<name>.lock`` locks, ``.*.tmp`` temporaries of atomic writes,
+  and ``.projector-refresh-*`` marker runs beside the run directory.
+
+Nothing here imports torch: the views use it without loading a model's dependencies.
+
+Example:
+    >>> step_name(120)
+    'step_000000120'
+    >>> snapshot_name("encoder/validate", 120)
+    'encoder/validate/step_000000120'
+    >>> parse_snapshot_name("encoder/validate/step_000000120")
+    ('encoder/validate', 120)
+"""
+
+from __future__ import annotations
+
+import re
+
+RECORD_FILE = "learnscope_record.jsonl"
+PROJECTOR_CONFIG = "projector_config.pbtxt"
+PROJECTOR_FOLDER = "projector"
+EVENTS_SUFFIX = ".learnscope"  # the end of the name of learnscope's own event files
+LAYOUT_FILE = "learnscope_custom_scalars.json"
+FINDINGS_TAG = "learnscope/findings"  # the Text tab adds "/text_summary"
+REFRESH_MARKER_PREFIX = ".projector-refresh-"
+STEP_DIGITS = 9  # step_000000120: sorts as text up to 999,999,999 steps
+_SNAPSHOT = re.compile(r"(?s)(.*)/step_(-?\d+)")
+
+
+def step_name(step: int) -> str:
+    """The last part of a snapshot's name: the step, zero-padded so that names sort by step.
+
+    Example:
+        >>> step_name(120), step_name(1_000_000_000), step_name(-1)
+        ('step_000000120', 'step_1000000000', 'step_-00000001')
+    """
+    return f"step_{step:0{STEP_DIGITS}d}"
+
+
+def snapshot_name(key: str, step: int) -> str:
+    """A snapshot's name: its key (``tag/stage``) and its step.
+
+    Example:
+        >>> snapshot_name("enc", 7)
+        'enc/step_000000007'
+    """
+    return f"{key}/{step_name(step)}"
+
+
+def parse_snapshot_name(name: str) -> tuple[str, int] | None:
+    """``(key, step)`` of a snapshot's name, or ``None`` when it does not end in a step.
+
+    Example:
+        >>> parse_snapshot_name("a/b/step_20"), parse_snapshot_name("a/b")
+        (('a/b', 20), None)
+    """
+    match = _SNAPSHOT.fullmatch(name)
+    return (match[1], int(match[2])) if match else None

@@ -1,0 +1,184 @@
+"""The run record: one append-only file of JSON lines per run directory, read by every view.
+
+Each line is one JSON object with a ``kind`` (what the entries hold is in ``docs/run_record.md``).
+The file is written only by appending whole lines, each in one ``write`` under the run
+directory's lock, so:
+
+* a reader never needs more than the lines it has not seen yet (:class:`RecordReader` keeps its
+  place in the file);
+* a line cut short by a crash (no newline at its end) is ignored by readers, and the next
+  writer first ends it with a newline, so that it never glues the next entry to it;
+* a line that is not valid JSON (a damaged disk block) is skipped and counted, never fatal.
+
+Arrays travel as base64 of their little-endian bytes (:func:`encode_array`), exact and compact.
+Nothing here imports torch.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> path = Path(tempfile.mkdtemp()) / "learnscope_record.jsonl"
+    >>> append_entries(path, [{"kind": "finding", "step": 3}])
+    >>> reader = RecordReader(path)
+    >>> [entry["kind"] for entry in reader.read()], reader.read()
+    (['finding'], [])
+    >>> append_entries(path, [{"kind": "end", "step": 9}])
+    >>> [entry["step"] for entry in reader.read()]
+    [9]
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from learnscope.files import locked
+
+log = logging.getLogger("learnscope")
+
+FORMAT = 1  # the ``format`` of the ``run`` entry; a reader skips entries of a newer format
+MAX_LINE_BYTES = 64 * 1024 * 1024  # a longer line is damage, not an entry
+_DTYPES = ("<f2", "<f4", "<f8", "<i4", "<i8", "<u2", "|u1")
+
+
+def encode_array(values: Any, dtype: str = "<f4") -> dict[str, Any]:
+    """An array as JSON: its dtype, shape and base64 little-endian bytes.
+
+    Example:
+        >>> encoded = encode_array([[1.5, 2.0]])
+        >>> encoded["dtype"], encoded["shape"], decode_array(encoded).tolist()
+        ('<f4', [1, 2], [[1.5, 2.0]])
+    """
+    if dtype not in _DTYPES:
+        raise ValueError(f"an array in the run record is one of {_DTYPES}, not {dtype!r}")
+    array = np.ascontiguousarray(np.asarray(values), dtype=np.dtype(dtype))
+    return {
+        "dtype": dtype,
+        "shape": list(array.shape),
+        "b64": base64.b64encode(array.tobytes()).decode("ascii"),
+    }
+
+
+def decode_array(encoded: Mapping[str, Any]) -> np.ndarray:
+    """The array of :func:`encode_array`.
+
+    Raises:
+        ValueError: When the dtype is unknown or the bytes do not fill the shape.
+    """
+    dtype = encoded.get("dtype")
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown array dtype {dtype!r} in the run record")
+    shape = [int(n) for n in encoded.get("shape", [])]
+    data = base64.b64decode(encoded.get("b64", ""), validate=True)
+    array = np.frombuffer(data, dtype=np.dtype(dtype))
+    if array.size != int(np.prod(shape, dtype=np.int64)):
+        raise ValueError(f"an array of shape {shape} has {array.size} values in the run record")
+    return array.reshape(shape)
+
+
+def append_entries(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
+    """Append ``entries`` to the record at ``path``, one JSON line each, in one write.
+
+    Non-finite floats are written as ``null`` (JSON has no NaN). A record whose last line was
+    cut short (by a crash) is first ended with a newline.
+
+    Raises:
+        OSError: When the file cannot be written (the disk is full, say); nothing of the
+            entries is then left in the file but possibly a cut line, which readers ignore.
+    """
+    text = "".join(json.dumps(_finite(e), separators=(",", ":")) + "\n" for e in entries)
+    if not text:
+        return
+    data = text.encode("utf-8", "surrogatepass")
+    with locked(path.parent / f".{path.name}.lock"):
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+class RecordReader:
+    """Reads a run record incrementally: each :meth:`read` returns the entries added since.
+
+    A file that was replaced or cut shorter (another run started over in the directory) is read
+    again from its start, and :attr:`restarted` says so once.
+
+    Args:
+        path: The record file; it need not exist yet.
+        max_bytes: Read at most this many new bytes per call (the rest comes next time).
+    """
+
+    def __init__(self, path: Path, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.skipped = 0  # lines that were not valid JSON objects
+        self.restarted = False
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file read
+        self._offset = 0
+
+    def read(self) -> list[dict[str, Any]]:
+        """The complete entries added since the last call (a cut last line waits)."""
+        self.restarted = False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        try:
+            stat = os.fstat(fd)
+            if not _is_regular(stat.st_mode):
+                raise OSError(f"{self.path} is not a regular file")
+            identity = (stat.st_dev, stat.st_ino)
+            if identity != self._identity or stat.st_size < self._offset:
+                self.restarted = self._identity is not None
+                self._identity, self._offset = identity, 0
+            length = min(stat.st_size - self._offset, self.max_bytes)
+            data = os.pread(fd, length, self._offset) if length > 0 else b""
+        finally:
+            os.close(fd)
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) >= self.max_bytes:  # one line longer than a read: damage
+            end = len(data)
+        self._offset += end
+        entries = []
+        for line in data[:end].split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line) if len(line) <= MAX_LINE_BYTES else None
+            except ValueError:
+                entry = None
+            if isinstance(entry, dict) and isinstance(entry.get("kind"), str):
+                entries.append(entry)
+            else:
+                self.skipped += 1
+        return entries
+
+
+def _is_regular(mode: int) -> bool:
+    return stat.S_ISREG(mode)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinite floats as ``None``, for strict JSON."""
+    if isinstance(value, float):
+        return value if np.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, np.generic):
+        return _finite(value.item())
+    return value
