@@ -150,13 +150,18 @@ def batch_rows(
     images: torch.Tensor | None = None,
     ids: Sequence[Any] | torch.Tensor | None = None,
     samples: RowSamples | None = None,
+    keep: torch.Tensor | None = None,
 ) -> BatchRows:
     """One batch's rows ``[R, D]``, metadata columns (with ``id``) and images, lengths checked.
 
     ``output`` of shape ``[B, ..., D]`` gives ``R = B * ...`` rows (one per token, say); values
     given per sample are then repeated for each row of the sample and a ``position`` column is
     added. With ``samples`` from :func:`graph_rows` (rows are nodes), values given per graph are
-    spread over its nodes the same way, and a ``node`` column is added.
+    spread over its nodes the same way, and a ``node`` column is added. Feature maps are made
+    into such rows first (:func:`learnscope.embedding_layout.embedding_layout`).
+
+    With ``keep``, only the rows it marks are kept, each with its own values: its ``position``
+    or ``node`` number, its sample's metadata, id and image.
 
     Args:
         output: The module's embedding output, at least 2-D.
@@ -165,6 +170,8 @@ def batch_rows(
         ids: One stable id per row or per sample (goes in the ``id`` column).
         samples: Each row's sample; by default from the shape of ``output``
             (:func:`token_rows`).
+        keep: Bool ``[R]``: the rows to keep (from
+            :func:`learnscope.embedding_layout.row_mask`); by default all.
 
     Returns:
         The rows, the columns and the images, each with one entry per row, and each row's number
@@ -183,6 +190,11 @@ def batch_rows(
         ... )
         >>> nodes.columns["label"], nodes.columns["node"].tolist()
         ([7, 7, 8], [0, 1, 0])
+        >>> real = batch_rows(
+        ...     torch.zeros(2, 3, 4), {"label": [7, 8]}, keep=torch.tensor([1, 1, 0, 1, 0, 0]) > 0
+        ... )
+        >>> real.vectors.shape, real.columns["label"], real.columns["position"].tolist()
+        (torch.Size([3, 4]), [7, 7, 8], [0, 1, 0])
     """
     vectors = output.reshape(-1, output.shape[-1])
     if samples is None:
@@ -232,7 +244,19 @@ def batch_rows(
             )
         if samples is not None and len(images) != len(vectors):
             images = _spread(images, samples)
-    return BatchRows(vectors, columns, images, samples.within if samples is not None else None)
+    within = samples.within if samples is not None else None
+    if keep is not None:
+        if keep.shape != (len(vectors),):
+            raise ValueError(
+                f"EmbeddingProjector: the mask has shape {tuple(keep.shape)} but the batch has "
+                f"{len(vectors)} embedding rows"
+            )
+        index = keep.to(vectors.device).nonzero().reshape(-1)
+        vectors = vectors[index]
+        columns = {name: _take(values, index) for name, values in columns.items()}
+        images = _take(images, index)
+        within = _take(within, index)
+    return BatchRows(vectors, columns, images, within)
 
 
 class EmbeddingRows:

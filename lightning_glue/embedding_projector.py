@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from typing_extensions import override
 
+from learnscope.embedding_layout import (
+    DEFAULT_MASK,
+    EmbeddingLayout,
+    check_mask_fn,
+    check_spatial,
+    embedding_layout,
+    row_mask,
+)
 from learnscope.embedding_rows import (
     BatchRows,
     EmbeddingRows,
@@ -40,11 +48,20 @@ class EmbeddingProjector(LearnscopeCallback):
     Rows are accumulated over the batches of an evaluation epoch up to ``max_points`` and written
     as one snapshot per stage and epoch; in training, one batch every ``every_n_train_steps``.
     Nothing is captured in Lightning's sanity-check validation, which is used instead to check
-    ``select``, ``metadata_fn`` and ``images_fn`` on real batches, so that a mistake fails before
-    the first training step.
+    ``select``, ``spatial``, ``mask_fn``, ``metadata_fn`` and ``images_fn`` on real batches, so
+    that a mistake fails before the first training step (``select`` and ``spatial`` are checked
+    there even when ``"validate"`` is not captured).
 
-    Outputs with more than two dimensions, such as ``[batch, tokens, dim]``, give one row per
-    token; per-sample metadata is then repeated for each token and a ``position`` column added.
+    **What a row is** (the rule of :mod:`learnscope.embedding_layout`, shared with
+    :class:`~learnscope.lightning_glue.TrainingHelper`): an output ``[batch, dim]`` gives one row
+    per sample; ``[batch, tokens, dim]`` one row per token, with per-sample metadata repeated
+    for each token and a ``position`` column added; 4 or more dimensions are PyTorch's
+    feature-map layout ``[batch, channels, *spatial]`` (also under ``channels_last``; a
+    ``[batch, H, W, channels]`` output must be permuted by ``select``). A feature map whose
+    spatial sizes are all 1 (after ``AdaptiveAvgPool2d(1)``) gives one ``channels``-dimensional
+    row per sample; larger ones need ``spatial``. ``mask_fn`` leaves out rows that are not
+    data, such as padding tokens: kept rows keep their ``position`` and their sample's metadata
+    and id.
 
     **Graph batches.** When the rows are the nodes of a batch of several graphs, per-graph values
     (ids, metadata columns with one value per graph, images) are spread over each graph's nodes,
@@ -115,6 +132,20 @@ class EmbeddingProjector(LearnscopeCallback):
             zero, so that one snapshot covers the whole evaluation set (up to ``max_points``;
             the same id seen on two ranks is kept once). Without it, rank zero shows its own
             share only.
+        spatial: For feature maps ``[batch, channels, H, W]`` (any number of spatial
+            dimensions) larger than 1 x 1: ``"mean"`` (one row per sample, averaged over the
+            positions), ``"max"`` (the maximum over them) or ``"pixels"`` (one row per
+            position, numbered ``h * W + w`` in a ``position`` column). Without it such an
+            output fails in the sanity check, naming the shape and the options; set for an
+            output of 2 or 3 dimensions it fails too.
+        mask_fn: Leaves out rows that are not data: ``batch -> bool tensor`` with one value per
+            row (``[B]`` for ``[B, dim]``, ``[B, T]`` for tokens, ``[B, H, W]`` for pixels, or
+            flat ``[rows]``; integer masks keep the nonzero rows), or the key or attribute of
+            the batch that holds it. The default, ``"attention_mask"`` (Hugging Face's padding
+            mask, 1 = real token), is used when the batch has it and the output gives one row
+            per token; another key must be in the batch. ``None`` keeps every row. A mask of
+            the wrong shape fails naming both shapes. Without ``ids_fn``, the ``row`` column
+            counts the rows kept.
 
     Raises:
         ValueError: For bad arguments; an unknown ``module`` fails at ``setup`` with the list of
@@ -130,6 +161,10 @@ class EmbeddingProjector(LearnscopeCallback):
         >>> nodes = EmbeddingProjector(
         ...     "gnn", ids_fn="dataset_index", graph_index_fn=lambda batch: batch["graph"]
         ... )
+        >>> cnn = EmbeddingProjector("layer4", spatial="mean")  # [B, 512, 7, 7] -> [B, 512]
+        >>> tokens = EmbeddingProjector("bert", select=lambda out: out.last_hidden_state)
+        >>> tokens.mask_fn  # padding tokens of Hugging Face batches are left out
+        'attention_mask'
     """
 
     def __init__(
@@ -148,6 +183,8 @@ class EmbeddingProjector(LearnscopeCallback):
         aligned_pca: bool = False,
         gather: bool = False,
         graph_index_fn: Callable[..., Any] | None = None,
+        spatial: Literal["mean", "max", "pixels"] | None = None,
+        mask_fn: str | Callable[..., Any] | None = DEFAULT_MASK,
     ) -> None:
         super().__init__()
         stages = (stages,) if isinstance(stages, str) else tuple(stages)
@@ -162,6 +199,8 @@ class EmbeddingProjector(LearnscopeCallback):
             raise ValueError(f"ids_fn must be a function or {DATASET_INDEX!r}, got {ids_fn!r}")
         if graph_index_fn is not None and not callable(graph_index_fn):
             raise ValueError(f"graph_index_fn must be a function, got {graph_index_fn!r}")
+        self.spatial = check_spatial(spatial)
+        self.mask_fn = check_mask_fn(mask_fn)
         self.module = module
         self.select = select
         self.metadata_fn = metadata_fn
@@ -178,9 +217,10 @@ class EmbeddingProjector(LearnscopeCallback):
         self._names = SnapshotNames()  # never two snapshots under one name
         self._limits: dict[str, Limits] = {}  # scatter frame per key, from its first snapshot
         self._hook: torch.utils.hooks.RemovableHandle | None = None
-        self._checking = False  # sanity check: validate user functions, capture nothing
+        self._checking = False  # sanity check: check select and spatial, capture nothing
+        self._checking_functions = False  # ... and the other user functions ("validate")
         self._armed = False  # this batch is captured
-        self._output: torch.Tensor | None = None  # the hooked output of the armed batch
+        self._output: EmbeddingLayout | None = None  # the hooked output of the armed batch
         self.gather = gather
         self._rows: EmbeddingRows | None = None
         self._due = False  # this batch's stage and epoch are captured (the same on every rank)
@@ -265,8 +305,9 @@ class EmbeddingProjector(LearnscopeCallback):
     ) -> None:
         self._output = None
         self._stage, self._loader = stage, dataloader_idx
-        self._checking = trainer.sanity_checking and "validate" in self.stages
-        if self._checking:
+        self._checking = trainer.sanity_checking
+        self._checking_functions = self._checking and "validate" in self.stages
+        if self._checking_functions:
             self._loaders = _loader_names(trainer, stage)
             if self.ids_fn == DATASET_INDEX:
                 _dataset_order(trainer, stage, dataloader_idx)  # a shuffled loader fails here
@@ -342,9 +383,11 @@ class EmbeddingProjector(LearnscopeCallback):
             self._output = self._embedding(output)
             return
         with self.guard(_PART):
-            self._output = self._embedding(output).detach().clone()
+            layout = self._embedding(output)
+            self._output = layout._replace(rows=layout.rows.clone())
 
-    def _embedding(self, output: Any) -> torch.Tensor:
+    def _embedding(self, output: Any) -> EmbeddingLayout:
+        """The rows of the module's output (``select`` applied, detached), by the shared rule."""
         value = self.select(output) if self.select is not None else output
         if not isinstance(value, torch.Tensor):
             hint = "" if self.select is not None else "; pass select= to pick the embedding tensor"
@@ -352,18 +395,16 @@ class EmbeddingProjector(LearnscopeCallback):
                 f"EmbeddingProjector: module {self.module!r} gave a {type(value).__name__}, "
                 f"not a tensor{hint}"
             )
-        if value.ndim < 2:
-            raise ValueError(
-                f"EmbeddingProjector: the embedding of {self.module!r} has shape "
-                f"{tuple(value.shape)}; it needs [rows, dim] or [batch, ..., dim]"
-            )
-        return value
+        owner = f"EmbeddingProjector: module {self.module!r}"
+        return embedding_layout(value.detach(), self.spatial, owner)
 
     def _end_batch(self, batch: Any) -> None:
         output, self._output = self._output, None
         if output is None:
             return
         if self._checking:  # the user's functions on a real batch, outside the guard
+            if not self._checking_functions:
+                return
             rows = self._batch_rows(output, batch)
             by_id = self.ids_fn is not None
             check = EmbeddingRows(0, self._stage, 1, by_id=by_id, loaders=self._loaders)
@@ -374,12 +415,14 @@ class EmbeddingProjector(LearnscopeCallback):
                 self._rows.add(*self._batch_rows(output, batch), loader=self._loader)
         self._armed = False
 
-    def _batch_rows(self, output: torch.Tensor, batch: Any) -> BatchRows:
+    def _batch_rows(self, layout: EmbeddingLayout, batch: Any) -> BatchRows:
+        output = layout.rows
         samples = self._samples(output, batch)
         metadata = self.metadata_fn(batch) if self.metadata_fn is not None else None
         images = self.images_fn(batch) if self.images_fn is not None else None
         count = samples.count if samples is not None else output.shape[0]
-        return batch_rows(output, metadata, images, self._ids(batch, count), samples)
+        keep = row_mask(self.mask_fn, batch, layout, f"EmbeddingProjector: module {self.module!r}")
+        return batch_rows(output, metadata, images, self._ids(batch, count), samples, keep)
 
     def _samples(self, output: torch.Tensor, batch: Any) -> RowSamples | None:
         """Which sample (graph, sequence) each embedding row of this batch belongs to."""

@@ -5,12 +5,20 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from typing_extensions import override
 
 from learnscope.collapse import EmbeddingRowBuffer, judge_collapse
+from learnscope.embedding_layout import (
+    DEFAULT_MASK,
+    check_mask_fn,
+    check_spatial,
+    embedding_layout,
+    keep_edges,
+    row_mask,
+)
 from learnscope.health import (
     FindingLog,
     GradientRound,
@@ -89,6 +97,15 @@ class TrainingHelper(LearnscopeCallback):
       the step brings at least 4 rows per dimension (a batch of 256 for dimension 64; outputs
       ``[batch, tokens, dim]`` count each token as a row, a graph batch each node); below that
       they are still written to the dashboards, and the other metrics are judged as usual.
+      The rows are those :class:`~learnscope.lightning_glue.EmbeddingProjector` shows, by the
+      same rule (:mod:`learnscope.embedding_layout`): feature maps ``[batch, channels,
+      *spatial]`` give one ``channels``-dimensional row per sample when pooled to 1 x 1, and
+      need ``spatial`` otherwise; ``mask_fn`` leaves out padding tokens (by default those of
+      the batch's ``attention_mask``). The first capture of a fit checks ``spatial`` and
+      ``mask_fn`` against the real output and raises on a mistake, even outside strict mode:
+      the output's shape is known only then (not at ``setup``), and a wrong reading would
+      give meaningless metrics, not a failing diagnostic. That capture is on the first
+      training step, before any optimizer step.
       With ``edge_index_fn``, also oversmoothing, mainly from ``mad_global``, the mean cosine
       distance between the nodes of each graph (Chen et al., AAAI 2020), which falls towards 0
       when deep graph convolutions make the rows proportional (see
@@ -143,6 +160,17 @@ class TrainingHelper(LearnscopeCallback):
         max_embedding_rows: Cap on those rows.
         collapse_thresholds: Keyword arguments of :func:`~learnscope.collapse.judge_collapse`
             to override, such as ``{"min_mad_global": 0.02}``.
+        spatial: For feature maps ``[batch, channels, H, W]`` larger than 1 x 1: ``"mean"``
+            or ``"max"`` over the positions (one row per sample), or ``"pixels"`` (one row per
+            position). Without it such an output raises a ``ValueError`` naming the shape and
+            the options at the first capture; set for an output of 2 or 3 dimensions it
+            raises too.
+        mask_fn: Leaves rows that are not data out of the collapse metrics: ``batch -> bool
+            tensor`` with one value per row (``[B, T]`` for tokens, ``[B]`` for ``[B, dim]``,
+            or flat), or the key or attribute of the batch that holds it. The default,
+            ``"attention_mask"`` (1 = real token), is used when the batch has it and the output
+            gives one row per token. ``None`` keeps every row. With ``edge_index_fn``, the
+            edges between kept rows are kept, renumbered; the others are left out.
 
     Raises:
         ValueError: For bad arguments; unknown module names fail at ``setup``.
@@ -152,6 +180,7 @@ class TrainingHelper(LearnscopeCallback):
         >>> helper = TrainingHelper(check_every_n_steps=100, input_checks=[CoordinateRangeCheck()])
         >>> helper.findings
         []
+        >>> cnn = TrainingHelper(embedding_module="backbone", spatial="mean")
     """
 
     def __init__(
@@ -171,6 +200,8 @@ class TrainingHelper(LearnscopeCallback):
         embedding_rows_per_dim: float = 8.0,
         max_embedding_rows: int = 4096,
         collapse_thresholds: Mapping[str, float] | None = None,
+        spatial: Literal["mean", "max", "pixels"] | None = None,
+        mask_fn: str | Callable[..., Any] | None = DEFAULT_MASK,
     ) -> None:
         super().__init__()
         if check_every_n_steps < 1 or group_depth < 1:
@@ -194,6 +225,8 @@ class TrainingHelper(LearnscopeCallback):
             raise ValueError(
                 f"input_checks, edge_index_fn and select must be callables: {not_callable}"
             )
+        self.spatial = check_spatial(spatial)
+        self.mask_fn = check_mask_fn(mask_fn)
         self.check_every_n_steps = check_every_n_steps
         self.small_grad_threshold = small_grad_threshold
         self.embedding_module = embedding_module
@@ -231,6 +264,7 @@ class TrainingHelper(LearnscopeCallback):
         self._took_batch = False
         self._batch: Any = None
         self._buffer: EmbeddingRowBuffer | None = None
+        self._rows_checked = False  # spatial and mask_fn were checked on a real output
         self._new_findings = False
 
     @property
@@ -259,6 +293,7 @@ class TrainingHelper(LearnscopeCallback):
             self._round, self._stepped, self._unused_names = GradientRound(), set(), []
             self._check_step = self._checked_step = -1
         self._encoder = self._resolve_encoder(pl_module)
+        self._rows_checked = False
         self._heads = self._resolve_heads(pl_module)
         self._tracer = NonFiniteOutputTracer(pl_module)
         if self._encoder is not None:
@@ -380,23 +415,47 @@ class TrainingHelper(LearnscopeCallback):
         self._took_batch = True
         if self._buffer is not None and self._buffer.is_full:
             return
-        with self.guard(_COLLAPSE, f"step {self._batch_step}"):
-            value = self.select(output) if self.select is not None else output
-            if not isinstance(value, torch.Tensor) or value.ndim < 2:
+        record = f"step {self._batch_step}"
+        value: torch.Tensor | None = None
+        rows: tuple[torch.Tensor, torch.Tensor | None] | None = None
+        with self.guard(_COLLAPSE, record):
+            selected = self.select(output) if self.select is not None else output
+            if not isinstance(selected, torch.Tensor) or selected.ndim < 2:
                 raise TypeError(
                     f"TrainingHelper: module {self._encoder!r} gave "
-                    f"{type(value).__name__} {tuple(getattr(value, 'shape', ()))}, not a tensor "
-                    "[rows, dim] or [batch, ..., dim]; pass select= to pick the embedding"
+                    f"{type(selected).__name__} {tuple(getattr(selected, 'shape', ()))}, not a "
+                    "tensor [rows, dim] or [batch, ..., dim]; pass select= to pick the embedding"
                 )
-            rows = value.detach()
-            if self._buffer is None:
-                dim = rows.shape[-1]
-                wanted = int(self.embedding_rows_per_dim * dim)
-                self._buffer = EmbeddingRowBuffer(max(2, min(wanted, self.max_embedding_rows)))
-            edges = self.edge_index_fn(self._batch) if self.edge_index_fn is not None else None
-            self._buffer.append(rows, edges)
+            value = selected
+            if self._rows_checked:
+                rows = self._rows(value)
+        if value is not None and not self._rows_checked:
+            rows = self._rows(value)  # outside the guard: a wrong spatial or mask_fn stops here
+            self._rows_checked = True
+        if rows is not None:
+            with self.guard(_COLLAPSE, record):
+                self._append(*rows)
         if not self.is_on(_COLLAPSE):
             self._collecting = False
+
+    def _rows(self, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The rows ``[R, D]`` of the embedding (the shared rule), and the mask of those kept."""
+        owner = f"TrainingHelper: module {self._encoder!r}"
+        layout = embedding_layout(value.detach(), self.spatial, owner)
+        keep = row_mask(self.mask_fn, self._batch, layout, owner)
+        return layout.rows.reshape(-1, layout.rows.shape[-1]), keep
+
+    def _append(self, rows: torch.Tensor, keep: torch.Tensor | None) -> None:
+        """Copy the kept rows, and the edges between them, into the step's buffer."""
+        if self._buffer is None:
+            wanted = int(self.embedding_rows_per_dim * rows.shape[-1])
+            self._buffer = EmbeddingRowBuffer(max(2, min(wanted, self.max_embedding_rows)))
+        edges = self.edge_index_fn(self._batch) if self.edge_index_fn is not None else None
+        if keep is not None:
+            rows = rows[keep]
+            if edges is not None:
+                edges = keep_edges(edges, keep)
+        self._buffer.append(rows, edges)
 
     @override
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:

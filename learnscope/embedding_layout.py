@@ -1,0 +1,281 @@
+"""Which rows a module's output gives, and which of them are data: one rule for every callback.
+
+:class:`~learnscope.lightning_glue.EmbeddingProjector` and
+:class:`~learnscope.lightning_glue.TrainingHelper` both turn the output of an encoder into
+embedding rows with :func:`embedding_layout`, and leave out the rows that are not data with
+:func:`row_mask`, so the Projector shows the vectors the collapse metrics are computed on.
+
+The shape of the output says what a row is:
+
+* ``[B, D]``: one row per sample (or per node, for the node embeddings of a graph batch).
+* ``[B, T, D]``: one row per token, ``T`` rows per sample, numbered by a ``position`` column.
+  A ``Conv1d`` output ``[B, C, L]`` is 3-D too and would be read as ``C`` tokens of dimension
+  ``L``: give ``select=lambda out: out.transpose(1, 2)`` (one row per position) or pool it.
+* ``[B, C, *spatial]`` (4 or more dimensions): PyTorch's feature-map layout, channels second,
+  whatever the memory format (``channels_last`` changes the strides, not the shape). A layout
+  with channels last, ``[B, H, W, C]``, must be permuted by ``select``
+  (``lambda out: out.permute(0, 3, 1, 2)``). With every spatial size 1 (after
+  ``AdaptiveAvgPool2d(1)``) it gives one ``C``-dimensional row per sample. With larger spatial
+  sizes ``spatial`` must say what a row is: ``"mean"`` or ``"max"`` over the positions (one row
+  per sample), or ``"pixels"`` (one row per position, in row-major order: ``position`` is
+  ``h * W + w``); without it a ``ValueError`` names the shape and the options.
+
+A mask (``mask_fn``) keeps the rows whose value is true (or a nonzero integer): one value per
+row, shaped as the output without its feature dimension (``[B]`` for ``[B, D]``, ``[B, T]`` for
+``[B, T, D]``, ``[B, H, W]`` for pixels; a flat ``[R]`` over the ``R`` rows is accepted too).
+The default, ``"attention_mask"``, reads Hugging Face's padding mask (1 = real token) from the
+batch when the batch has one and the output gives one row per token; otherwise every row is kept.
+
+Example:
+    >>> layout = embedding_layout(torch.zeros(2, 512, 1, 1))
+    >>> tuple(layout.rows.shape), layout.grid
+    ((2, 512), (2,))
+    >>> tuple(embedding_layout(torch.zeros(2, 8, 4, 4), "pixels").rows.shape)
+    (2, 16, 8)
+    >>> batch = {"attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])}
+    >>> row_mask("attention_mask", batch, embedding_layout(torch.zeros(2, 3, 4))).tolist()
+    [True, True, False, True, False, False]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import torch
+
+SPATIAL_MODES = ("mean", "max", "pixels")
+DEFAULT_MASK = "attention_mask"  # Hugging Face's padding mask, 1 = real token
+
+
+class EmbeddingLayout(NamedTuple):
+    """A module's output as embedding rows, and how its rows are laid out.
+
+    Attributes:
+        rows: ``[B, D]`` (one row per sample) or ``[B, T, D]`` (``T`` rows per sample, such as
+            tokens or pixels); what the callbacks read their rows from.
+        grid: The shape of one value per row, as the output lays them out: ``(B,)``,
+            ``(B, T)``, or ``(B, H, W)`` for the pixels of a ``[B, C, H, W]`` feature map.
+        shape: The shape of the output itself, for messages.
+    """
+
+    rows: torch.Tensor
+    grid: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    @property
+    def per_token(self) -> bool:
+        """Whether each sample gives several rows (tokens, pixels): ``rows`` is 3-D."""
+        return self.rows.ndim == 3
+
+    @property
+    def num_rows(self) -> int:
+        """The number of rows."""
+        return math.prod(self.rows.shape[:-1])
+
+
+def check_spatial(spatial: Any) -> str | None:
+    """``spatial`` itself, when it is ``None`` or one of :data:`SPATIAL_MODES`.
+
+    Raises:
+        ValueError: Any other value, with the options.
+
+    Example:
+        >>> check_spatial("pixels")
+        'pixels'
+    """
+    if spatial is not None and spatial not in SPATIAL_MODES:
+        raise ValueError(f"spatial must be None, 'mean', 'max' or 'pixels', got {spatial!r}")
+    return spatial
+
+
+def check_mask_fn(mask_fn: Any) -> str | Callable[..., Any] | None:
+    """``mask_fn`` itself, when it is ``None``, a function or a non-empty string.
+
+    Raises:
+        ValueError: Any other value.
+
+    Example:
+        >>> check_mask_fn("attention_mask")
+        'attention_mask'
+    """
+    if mask_fn is None or callable(mask_fn) or (isinstance(mask_fn, str) and mask_fn):
+        return mask_fn
+    raise ValueError(
+        "mask_fn must be a function, a key of the batch (such as 'attention_mask') or None, "
+        f"got {mask_fn!r}"
+    )
+
+
+def embedding_layout(
+    value: torch.Tensor, spatial: str | None = None, owner: str = "the embedding"
+) -> EmbeddingLayout:
+    """The rows of a module's output, by the rule of this module's docstring.
+
+    Args:
+        value: The embedding tensor, at least 2-D.
+        spatial: ``"mean"``, ``"max"`` or ``"pixels"`` for feature maps ``[B, C, *spatial]``
+            whose spatial sizes are not all 1; ``None`` otherwise.
+        owner: Who reads the output, for messages (``"EmbeddingProjector: module 'x'"``).
+
+    Returns:
+        The rows (``[B, D]`` or ``[B, T, D]``), the shape of one value per row, and the shape
+        of ``value``.
+
+    Raises:
+        ValueError: ``value`` has fewer than 2 dimensions; a feature map has spatial sizes
+            above 1 and ``spatial`` is not set; ``spatial`` is set for an output of 2 or 3
+            dimensions; ``spatial`` is not one of the options.
+
+    Example:
+        >>> maps = torch.arange(16.0).reshape(1, 1, 4, 4)
+        >>> embedding_layout(maps, "max").rows.tolist()
+        [[15.0]]
+        >>> embedding_layout(maps, "pixels").grid
+        (1, 4, 4)
+    """
+    check_spatial(spatial)
+    shape = tuple(value.shape)
+    if value.ndim < 2:
+        raise ValueError(
+            f"{owner} gave shape {shape}; it needs [batch, dim], [batch, tokens, dim] or a "
+            "feature map [batch, channels, *spatial]"
+        )
+    if value.ndim <= 3:
+        if spatial is not None:
+            read = "[batch, dim]" if value.ndim == 2 else "[batch, tokens, dim] (one row per token)"
+            raise ValueError(
+                f"{owner}: spatial={spatial!r} applies to feature maps [batch, channels, "
+                f"*spatial] of 4 or more dimensions, but the output has shape {shape}, read as "
+                f"{read}; leave spatial unset, or reshape the output with select="
+            )
+        return EmbeddingLayout(value, shape[:-1], shape)
+    batch, channels, sizes = shape[0], shape[1], shape[2:]
+    dims = tuple(range(2, value.ndim))
+    if spatial is None:
+        if math.prod(sizes) == 1:
+            return EmbeddingLayout(value.reshape(batch, channels), (batch,), shape)
+        positions = math.prod(sizes)
+        raise ValueError(
+            f"{owner} gave a feature map of shape {shape}, read as [batch, channels, *spatial] "
+            f"(PyTorch's layout; permute a [batch, H, W, channels] output with select=, such "
+            f"as select=lambda out: out.permute(0, 3, 1, 2)); its {positions} positions need "
+            f"a rule: spatial='mean' (one {channels}-dim row per sample, averaged over the "
+            "positions), 'max' (the maximum over them) or 'pixels' (one row per position, "
+            "with a position column)"
+        )
+    if spatial == "mean":
+        return EmbeddingLayout(value.mean(dim=dims), (batch,), shape)
+    if spatial == "max":
+        return EmbeddingLayout(value.amax(dim=dims), (batch,), shape)
+    pixels = value.flatten(2).transpose(1, 2)  # [B, positions, C], positions row-major
+    return EmbeddingLayout(pixels, (batch, *sizes), shape)
+
+
+def row_mask(
+    mask_fn: str | Callable[..., Any] | None,
+    batch: Any,
+    layout: EmbeddingLayout,
+    owner: str = "mask_fn",
+) -> torch.Tensor | None:
+    """Which rows of ``layout`` to keep: a bool tensor ``[R]`` on the rows' device, or ``None``.
+
+    Args:
+        mask_fn: ``batch -> mask``; or the key (for a mapping) or attribute of the batch that
+            holds the mask; or ``None`` (every row is kept). The default name,
+            :data:`DEFAULT_MASK`, is used only when the batch has it and the output gives
+            several rows per sample; another name must be in the batch.
+        batch: The batch the output was computed from.
+        layout: The rows, from :func:`embedding_layout`.
+        owner: Who asks, for messages.
+
+    Returns:
+        ``None`` when every row is kept (no mask), else one bool per row, in row order.
+
+    Raises:
+        ValueError: A named mask that the batch lacks, or a mask that is not a bool or
+            integer tensor of shape ``layout.grid`` (or ``[R]``, or the rows' own shape);
+            the message names both shapes.
+
+    Example:
+        >>> layout = embedding_layout(torch.zeros(2, 4))
+        >>> row_mask(lambda batch: batch > 0, torch.tensor([1, 0]), layout).tolist()
+        [True, False]
+        >>> row_mask("attention_mask", {}, layout) is None
+        True
+    """
+    if mask_fn is None:
+        return None
+    if callable(mask_fn):
+        mask = mask_fn(batch)
+        source = "mask_fn"
+    else:
+        mask = _named(batch, mask_fn)
+        if mask_fn == DEFAULT_MASK and (mask is None or not layout.per_token):
+            return None
+        if mask is None:
+            raise ValueError(
+                f"{owner}: mask_fn={mask_fn!r}, but the batch has no {mask_fn!r} "
+                f"({_describe_batch(batch)}); pass the key that holds the mask, a function "
+                "batch -> mask, or mask_fn=None to keep every row"
+            )
+        source = f"mask_fn={mask_fn!r}"
+    return _check_mask(mask, layout, f"{owner}: {source}")
+
+
+def keep_edges(edge_index: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """The edges between kept rows, renumbered to count the kept rows only.
+
+    Args:
+        edge_index: ``[2, E]`` integer row indices (source first).
+        keep: Bool ``[R]``, the rows kept.
+
+    Returns:
+        ``[2, E']``: the edges whose two ends are kept, in their order, each end's index being
+        its number among the kept rows.
+
+    Example:
+        >>> edges = torch.tensor([[0, 1, 2], [1, 2, 3]])
+        >>> keep_edges(edges, torch.tensor([True, False, True, True])).tolist()
+        [[1], [2]]
+    """
+    edges = edge_index.to(keep.device, torch.long)
+    number = keep.to(torch.long).cumsum(0) - 1
+    both = keep[edges[0]] & keep[edges[1]]
+    return number[edges[:, both]]
+
+
+def _named(batch: Any, name: str) -> Any:
+    """``batch[name]`` for a mapping, else ``batch.name``; ``None`` when it has neither."""
+    if isinstance(batch, Mapping):
+        return batch.get(name)
+    return getattr(batch, name, None)
+
+
+def _describe_batch(batch: Any) -> str:
+    if isinstance(batch, Mapping):
+        return f"a {type(batch).__name__} with keys {', '.join(sorted(map(str, batch)))}"
+    return f"a {type(batch).__name__}"
+
+
+def _check_mask(mask: Any, layout: EmbeddingLayout, who: str) -> torch.Tensor:
+    """``mask`` as bool ``[R]``, checked against the rows of ``layout``."""
+    expected = f"{list(layout.grid)}, one value per row (or [{layout.num_rows}])"
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(
+            f"{who} gave a {type(mask).__name__}; it must give a bool tensor of shape {expected}"
+        )
+    if mask.is_floating_point() or mask.is_complex():
+        raise ValueError(
+            f"{who} gave a mask of dtype {mask.dtype}; it must be bool (or integer, nonzero "
+            "keeps the row), since a float mask may be additive (0 keeps the row)"
+        )
+    shapes = {layout.grid, tuple(layout.rows.shape[:-1]), (layout.num_rows,)}
+    if tuple(mask.shape) not in shapes:
+        raise ValueError(
+            f"{who} gave a mask of shape {tuple(mask.shape)} but the embedding of shape "
+            f"{layout.shape} has rows {list(layout.grid)}: give one value per row, shape "
+            f"{expected}"
+        )
+    return mask.detach().reshape(-1).to(layout.rows.device) != 0
