@@ -128,6 +128,32 @@ def graph_rows(index: torch.Tensor, count: int | None = None) -> RowSamples:
     return RowSamples(index, count, within, NODE_COLUMN)
 
 
+def pyg_graphs(batch: Any) -> tuple[torch.Tensor, int] | None:
+    """``(batch.batch, number of graphs)`` of a PyTorch Geometric batch of graphs, else None.
+
+    The number of graphs comes from ``batch.ptr`` (or ``batch.num_graphs``), without reading
+    anything on the host. Whether ``batch.batch`` describes the embedding's rows (nodes) is for
+    the caller to decide, by its length.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> batch = SimpleNamespace(batch=torch.tensor([0, 0, 1]), ptr=torch.tensor([0, 2, 3]))
+        >>> index, count = pyg_graphs(batch)
+        >>> index.tolist(), count
+        ([0, 0, 1], 2)
+        >>> pyg_graphs({"x": torch.zeros(3, 2)}) is None
+        True
+    """
+    index = getattr(batch, "batch", None)
+    if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.is_floating_point():
+        return None
+    ptr = getattr(batch, "ptr", None)
+    if isinstance(ptr, torch.Tensor) and ptr.ndim == 1:
+        return index, ptr.numel() - 1
+    count = getattr(batch, "num_graphs", None)
+    return (index, count) if isinstance(count, int) else None
+
+
 class BatchRows(NamedTuple):
     """One batch's rows, as :func:`batch_rows` gives them and :meth:`EmbeddingRows.add` takes.
 

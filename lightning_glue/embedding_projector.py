@@ -24,6 +24,7 @@ from learnscope.embedding_rows import (
     RowSamples,
     batch_rows,
     graph_rows,
+    pyg_graphs,
     token_rows,
 )
 from learnscope.lightning_glue.base import LearnscopeCallback, log
@@ -441,7 +442,7 @@ class EmbeddingProjector(LearnscopeCallback):
             return graph_rows(index)
         if output.ndim > 2:
             return token_rows(output.shape, output.device)
-        graphs = _pyg_graphs(batch)
+        graphs = pyg_graphs(batch)
         if graphs is None:
             return None
         index, count = graphs
@@ -684,18 +685,6 @@ def _loader_names(trainer: Any, stage: str) -> list[int | str] | None:
         return None
     named = _named_loaders(getattr(trainer, _LOADERS[stage], None))
     return [name for name, _ in named] if len(named) > 1 else None
-
-
-def _pyg_graphs(batch: Any) -> tuple[torch.Tensor, int] | None:
-    """``(batch.batch, number of graphs)`` of a PyTorch Geometric batch of graphs, else None."""
-    index = getattr(batch, "batch", None)
-    if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.is_floating_point():
-        return None
-    ptr = getattr(batch, "ptr", None)
-    if isinstance(ptr, torch.Tensor) and ptr.ndim == 1:
-        return index, ptr.numel() - 1
-    count = getattr(batch, "num_graphs", None)
-    return (index, count) if isinstance(count, int) else None
 
 
 def _describe(value: Any) -> str:

@@ -19,6 +19,7 @@ from learnscope.embedding_layout import (
     keep_edges,
     row_mask,
 )
+from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import (
     FindingLog,
     GradientRound,
@@ -107,8 +108,17 @@ class TrainingHelper(LearnscopeCallback):
       give meaningless metrics, not a failing diagnostic. That capture is on the first
       training step, before any optimizer step.
       With ``edge_index_fn``, also oversmoothing, mainly from ``mad_global``, the mean cosine
-      distance between the nodes of each graph (Chen et al., AAAI 2020), which falls towards 0
-      when deep graph convolutions make the rows proportional (see
+      distance between the nodes of a graph (Chen et al., AAAI 2020), which falls towards 0
+      when deep graph convolutions make the rows proportional. It is judged graph by graph: a
+      graph's MAD is the mean over its nodes of the mean cosine distance to all its other
+      nodes, connected or not; the ``oversmoothing`` finding says how many of the step's graphs
+      are below ``min_mad_global`` (of how many, the lowest value, and with ``ids_fn`` their
+      ids), even when the mean over graphs is healthy. Each row's graph comes from
+      ``graph_index_fn``, else from a PyTorch Geometric batch (``batch.batch``, when it has one
+      entry per embedding row); otherwise all the rows of a batch are one graph. The graphs of
+      the micro-batches of a check step are all different graphs. The dashboards get
+      ``health/collapse/<module>/mad_global``, the mean over the step's graphs (each counted
+      once) of each graph's MAD, and ``.../mad_global_min``, the lowest graph's (see
       :func:`~learnscope.collapse.judge_collapse` for the thresholds, which
       ``collapse_thresholds`` overrides).
     * **Inputs**: each of ``input_checks``, a callable ``batch -> str | None`` such as
@@ -159,7 +169,9 @@ class TrainingHelper(LearnscopeCallback):
         embedding_rows_per_dim: Most rows per embedding dimension kept from a check step.
         max_embedding_rows: Cap on those rows.
         collapse_thresholds: Keyword arguments of :func:`~learnscope.collapse.judge_collapse`
-            to override, such as ``{"min_mad_global": 0.02}``.
+            to override, such as ``{"min_mad_global": 0.02}`` or
+            ``{"max_oversmoothed_fraction": 0.1}`` (tolerate 10% oversmoothed graphs, say
+            crystals whose atoms are all equivalent).
         spatial: For feature maps ``[batch, channels, H, W]`` larger than 1 x 1: ``"mean"``
             or ``"max"`` over the positions (one row per sample), or ``"pixels"`` (one row per
             position). Without it such an output raises a ``ValueError`` naming the shape and
@@ -171,6 +183,13 @@ class TrainingHelper(LearnscopeCallback):
             ``"attention_mask"`` (1 = real token), is used when the batch has it and the output
             gives one row per token. ``None`` keeps every row. With ``edge_index_fn``, the
             edges between kept rows are kept, renumbered; the others are left out.
+        graph_index_fn: ``batch -> LongTensor[rows]``, each embedding row's graph within the
+            batch (0 to the number of graphs minus one), for batches of several graphs that
+            are not PyTorch Geometric's (as for
+            :class:`~learnscope.lightning_glue.EmbeddingProjector`). Needs ``edge_index_fn``.
+        ids_fn: ``batch -> ids``, one id per graph of the batch (a sequence or a tensor, in
+            graph order; one id when the batch is one graph), named in ``oversmoothing``
+            findings, such as ``lambda batch: batch.material_id``. Needs ``edge_index_fn``.
 
     Raises:
         ValueError: For bad arguments; unknown module names fail at ``setup``.
@@ -202,6 +221,8 @@ class TrainingHelper(LearnscopeCallback):
         collapse_thresholds: Mapping[str, float] | None = None,
         spatial: Literal["mean", "max", "pixels"] | None = None,
         mask_fn: str | Callable[..., Any] | None = DEFAULT_MASK,
+        graph_index_fn: Callable[..., Any] | None = None,
+        ids_fn: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__()
         if check_every_n_steps < 1 or group_depth < 1:
@@ -214,16 +235,29 @@ class TrainingHelper(LearnscopeCallback):
                 "max_embedding_rows >= 2"
             )
         thresholds = dict(collapse_thresholds or {})
-        known = set(inspect.signature(judge_collapse).parameters) - {"metrics", "num_rows", "dim"}
+        known = set(inspect.signature(judge_collapse).parameters) - {
+            "metrics",
+            "num_rows",
+            "dim",
+            "graph_mad",
+            "graph_ids",
+        }
         if set(thresholds) - known:
             raise ValueError(
                 f"unknown collapse_thresholds {sorted(set(thresholds) - known)}; "
                 f"known: {sorted(known)}"
             )
-        not_callable = [c for c in (*input_checks, edge_index_fn, select) if c and not callable(c)]
+        functions = (*input_checks, edge_index_fn, select, graph_index_fn, ids_fn)
+        not_callable = [c for c in functions if c is not None and not callable(c)]
         if not_callable:
             raise ValueError(
-                f"input_checks, edge_index_fn and select must be callables: {not_callable}"
+                "input_checks, edge_index_fn, select, graph_index_fn and ids_fn must be "
+                f"callables: {not_callable}"
+            )
+        if edge_index_fn is None and (graph_index_fn is not None or ids_fn is not None):
+            raise ValueError(
+                "graph_index_fn and ids_fn need edge_index_fn: they describe the graphs whose "
+                "oversmoothing it turns on"
             )
         self.spatial = check_spatial(spatial)
         self.mask_fn = check_mask_fn(mask_fn)
@@ -234,6 +268,8 @@ class TrainingHelper(LearnscopeCallback):
         self.input_checks = list(input_checks)
         self.histograms = histograms
         self.edge_index_fn = edge_index_fn
+        self.graph_index_fn = graph_index_fn
+        self.ids_fn = ids_fn
         self.select = select
         self.group_depth = group_depth
         self.max_head_to_encoder_ratio = max_head_to_encoder_ratio
@@ -435,6 +471,7 @@ class TrainingHelper(LearnscopeCallback):
         if rows is not None:
             with self.guard(_COLLAPSE, record):
                 self._append(*rows)
+                self._append_graphs(*rows)
         if not self.is_on(_COLLAPSE):
             self._collecting = False
 
@@ -456,6 +493,49 @@ class TrainingHelper(LearnscopeCallback):
             if edges is not None:
                 edges = keep_edges(edges, keep)
         self._buffer.append(rows, edges)
+
+    def _append_graphs(self, rows: torch.Tensor, keep: torch.Tensor | None) -> None:
+        """Tell the buffer the graph of each row just appended, and each graph's id.
+
+        From ``graph_index_fn``, else from a PyTorch Geometric batch whose ``batch.batch`` has
+        one entry per row; otherwise the batch is one graph.
+        """
+        if self.edge_index_fn is None or self._buffer is None:
+            return
+        count: int | None = 1
+        if self.graph_index_fn is not None:
+            index = self.graph_index_fn(self._batch)
+            is_index = isinstance(index, torch.Tensor) and index.ndim == 1
+            if not is_index or index.is_floating_point() or len(index) != len(rows):
+                given = f"{len(index)} values" if is_index else _describe(index)
+                raise ValueError(
+                    f"TrainingHelper: graph_index_fn gave {given} but the embedding has "
+                    f"{len(rows)} rows; it must give each row's graph within the batch (a 1-D "
+                    "integer tensor, 0 to the number of graphs minus one)"
+                )
+            count = None
+        else:
+            graphs = pyg_graphs(self._batch)
+            index = None
+            if graphs is not None and len(graphs[0]) == len(rows):
+                index, count = graphs
+        ids = None
+        if self.ids_fn is not None:
+            ids = self.ids_fn(self._batch)
+            if isinstance(ids, torch.Tensor):
+                ids = ids.detach().reshape(-1)
+            elif isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+                ids = [ids]  # one id for a batch that is one graph
+            if count is None:  # from graph_index_fn: read on the host, on check steps only
+                count = int(index.max()) + 1 if len(index) else 0
+            if len(ids) != count:
+                raise ValueError(
+                    f"TrainingHelper: ids_fn gave {len(ids)} ids but the batch has {count} "
+                    "graphs; it must give one id per graph, in graph order"
+                )
+        if keep is not None and index is not None:
+            index = index.to(keep.device)[keep]
+        self._buffer.append_graphs(index, ids)
 
     @override
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
@@ -615,12 +695,21 @@ class TrainingHelper(LearnscopeCallback):
             buffer.reset()
             return
         metrics = buffer.compute()
+        graph_mad = buffer.per_graph_mad() if buffer.edge_index() is not None else None
+        graph_ids = buffer.graph_ids() if graph_mad is not None else None
         num_rows, dim = finite_rows, rows.shape[1]
         buffer.reset()
         module = self._encoder or ""
         self._report(
             collapse_findings(
-                metrics, module, step, num_rows=num_rows, dim=dim, **self.collapse_thresholds
+                metrics,
+                module,
+                step,
+                num_rows=num_rows,
+                dim=dim,
+                graph_mad=graph_mad,
+                graph_ids=graph_ids,
+                **self.collapse_thresholds,
             )
         )
         scalars = {f"health/collapse/{module}/{key}": value for key, value in metrics.items()}
@@ -681,6 +770,12 @@ def _loss_scaler(trainer: Any) -> Any:
     """
     scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
     return scaler if isinstance(scaler, _GRAD_SCALER) and scaler.is_enabled() else None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
 
 
 def _holds(names: Sequence[str], module: str) -> bool:

@@ -12,7 +12,6 @@ from learnscope import collapse
 from learnscope.collapse import (
     EmbeddingRowBuffer,
     collapse_metrics,
-    connected_components,
     enough_rows,
     judge_collapse,
 )
@@ -24,7 +23,7 @@ EMBEDDING_KEYS = {
     "cosine_spread",
     "dead_dim_fraction",
 }
-GRAPH_KEYS = {"dirichlet_energy", "rayleigh_quotient", "mad", "mad_global"}
+GRAPH_KEYS = {"dirichlet_energy", "rayleigh_quotient", "mad", "mad_global", "mad_global_min"}
 
 
 # ---------------------------------------------------------------- numpy reference (float64)
@@ -38,38 +37,32 @@ def reference_entropy_rank(z: np.ndarray) -> float:
     return float(np.exp(-np.sum(p * np.log(p))))
 
 
-def reference_components(num_nodes: int, edges: np.ndarray) -> list[int]:
-    """Each node's component, named by its smallest node: breadth-first search in Python."""
-    neighbours: dict[int, set[int]] = {i: set() for i in range(num_nodes)}
-    for a, b in np.asarray(edges).T.tolist():
-        neighbours[a].add(b)
-        neighbours[b].add(a)
-    label = [-1] * num_nodes
-    for start in range(num_nodes):
-        if label[start] >= 0:
-            continue
-        label[start], queue = start, [start]
-        while queue:
-            node = queue.pop()
-            for other in neighbours[node]:
-                if label[other] < 0:
-                    label[other] = start
-                    queue.append(other)
-    return label
+def reference_graph_mads(unit: np.ndarray, graph: np.ndarray | None = None) -> list[float]:
+    """Chen et al.'s MAD of each graph (of two or more nodes): the mean over its nodes of the
+    mean ``1 - cos`` to every other node of the graph, connected or not."""
+    label = np.zeros(unit.shape[0], dtype=int) if graph is None else np.asarray(graph)
+    out = []
+    for g in np.unique(label):
+        members = np.flatnonzero(label == g)
+        per_node = [
+            np.mean([1.0 - float(unit[i] @ unit[j]) for j in members if j != i])
+            for i in members
+            if len(members) > 1
+        ]
+        if per_node:
+            out.append(float(np.mean(per_node)))
+    return out
 
 
-def reference_global_mad(unit: np.ndarray, edges: np.ndarray) -> float:
-    """Chen et al.'s MAD over all pairs of distinct nodes, pairs within each component only."""
-    label = np.array(reference_components(unit.shape[0], edges))
-    per_node = []
-    for i in range(unit.shape[0]):
-        peers = [j for j in np.flatnonzero(label == label[i]) if j != i]
-        if peers:
-            per_node.append(np.mean([1.0 - float(unit[i] @ unit[j]) for j in peers]))
-    return float(np.mean(per_node)) if per_node else math.nan
+def reference_global_mad(unit: np.ndarray, graph: np.ndarray | None = None) -> float:
+    """The mean over graphs of each graph's MAD."""
+    values = reference_graph_mads(unit, graph)
+    return float(np.mean(values)) if values else math.nan
 
 
-def reference_metrics(z: np.ndarray, edges: np.ndarray | None = None) -> dict[str, float]:
+def reference_metrics(
+    z: np.ndarray, edges: np.ndarray | None = None, graph: np.ndarray | None = None
+) -> dict[str, float]:
     z = np.asarray(z, dtype=np.float64)
     n, d = z.shape
     norms = np.linalg.norm(z, axis=1, keepdims=True)
@@ -98,7 +91,8 @@ def reference_metrics(z: np.ndarray, edges: np.ndarray | None = None) -> dict[st
     out["dirichlet_energy"] = squared / n
     out["rayleigh_quotient"] = squared / float(np.sum(z**2))
     out["mad"] = float(np.mean([np.mean(values) for values in distances.values()]))
-    out["mad_global"] = reference_global_mad(unit, edges)
+    out["mad_global"] = reference_global_mad(unit, graph)  # without graph: all rows one graph
+    out["mad_global_min"] = min(reference_graph_mads(unit, graph), default=math.nan)
     return out
 
 
@@ -266,6 +260,7 @@ def test_no_edge_between_distinct_nodes_gives_nan_graph_quotients() -> None:
         assert math.isnan(metrics["rayleigh_quotient"])
         assert math.isnan(metrics["mad"])
         assert math.isnan(metrics["mad_global"])
+        assert math.isnan(metrics["mad_global_min"])
         assert "mad" not in verdict_keys(judge_collapse(metrics, num_rows=10, dim=3))
 
 
@@ -279,6 +274,7 @@ def test_zero_matrix_is_complete_collapse() -> None:
     assert metrics["rayleigh_quotient"] == 0.0
     assert metrics["mad"] == 1.0
     assert metrics["mad_global"] == 1.0
+    assert metrics["mad_global_min"] == 1.0
 
 
 # ---------------------------------------------------------------- what the metrics say
@@ -394,10 +390,14 @@ def test_mad_global_matches_reference_on_several_graphs_with_isolated_nodes() ->
     edges = torch.cat([first, second, torch.tensor([[45], [44]])], dim=1)  # 42..46: 44-45 only
     z = gaussian(47, 6, seed=32) + 0.2
     z[3] = 0.0  # a zero row: cosine 0 with every other row
-    metrics = collapse_metrics(z, edges)
+    # Three graphs: 0-29, 30-41, and 42-46 (edges between 44 and 45 only), and a lone node 47.
+    graph = torch.tensor([0] * 30 + [1] * 12 + [2] * 5)
+    metrics = collapse_metrics(z, edges, graph)
     unit = torch.nn.functional.normalize(z, dim=1).numpy()
-    expected = reference_global_mad(unit, edges.numpy())
-    assert metrics["mad_global"] == pytest.approx(expected, rel=1e-10)
+    expected = reference_graph_mads(unit, graph.numpy())
+    assert len(expected) == 3
+    assert metrics["mad_global"] == pytest.approx(np.mean(expected), rel=1e-10)
+    assert metrics["mad_global_min"] == pytest.approx(min(expected), rel=1e-10)
 
 
 def test_mad_global_compares_nodes_within_each_graph_only() -> None:
@@ -406,7 +406,7 @@ def test_mad_global_compares_nodes_within_each_graph_only() -> None:
     edges = torch.cat([ring, ring + 20], dim=1)
     z = torch.cat([gaussian(1, 8, seed=34).repeat(20, 1), gaussian(1, 8, seed=35).repeat(20, 1)])
     z = z * torch.linspace(0.5, 2.0, 40, dtype=torch.float64)[:, None]  # proportional rows
-    metrics = collapse_metrics(z, edges)
+    metrics = collapse_metrics(z, edges, torch.arange(2).repeat_interleave(20))
     assert metrics["mad_global"] == pytest.approx(0.0, abs=1e-12)
     assert metrics["cosine_spread"] > 0.2  # the two graphs point different ways
     assert "mad_global" in verdict_keys(judge_collapse(metrics, num_rows=40, dim=8))
@@ -424,18 +424,6 @@ def test_proportional_rows_are_oversmoothing_that_only_mad_global_sees() -> None
     healthy = collapse_metrics(gaussian(60, 16, seed=37).abs(), edges)  # non-negative features
     assert healthy["mad_global"] > 0.2
     assert judge_collapse(healthy, num_rows=60, dim=16) == []
-
-
-def test_connected_components_match_breadth_first_search() -> None:
-    generator = torch.Generator().manual_seed(38)
-    for trial in range(40):
-        num_nodes = 1 + trial * 3
-        edges = torch.randint(0, num_nodes, (2, trial * 2), generator=generator)
-        expected = reference_components(num_nodes, edges.numpy())
-        assert connected_components(edges, num_nodes).tolist() == expected
-    path = torch.randperm(5000, generator=generator)  # a long path in random order
-    labels = connected_components(torch.stack([path[:-1], path[1:]]), 5000)
-    assert (labels == 0).all()
 
 
 # ---------------------------------------------------------------- the judge
@@ -536,9 +524,10 @@ def test_buffer_offsets_edges_and_drops_edges_into_cut_rows() -> None:
     # Rows 5 and 6 come from the last batch; its rows 2 and 3 were cut off, and their edge.
     assert buffer.edge_index().tolist() == [[0, 1, 2, 5, 6], [1, 2, 0, 6, 5]]
     metrics = buffer.compute()
+    batches = np.array([0, 0, 0, 1, 1, 2, 2])  # each batch one graph
     assert_metrics_close(
         metrics,
-        reference_metrics(buffer.rows().double().numpy(), buffer.edge_index().numpy()),
+        reference_metrics(buffer.rows().double().numpy(), buffer.edge_index().numpy(), batches),
         rtol=1e-5,
     )
 

@@ -22,8 +22,9 @@ training_helper.TrainingHelper` calls it from Lightning.
   full shape and the elements this rank holds. Every function above accepts a model sharded so
   (pass the model itself for FSDP1 with ``use_orig_params=True``): each rank measures its
   shard, one all-reduce adds the ranks up, and the figures equal the unsharded model's.
-* :class:`CoordinateRangeCheck` is an input check: it says when every coordinate lies in
-  ``[0, 1]``, the sign of fractional coordinates passed where Cartesian ones were meant.
+* :class:`CoordinateRangeCheck` is an input check: it says when all the coordinates of a
+  batch lie within a range of width about 1 (``max_width``, 1.1), at any offset, the sign of
+  fractional coordinates passed where Cartesian ones were meant.
 
 Tiny gradients are judged relative to the other parameters, not against an absolute number: a
 parameter whose gradient per element (root mean square) is below ``small_grad_threshold`` times

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch import Tensor
 
 from learnscope.collapse import judge_collapse
 from learnscope.records import Finding
@@ -17,6 +20,8 @@ def collapse_findings(
     *,
     num_rows: int,
     dim: int,
+    graph_mad: Sequence[float] | Tensor | None = None,
+    graph_ids: Sequence[Any] | None = None,
     **thresholds: float,
 ) -> list[Finding]:
     """Turn collapse metrics into an ``embedding-collapse`` and an ``oversmoothing`` finding.
@@ -27,6 +32,9 @@ def collapse_findings(
         step: The training step.
         num_rows: Rows the metrics were computed on.
         dim: Embedding dimension.
+        graph_mad: Each graph's MAD (:func:`learnscope.collapse.per_graph_mad`), so that
+            oversmoothing is judged graph by graph.
+        graph_ids: One id per value of ``graph_mad``, named in the finding.
         **thresholds: Passed to :func:`learnscope.collapse.judge_collapse`.
 
     Returns:
@@ -40,7 +48,9 @@ def collapse_findings(
         >>> [(f.code, f.subject) for f in findings]
         [('embedding-collapse', 'encoder')]
     """
-    verdicts = judge_collapse(metrics, num_rows=num_rows, dim=dim, **thresholds)
+    verdicts = judge_collapse(
+        metrics, num_rows=num_rows, dim=dim, graph_mad=graph_mad, graph_ids=graph_ids, **thresholds
+    )
     smooth = [v for v in verdicts if v.split()[0] in _GRAPH_VERDICT_KEYS]
     collapse = [v for v in verdicts if v.split()[0] not in _GRAPH_VERDICT_KEYS]
     findings = []
