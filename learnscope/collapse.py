@@ -281,12 +281,13 @@ def judge_collapse(
       is not what is judged: a batch whose mean is healthy can hold oversmoothed graphs.
       Without ``graph_mad`` the lowest graph's value, ``mad_global_min``, is judged
       (``mad_global`` when the metrics have no ``mad_global_min``); ``max_oversmoothed_fraction``
-      then cannot apply. ``mad_global`` is the metric that catches deep graph convolutions,
-      whose rows become proportional rather than equal. Measured on PyG ``GCNConv`` stacks
-      (ReLU between layers) on Zachary's karate club, one graph of 34 nodes, at every step
-      (hidden dimension 16 or 64, Adam at 0.01 or SGD at 0.05; 20 seeds each for 2 layers, 10
-      for 32): 32 layers gave at most 9.3e-4 at initialisation
-      and 0.014 over the first 15 steps; 2 layers gave 0.19 to 0.73 at initialisation, 0.37 to
+      then cannot apply. Per-graph values are not judged when the metrics' ``mad_global`` is
+      NaN (no edge between distinct nodes). ``mad_global`` is the metric that catches deep
+      graph convolutions, whose rows become proportional rather than equal. Measured on PyG
+      ``GCNConv`` stacks (ReLU between layers) on Zachary's karate club, one graph of 34
+      nodes, at every step (hidden dimension 16 or 64, Adam at 0.01 or SGD at 0.05; 20 seeds
+      each for 2 layers, 10 for 32): 32 layers gave at most 9.3e-4 at initialisation and
+      0.014 over the first 15 steps; 2 layers gave 0.19 to 0.73 at initialisation, 0.37 to
       0.94 after 600 steps, and never less than 0.021 (SGD, around step 130, when a shared
       offset briefly points every node the same way: a mean pairwise cosine of 0.98). The
       default ``min_mad_global``, 0.01, keeps a factor of 2 from that healthy minimum and
@@ -940,6 +941,8 @@ def _mad_global_verdicts(
             f"mad_global < {threshold:.3g} in at least one graph (lowest {lowest:.3g}, mean "
             f"over graphs {mean:.3g}): {meaning}"
         ]
+    if math.isnan(metrics.get("mad_global", 0.0)):
+        return []  # the metrics found nothing to measure (no edge between distinct nodes)
     values = torch.as_tensor(graph_mad, dtype=torch.float64).reshape(-1).cpu()
     if graph_ids is not None and len(graph_ids) != len(values):
         raise ValueError(

@@ -254,6 +254,14 @@ def test_two_oversmoothed_graphs_of_eight_are_found_though_the_mean_is_healthy()
     assert not any(v.startswith("mad_global") for v in quiet)
 
 
+def test_graphs_without_edges_are_not_judged() -> None:
+    z, _, graph = eight_graphs()
+    metrics = collapse_metrics(z, torch.zeros(2, 0, dtype=torch.long), graph)
+    assert math.isnan(metrics["mad_global"])  # nothing to measure without an edge
+    per_graph = per_graph_mad(z, graph)
+    assert judge_collapse(metrics, num_rows=80, dim=16, graph_mad=per_graph) == []
+
+
 def test_healthy_graphs_give_no_verdict() -> None:
     z, edges, graph = eight_graphs()
     z = gaussian(80, 16, 40)
