@@ -45,6 +45,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from learnscope.import_path import resolve_function
+
 SPATIAL_MODES = ("mean", "max", "pixels")
 DEFAULT_MASK = "attention_mask"  # Hugging Face's padding mask, 1 = real token
 
@@ -93,6 +95,9 @@ def check_spatial(spatial: Any) -> str | None:
 def check_mask_fn(mask_fn: Any) -> str | Callable[..., Any] | None:
     """``mask_fn`` itself, when it is ``None``, a function or a non-empty string.
 
+    A string with a dot is the import path of a function (see :mod:`learnscope.import_path`),
+    which is imported; a string without one is the key or attribute of the batch.
+
     Raises:
         ValueError: Any other value.
 
@@ -100,6 +105,7 @@ def check_mask_fn(mask_fn: Any) -> str | Callable[..., Any] | None:
         >>> check_mask_fn("attention_mask")
         'attention_mask'
     """
+    mask_fn = resolve_function(mask_fn, "mask_fn")
     if mask_fn is None or callable(mask_fn) or (isinstance(mask_fn, str) and mask_fn):
         return mask_fn
     raise ValueError(

@@ -27,6 +27,7 @@ from learnscope.embedding_rows import (
     pyg_graphs,
     token_rows,
 )
+from learnscope.import_path import resolve_function
 from learnscope.lightning_glue.base import LearnscopeCallback, log
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
 from learnscope.plugins import Writers
@@ -121,7 +122,9 @@ class EmbeddingProjector(LearnscopeCallback):
         ids_fn: ``batch -> ids``, one stable id (int or string) per sample or per row, such as
             ``lambda batch: batch["index"]``; or ``"dataset_index"``: the index of each sample
             (each graph, for graph batches) in its loader's data set, for evaluation loaders
-            that read it in order (not shuffled; checked when the epoch starts).
+            that read it in order (not shuffled; checked when the epoch starts). Another
+            string with a dot is the import path of a function, as a LightningCLI config
+            gives it (``my_project.data.sample_ids``).
         graph_index_fn: ``batch -> LongTensor[rows]``, each embedding row's graph within the
             batch (0 to the number of graphs minus one), for node embeddings of graph batches
             that are not PyTorch Geometric's, such as
@@ -144,7 +147,8 @@ class EmbeddingProjector(LearnscopeCallback):
             flat ``[rows]``; integer masks keep the nonzero rows), or the key or attribute of
             the batch that holds it. The default, ``"attention_mask"`` (Hugging Face's padding
             mask, 1 = real token), is used when the batch has it and the output gives one row
-            per token; another key must be in the batch. ``None`` keeps every row. A mask of
+            per token; another key must be in the batch; a string with a dot is the import
+            path of a function. ``None`` keeps every row. A mask of
             the wrong shape fails naming both shapes. Without ``ids_fn``, the ``row`` column
             counts the rows kept.
 
@@ -196,6 +200,7 @@ class EmbeddingProjector(LearnscopeCallback):
             raise ValueError("every_n_epochs and max_points must be at least 1")
         if "train" in stages and (every_n_train_steps is None or every_n_train_steps < 1):
             raise ValueError("capturing the 'train' stage needs every_n_train_steps >= 1")
+        ids_fn = resolve_function(ids_fn, "ids_fn")
         if not (ids_fn is None or ids_fn == DATASET_INDEX or callable(ids_fn)):
             raise ValueError(f"ids_fn must be a function or {DATASET_INDEX!r}, got {ids_fn!r}")
         if graph_index_fn is not None and not callable(graph_index_fn):

@@ -24,3 +24,12 @@ def labels(batch: Any) -> dict[str, Any]:
 
 def features(output: Any) -> Any:
     return output
+
+
+def sample_ids(batch: Any) -> list[str]:
+    """A stable id per sample: its first feature, as text."""
+    return [f"{value:.6f}" for value in batch[0][:, 0].tolist()]
+
+
+def every_row(batch: Any) -> Any:
+    return batch[1] >= 0

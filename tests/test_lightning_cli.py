@@ -12,7 +12,7 @@ import pytest
 import yaml
 from cli_parts import BlobData
 from lightning.pytorch.cli import LightningCLI
-from readers import ProjectorReader
+from readers import ProjectorReader, parse_metadata
 from tiny_models import TinyClassifier
 
 CALLBACKS = """
@@ -27,6 +27,13 @@ CALLBACKS = """
         max_points: 100
         tag: enc
         aligned_pca: true
+        spatial: null
+    - class_path: learnscope.lightning_glue.EmbeddingProjector
+      init_args:
+        module: encoder
+        ids_fn: cli_parts.sample_ids
+        mask_fn: cli_parts.every_row
+        tag: by_feature
     - class_path: learnscope.lightning_glue.TrainingHelper
       init_args:
         check_every_n_steps: 2
@@ -34,6 +41,7 @@ CALLBACKS = """
           - class_path: learnscope.health.CoordinateRangeCheck
             init_args: {key: 0}
         select: cli_parts.features
+        mask_fn: null
         collapse_thresholds: {min_mad_global: 0.02}
     - class_path: learnscope.lightning_glue.ModelAutocorrelation
       init_args: {buffer_size: 8, analyze_every_n_steps: 4, lags: [1, 2]}
@@ -72,10 +80,16 @@ def test_callbacks_round_trip_through_the_saved_config_and_print_config(
     projector = callbacks[0]["init_args"]
     assert projector["ids_fn"] == "dataset_index"
     assert projector["metadata_fn"] == "cli_parts.labels"
+    assert callbacks[1]["init_args"]["ids_fn"] == "cli_parts.sample_ids"
 
     cli("fit", "--config", str(saved))  # again from the saved config: version_1
     names = ProjectorReader(tmp_path / "tb" / "version_1").names(".")
-    assert names == ["enc/validate/step_000000006"]
+    assert names == ["enc/validate/step_000000006", "by_feature/validate/step_000000006"]
+    header, rows = parse_metadata(
+        ProjectorReader(tmp_path / "tb" / "version_1").metadata(".", names[1])
+    )
+    ids = [row[header.index("id")] for row in rows]
+    assert len(ids) == 48 and all(len(i.split(".")[1]) == 6 for i in ids)  # from sample_ids
 
     with pytest.raises(SystemExit) as done:
         cli("fit", "--config", str(first), "--print_config")
