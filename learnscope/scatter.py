@@ -12,16 +12,18 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 MAX_CATEGORIES = 10  # labels with a colour of their own; the rest share one "other" entry
+MAX_CLASSES = 16  # distinct whole numbers that are still classes, not a colour scale
 OTHER = "other"
 NOT_LABELS = ("id", "position", "node", "row", "pca_x", "pca_y", "pca_z")  # never colours
 FRAME_HALF_WIDTHS = (2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)  # round frames, in spreads
 
 Limits = tuple[float, float, float, float]  # xmin, xmax, ymin, ymax
+ColumnKind = Literal["categorical", "numeric"]
 
 
 def label_column(columns: Iterable[str]) -> str | None:
@@ -98,28 +100,33 @@ def clip_to_frame(xy: np.ndarray, limits: Limits) -> tuple[np.ndarray, np.ndarra
     return np.clip(xy, low, high), outside
 
 
-def numeric_labels(labels: Sequence[Any], most: int = MAX_CATEGORIES) -> np.ndarray | None:
-    """The labels as numbers for a colour scale, or ``None`` when they are categories.
+def column_kind(values: Iterable[Any], most: int = MAX_CLASSES) -> ColumnKind:
+    """How a metadata column colours points: ``"numeric"`` (a colour bar) or ``"categorical"``.
 
-    Labels are a scale when all are real numbers (not booleans) and either one is not a whole
-    number or there are more than ``most`` distinct values; digits ``0..9`` stay categories.
+    The one rule of every learnscope picture and view. A column is numeric when all its
+    values are real numbers (not booleans) and either one of the finite ones is not a whole
+    number or there are more than ``most`` distinct values; anything else (text, booleans,
+    class numbers such as 12 digits) is categorical. NaN and Inf do not make a column numeric
+    by themselves.
+
+    Args:
+        values: One value per point.
+        most: The most distinct whole numbers that are still classes.
 
     Example:
-        >>> numeric_labels([0.25, 0.5, 1.0]).tolist()
-        [0.25, 0.5, 1.0]
-        >>> numeric_labels([3, 1, 4, 1]) is None
-        True
-        >>> numeric_labels(list(range(11))).shape
-        (11,)
+        >>> column_kind(list(range(12))), column_kind([0.25, 0.5]), column_kind(range(17))
+        ('categorical', 'numeric', 'numeric')
+        >>> column_kind(["a", "b"]), column_kind([True, False]), column_kind([])
+        ('categorical', 'categorical', 'categorical')
     """
-    if not labels or not all(isinstance(v, Real) and not isinstance(v, bool) for v in labels):
-        return None
-    values = np.asarray(labels, np.float64)
-    finite = values[np.isfinite(values)]
-    whole = bool(np.all(finite == np.round(finite)))
-    if whole and len(np.unique(finite)) <= most:
-        return None
-    return values
+    values = list(values)
+    if not values or not all(isinstance(v, Real) and not isinstance(v, bool) for v in values):
+        return "categorical"
+    numbers = np.asarray(values, np.float64)
+    finite = numbers[np.isfinite(numbers)]
+    if not np.all(finite == np.round(finite)) or len(np.unique(finite)) > most:
+        return "numeric"
+    return "categorical"
 
 
 def label_categories(

@@ -32,6 +32,7 @@ from typing_extensions import override
 from learnscope.lightning_glue import session
 from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.background import BackgroundWriters
+from learnscope.records.run import CallbackSettings, call_settings
 from learnscope.strict import strict_mode
 
 if TYPE_CHECKING:  # for type checkers, a callback of ``lightning.pytorch``
@@ -131,10 +132,16 @@ class LearnscopeCallback(_Base):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        """An instance of ``cls`` derived from the imported Lightning packages' ``Callback``."""
+        """An instance of ``cls`` derived from the imported Lightning packages' ``Callback``.
+
+        The arguments are kept (as JSON values) for :meth:`learnscope_settings`.
+        """
         if "_made_from" in vars(cls):  # already a class made for some packages
-            return super().__new__(cls)
-        return super().__new__(callback_class(cls, lightning_packages()))
+            callback = super().__new__(cls)
+        else:
+            callback = super().__new__(callback_class(cls, lightning_packages()))
+        callback._arguments = call_settings(cls.__init__, args, kwargs)
+        return callback
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Copies are made from the class this one was made from, for the same packages."""
@@ -162,8 +169,26 @@ class LearnscopeCallback(_Base):
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        """Leave the writer session (Lightning does not call ``teardown`` after an exception)."""
-        self._leave()
+        """Leave the writer session (Lightning does not call ``teardown`` after an exception).
+
+        The run ends ``interrupted`` in the run record.
+        """
+        self._leave(interrupted=True)
+
+    def learnscope_settings(self) -> CallbackSettings:
+        """This callback's class name and the arguments it was made with, for the run record.
+
+        Functions are given by their qualified name (see
+        :func:`learnscope.records.run.json_setting`).
+
+        Example:
+            >>> class Every(LearnscopeCallback):
+            ...     def __init__(self, n: int = 5, fn=None) -> None:
+            ...         super().__init__()
+            >>> Every(fn=len).learnscope_settings()
+            CallbackSettings(name='Every', settings={'n': 5, 'fn': 'builtins.len'})
+        """
+        return CallbackSettings(type(self).__name__, dict(getattr(self, "_arguments", {})))
 
     def _join(self, trainer: Any) -> WriterSession:
         if self._session is not None and self._session_trainer is not None:
@@ -174,10 +199,10 @@ class LearnscopeCallback(_Base):
         self._session_trainer = weakref.ref(trainer)
         return self._session
 
-    def _leave(self) -> None:
+    def _leave(self, interrupted: bool = False) -> None:
         trainer = self._session_trainer() if self._session_trainer is not None else None
         if trainer is not None:
-            session.leave(trainer, self)
+            session.leave(trainer, self, interrupted)
         self._session = self._session_trainer = None
 
     def writers(

@@ -33,7 +33,7 @@ from learnscope.lightning_glue.snapshot_names import SnapshotNames
 from learnscope.plugins import Writers
 from learnscope.plugins.figures import scatter_image
 from learnscope.projection import PCA_COLUMNS, AlignedPCA
-from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage
+from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage, ViewFrame
 from learnscope.scatter import Limits, frame_limits, label_column, labels_of
 
 STAGES = ("train", "validate", "test", "predict")
@@ -496,6 +496,8 @@ class EmbeddingProjector(LearnscopeCallback):
             self._report_non_finite(writers, rows, snapshot, dropped)
         if snapshot is None or not self.is_on(_PART):
             return
+        if dropped:  # the run record says how many rows were left out
+            snapshot = dataclasses.replace(snapshot, dropped=dropped)
         image = None
         if self.aligned_pca and self.is_on(_COMPARE):
             with self.guard(_COMPARE, record):
@@ -572,7 +574,6 @@ class EmbeddingProjector(LearnscopeCallback):
             name: [float(f"{v:.6g}") for v in coords[:, i].tolist()]
             for i, name in enumerate(PCA_COLUMNS)
         }
-        snapshot = dataclasses.replace(snapshot, metadata={**snapshot.metadata, **columns})
         # The image shows the view in units of its spread (the title gives the spread), so that
         # embeddings that grow during training keep one frame and the slider shows their shape.
         xy = coords[:, :2].numpy()
@@ -580,6 +581,13 @@ class EmbeddingProjector(LearnscopeCallback):
         xy = xy / spread if spread > 0 else xy
         if key not in self._limits:  # the frame stays the one chosen for the first snapshot
             self._limits[key] = frame_limits(xy)
+        # The snapshot carries the spread and frame, so the run record and every view use
+        # the numbers of this picture.
+        snapshot = dataclasses.replace(
+            snapshot,
+            metadata={**snapshot.metadata, **columns},
+            view_frame=ViewFrame(spread, self._limits[key]),
+        )
         metadata = snapshot.metadata_columns()
         title = f"{key}  step {snapshot.step}  spread {spread:.3g}"
         pixels = scatter_image(

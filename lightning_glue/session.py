@@ -2,9 +2,12 @@
 
 Every learnscope callback on a trainer joins that trainer's session in ``setup`` and leaves it in
 ``teardown`` (or when training stops with an exception). The session makes one writer per logger
-the first time a callback writes (so three callbacks write through one TensorBoard writer and one
-wandb writer, not three of each), says once per logger what that logger cannot show, and flushes
-and closes the writers when the last callback leaves. The writers run on a worker thread
+when the first callback joins (so three callbacks write through one TensorBoard writer and one
+wandb writer, not three of each), hands them one ``run`` record (:class:`~learnscope.records.
+RunStart`) naming every learnscope callback of the trainer with its settings, says once per
+logger what that logger cannot show, and, when the last callback leaves, hands them the
+``end`` record (``interrupted`` when a callback left through ``on_exception``, else
+``finished``) and flushes and closes them. The writers run on a worker thread
 (:class:`~learnscope.plugins.background.BackgroundWriters`): callbacks only queue records, and
 leaving waits until everything queued is written. A callback reused with another trainer
 joins that trainer's session and writes to that trainer's loggers. Only the process of global rank
@@ -21,6 +24,7 @@ from typing import Any
 
 from learnscope.plugins import shows, writers_for
 from learnscope.plugins.background import BackgroundWriters
+from learnscope.records import CallbackSettings, RunEnd, RunStart
 
 log = logging.getLogger("learnscope")
 
@@ -52,6 +56,7 @@ class WriterSession:
         self.loggers = [] if fast_dev_run else list(loggers)
         self.is_global_zero = is_global_zero
         self.members: set[int] = set()  # ids of the callbacks that joined
+        self.interrupted = False  # a callback left through on_exception
         self._writers: BackgroundWriters | None = None
         self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
 
@@ -61,6 +66,14 @@ class WriterSession:
             writers = writers_for(self.loggers) if self.is_global_zero else []
             self._writers = BackgroundWriters(writers)
         return self._writers
+
+    def start(self, callbacks: Sequence[CallbackSettings]) -> None:
+        """Hand the writers the start of the run: ``callbacks`` are the attached ones.
+
+        Nothing is written on ranks other than zero or under ``fast_dev_run``.
+        """
+        if self.is_global_zero and not self.fast_dev_run:
+            self.writers().write_run_start(RunStart(tuple(callbacks)))
 
     def drain(self) -> None:
         """Wait until every record queued so far is written."""
@@ -121,11 +134,19 @@ class WriterSession:
                         *_FALLBACKS[method],
                     )
 
-    def close(self) -> None:
-        """Write what is queued, then close the writers (a logger's own writer stays open)."""
+    def close(self, step: int | None = None) -> None:
+        """End the run at ``step`` (when given), write what is queued, then close the writers.
+
+        A logger's own writer stays open.
+        """
         if self._writers is not None:
-            self._writers.close()
-            self._writers = None
+            try:
+                if step is not None:
+                    status = "interrupted" if self.interrupted else "finished"
+                    self._writers.write_run_end(RunEnd(step, status))
+            finally:
+                self._writers.close()
+                self._writers = None
 
 
 # Records that a writer which cannot show them still gets in another form (see plugins.base).
@@ -147,6 +168,9 @@ _SESSIONS: weakref.WeakKeyDictionary[Any, WriterSession] = weakref.WeakKeyDictio
 def join(trainer: Any, callback: object) -> WriterSession:
     """The session of ``trainer``, made when the first callback joins; ``callback`` is a member.
 
+    A new session's writers get the start of the run at once: every callback of the trainer
+    that has ``learnscope_settings()`` (every learnscope callback), with its settings.
+
     Example:
         >>> class Trainer:
         ...     loggers, is_global_zero = [], True
@@ -164,12 +188,35 @@ def join(trainer: Any, callback: object) -> WriterSession:
                 "learnscope: fast_dev_run is on, so Lightning's loggers are off and learnscope "
                 "writes nothing in this run"
             )
+        session.start(_attached(trainer, callback))
     session.members.add(id(callback))
     return session
 
 
-def leave(trainer: Any, callback: object) -> None:
+def _attached(trainer: Any, callback: object) -> list[CallbackSettings]:
+    """The settings of the learnscope callbacks of ``trainer`` (``callback`` when it has none).
+
+    Example:
+        >>> class Trainer:
+        ...     callbacks = [object()]
+        >>> _attached(Trainer(), object())
+        []
+    """
+    callbacks = list(getattr(trainer, "callbacks", None) or [])
+    if callback not in callbacks:
+        callbacks.append(callback)
+    return [
+        c.learnscope_settings()
+        for c in callbacks
+        if callable(getattr(c, "learnscope_settings", None))
+    ]
+
+
+def leave(trainer: Any, callback: object, interrupted: bool = False) -> None:
     """``callback`` leaves the session of ``trainer``; the last to leave closes the writers.
+
+    The last to leave ends the run at the trainer's global step: ``interrupted`` when any
+    callback left with ``interrupted`` (from ``on_exception``), else ``finished``.
 
     Example:
         >>> class Trainer:
@@ -184,6 +231,7 @@ def leave(trainer: Any, callback: object) -> None:
     if session is None:
         return
     session.members.discard(id(callback))
+    session.interrupted = session.interrupted or interrupted
     if not session.members:
         del _SESSIONS[trainer]
-        session.close()
+        session.close(int(getattr(trainer, "global_step", 0) or 0))

@@ -37,6 +37,8 @@ from learnscope.records import (
     Finding,
     Histogram,
     RenderedImage,
+    RunEnd,
+    RunStart,
 )
 from learnscope.strict import strict_mode
 
@@ -120,6 +122,14 @@ class BackgroundWriters:
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Queue the findings table for every writer."""
         self._record("write_findings", list(findings), step)
+
+    def write_run_start(self, run: RunStart) -> None:
+        """Queue the start of a run for every writer."""
+        self._record("write_run_start", run)
+
+    def write_run_end(self, end: RunEnd) -> None:
+        """Queue the end of a run for every writer."""
+        self._record("write_run_end", end)
 
     def flush(self) -> None:
         """Flush the training-thread writers, and queue a flush of the others (no wait)."""

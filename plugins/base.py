@@ -14,6 +14,8 @@ from learnscope.records import (
     Finding,
     Histogram,
     RenderedImage,
+    RunEnd,
+    RunStart,
 )
 
 
@@ -57,6 +59,12 @@ class Writer:
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Show every finding so far as a table (``findings`` is the full list, not new ones)."""
+
+    def write_run_start(self, run: RunStart) -> None:
+        """Note what is attached when a run starts, before any other record of it."""
+
+    def write_run_end(self, end: RunEnd) -> None:
+        """Note how the run ended (finished or interrupted), just before the writer is closed."""
 
     def flush(self) -> None:
         """Make everything written so far visible to the dashboard."""

@@ -15,6 +15,8 @@ from learnscope.records import (
     Finding,
     Histogram,
     RenderedImage,
+    RunEnd,
+    RunStart,
 )
 from learnscope.strict import strict_mode
 
@@ -43,6 +45,12 @@ class Writers:
 
     Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the error is raised.
 
+    **One findings table.** Every callback of a run hands its findings to the same
+    :class:`Writers`, and each writer always gets the whole table: the findings of every call
+    so far, one per ``(code, subject)``, the newest one of each (by step; at the same step the
+    later call), in the order they were first seen. A callback may hand its own full table or
+    only a new finding; no writer ever shows a one-callback table.
+
     Args:
         writers: The writers to call, in order.
 
@@ -68,6 +76,7 @@ class Writers:
         self.active: list[Writer] = list(writers)
         self._in_a_row: dict[tuple[int, str], int] = {}  # (writer id, method) -> failures
         self._off: set[tuple[int, str]] = set()  # kinds of record switched off per writer
+        self._findings: dict[tuple[str, str], Finding] = {}  # the run's table, first-seen order
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Hand ``snapshot`` to every writer."""
@@ -90,8 +99,40 @@ class Writers:
         self._call("write_image", image)
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
-        """Hand the findings table to every writer."""
-        self._call("write_findings", findings, step)
+        """Merge ``findings`` into the run's table and hand the whole table to every writer.
+
+        Example:
+            >>> from learnscope.plugins.base import Writer
+            >>> class Table(Writer):
+            ...     def write_findings(self, findings, step):
+            ...         print(step, [(f.subject, f.step) for f in findings])
+            >>> writers = Writers([Table()])
+            >>> writers.write_findings([Finding("zero-gradient", "head", "zero", 3)], 3)
+            3 [('head', 3)]
+            >>> writers.write_findings([Finding("non-finite-output", "enc", "NaN", 4)], 4)
+            4 [('head', 3), ('enc', 4)]
+            >>> writers.write_findings([Finding("zero-gradient", "head", "still", 9)], 9)
+            9 [('head', 9), ('enc', 4)]
+        """
+        for finding in findings:
+            key = (finding.code, finding.subject)
+            held = self._findings.get(key)
+            if held is None or finding.step >= held.step:
+                self._findings[key] = finding
+        self._call("write_findings", list(self._findings.values()), step)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The run's findings table so far (see the class description)."""
+        return list(self._findings.values())
+
+    def write_run_start(self, run: RunStart) -> None:
+        """Hand the start of a run to every writer."""
+        self._call("write_run_start", run)
+
+    def write_run_end(self, end: RunEnd) -> None:
+        """Hand the end of a run to every writer."""
+        self._call("write_run_end", end)
 
     def flush(self) -> None:
         """Flush every writer."""

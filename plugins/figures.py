@@ -27,9 +27,9 @@ from learnscope.scatter import (
     OTHER,
     Limits,
     clip_to_frame,
+    column_kind,
     frame_limits,
     label_categories,
-    numeric_labels,
 )
 
 if TYPE_CHECKING:
@@ -311,9 +311,10 @@ def scatter_figure(
 ) -> Figure:
     """Points coloured by label on a fixed square frame, with a legend or a colour bar.
 
-    Categories (strings, or up to 10 distinct whole numbers) get a legend: the 10 most
-    frequent labels a colour each, sorted so that the same labels keep the same colours, and
-    the rest share a grey ``other`` entry. Other numbers get a colour bar. Points outside
+    Categories (see :func:`learnscope.scatter.column_kind`: text, or up to 16 distinct whole
+    numbers) get a legend: the 10 most frequent labels a colour each, sorted so that the same
+    labels keep the same colours, and the rest share a grey ``other`` entry. Other numbers get a
+    colour bar. Points outside
     ``limits`` are drawn on the frame's edge as ``×`` and counted in the legend and title.
 
     Args:
@@ -347,7 +348,9 @@ def scatter_figure(
     ax.set_facecolor("white")
     size = 14.0 if len(xy) <= 1000 else 6.0 if len(xy) <= 5000 else 2.0
     handles: list[Any] = []
-    values = numeric_labels(labels) if labels is not None and len(labels) == len(xy) else None
+    values = None
+    if labels is not None and len(labels) == len(xy) and column_kind(labels) == "numeric":
+        values = np.asarray(labels, np.float64)
     if values is not None:
         low, high = _colour_range(values[finite])
         style: dict[str, Any] = {"c": values, "cmap": "viridis", "vmin": low, "vmax": high}

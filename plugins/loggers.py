@@ -7,7 +7,6 @@ A logger is recognised by the name of its class or one of its bases, so the same
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.base import Writer
@@ -60,18 +59,11 @@ def writer_for(logger: Any) -> Writer:
 def writers_for(loggers: Iterable[Any]) -> list[Writer]:
     """One writer per logger, in order (see :func:`writer_for`).
 
-    A wandb writer of a trainer that also has a TensorBoard logger gets its run directory as
-    ``view_dir``, so W&B shows the same training-dynamics view as TensorBoard's learnscope tab.
+    The TensorBoard and wandb writers each keep a run record in their own directory, and the
+    wandb writer's ``learnscope/view`` panel is made from its own: neither needs the other.
 
     Example:
         >>> writers_for([])
         []
     """
-    writers = [writer_for(logger) for logger in loggers]
-    run_dir = next(
-        (w.run_dir for w in writers if isinstance(getattr(w, "run_dir", None), Path)), None
-    )
-    for writer in writers:
-        if hasattr(writer, "view_dir") and run_dir is not None:
-            writer.view_dir = run_dir
-    return writers
+    return [writer_for(logger) for logger in loggers]

@@ -157,7 +157,7 @@ def sprite_png(images: np.ndarray) -> tuple[bytes, tuple[int, int]] | None:
         (8, 8)
     """
     n, height, width, channels = images.shape
-    per_side = math.ceil(math.sqrt(n))
+    per_side = sprite_per_row(n)
     scale = min(1.0, MAX_SPRITE_SIDE / (per_side * max(height, width)))
     thumb_h, thumb_w = int(height * scale), int(width * scale)
     if thumb_h < 1 or thumb_w < 1:
@@ -171,6 +171,35 @@ def sprite_png(images: np.ndarray) -> tuple[bytes, tuple[int, int]] | None:
     grid = grid.reshape(per_side, per_side, thumb_h, thumb_w, channels)
     sheet = grid.transpose(0, 2, 1, 3, 4).reshape(per_side * thumb_h, per_side * thumb_w, channels)
     return png_bytes(sheet, compress_level=1), (thumb_w, thumb_h)
+
+
+def sprite_per_row(count: int) -> int:
+    """Thumbnails per row of the sprite of ``count`` points: the sprite is a square grid.
+
+    Example:
+        >>> sprite_per_row(5), sprite_per_row(9)
+        (3, 3)
+    """
+    return math.ceil(math.sqrt(count))
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """What :func:`write_snapshot` wrote for one snapshot.
+
+    Attributes:
+        name: The tensor name of the entry in the projector config.
+        points: The rows written (fewer than the snapshot's when it was subsampled).
+        sprite: The sprite's path relative to the run directory, or ``None`` when none.
+        cell: ``(width, height)`` of one thumbnail in the sprite, in pixels.
+        per_row: Thumbnails per row of the sprite (point ``i`` at column ``i % per_row``).
+    """
+
+    name: str
+    points: int
+    sprite: str | None = None
+    cell: tuple[int, int] | None = None
+    per_row: int | None = None
 
 
 def entry_name(snapshot: EmbeddingSnapshot) -> str:
@@ -252,7 +281,7 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
+def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> SnapshotFiles:
     """Write one snapshot's files under ``run_dir`` and merge its entry into the config.
 
     Args:
@@ -261,12 +290,12 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
             warning, since the front end loads no more.
 
     Returns:
-        The tensor name of the entry.
+        The tensor name of the entry and what was written (see :class:`SnapshotFiles`).
 
     Example:
         >>> import tempfile, torch
         >>> run = Path(tempfile.mkdtemp())
-        >>> write_snapshot(run, EmbeddingSnapshot("enc", 3, torch.randn(4, 2)))
+        >>> write_snapshot(run, EmbeddingSnapshot("enc", 3, torch.randn(4, 2))).name
         'enc/step_000000003'
         >>> [e.tensor_name for e in read_config(run).embeddings]
         ['enc/step_000000003']
@@ -290,6 +319,7 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
     if columns:
         entry.metadata_path = _write(run_dir, folder, "metadata.tsv", metadata_tsv(columns))
     images = snapshot.images_uint8()
+    files = SnapshotFiles(name, snapshot.num_points)
     if images is not None and pictures_available():  # else warned once: no sprite
         sprite = sprite_png(images)
         if sprite is None:
@@ -301,8 +331,10 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> str:
         else:
             entry.sprite.image_path = _write(run_dir, folder, "sprite.png", sprite[0])
             entry.sprite.single_image_dim.extend(sprite[1])
+            per_row = sprite_per_row(snapshot.num_points)
+            files = SnapshotFiles(name, files.points, entry.sprite.image_path, sprite[1], per_row)
     _merge_entry(run_dir, entry)
-    return name
+    return files
 
 
 def read_config(run_dir: Path) -> Any:

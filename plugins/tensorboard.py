@@ -14,12 +14,15 @@ from learnscope.plugins.base import Writer
 from learnscope.plugins.event_file import EventFile
 from learnscope.plugins.figures import png_bytes
 from learnscope.plugins.projector_refresh import ProjectorRefresh
+from learnscope.plugins.run_record_writer import RunRecordWriter, Sprite
 from learnscope.records import (
     AutocorrelationSummary,
     EmbeddingSnapshot,
     Finding,
     Histogram,
     RenderedImage,
+    RunEnd,
+    RunStart,
 )
 
 FINDINGS_TAG = "learnscope/findings"
@@ -33,6 +36,11 @@ class TensorBoardWriter(Writer):
     a thumbnail sprite; the projector config is merged with what is on disk, so a second writer
     or a resumed run keeps earlier entries. Scalars, histograms, images, text and the Custom
     Scalars layout go into an event file.
+
+    The writer also keeps the run record, ``learnscope_record.jsonl`` in the run directory
+    (:class:`~learnscope.plugins.run_record_writer.RunRecordWriter`): the snapshots with their
+    aligned view, ids, typed columns and sprite, the autocorrelation analyses, the findings
+    table, and the start and end of each run, which learnscope's views read.
 
     Given a run directory, the writer opens an event file of its own there, whose name ends in
     ``.learnscope``, beside the logger's (TensorBoard reads every event file of a run), and
@@ -69,9 +77,12 @@ class TensorBoardWriter(Writer):
         # see remove_orphan_temporaries for which go.
         remove_orphan_temporaries(self.run_dir)
         self._refresh = ProjectorRefresh(self.run_dir)  # running servers see new snapshots
+        self.record = RunRecordWriter(self.run_dir)
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
+
+        Then add it to the run record, with the sprite the projector got.
 
         Raises:
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
@@ -79,8 +90,12 @@ class TensorBoardWriter(Writer):
         """
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"the run directory {self.run_dir} is gone; not re-making it")
-        projector_files.write_snapshot(self.run_dir, snapshot)
+        files = projector_files.write_snapshot(self.run_dir, snapshot)
         self._refresh.announce()
+        sprite = None
+        if files.sprite and files.cell and files.per_row and files.points == snapshot.num_points:
+            sprite = Sprite(files.sprite, files.cell, files.per_row)
+        self.record.write_embedding(snapshot, sprite)
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Add each scalar at ``step``."""
@@ -112,13 +127,17 @@ class TensorBoardWriter(Writer):
         self.add_summary(Summary(value=[Summary.Value(tag=image.tag, image=encoded)]), image.step)
 
     def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
-        """Scalars, Custom Scalars charts and ACF images (``tensorboard_autocorrelation``)."""
+        """Scalars, Custom Scalars charts and ACF images (``tensorboard_autocorrelation``).
+
+        The analysis also goes into the run record.
+        """
         from learnscope.plugins import tensorboard_autocorrelation
 
         tensorboard_autocorrelation.write_autocorrelation(self, summary)
+        self.record.write_autocorrelation(summary)
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
-        """Write the findings as one Markdown table in the Text tab.
+        """Write the findings as one Markdown table in the Text tab, and into the run record.
 
         A table identical to the one this writer wrote last, at the same or an earlier step, is
         not written again; a later step's copy is (the Text tab then shows it was still so).
@@ -134,10 +153,18 @@ class TensorBoardWriter(Writer):
 
         text = findings_markdown(findings)
         last = getattr(self, "_findings_written", None)
-        if last is not None and last[0] == text and step <= last[1]:
-            return
-        self.add_summary(text_summary(FINDINGS_TAG, text), step)
-        self._findings_written = (text, step)
+        if last is None or last[0] != text or step > last[1]:
+            self.add_summary(text_summary(FINDINGS_TAG, text), step)
+            self._findings_written = (text, step)
+        self.record.write_findings(findings, step)
+
+    def write_run_start(self, run: RunStart) -> None:
+        """Start a run in the run record: the attached callbacks and their settings."""
+        self.record.write_run_start(run)
+
+    def write_run_end(self, end: RunEnd) -> None:
+        """End the run in the run record."""
+        self.record.write_run_end(end)
 
     def add_charts(self, charts: dict[str, dict[str, tensorboard_layout.Chart]]) -> None:
         """Make sure the Custom Scalars layout has ``charts`` (category -> title -> chart).
@@ -177,12 +204,15 @@ class TensorBoardWriter(Writer):
             self.summary.flush()
 
     def close(self) -> None:
-        """Close the event file this writer opened, or flush the given ``SummaryWriter``."""
-        self._refresh.close()
-        if self._events is not None:
-            self._events.close()
-        else:
-            self.summary.flush()
+        """End the run record, and close the own event file (or flush a given SummaryWriter)."""
+        try:
+            self.record.close()
+        finally:
+            self._refresh.close()
+            if self._events is not None:
+                self._events.close()
+            else:
+                self.summary.flush()
 
     def describe(self) -> str:
         """``TensorBoardWriter(<run dir>)``."""

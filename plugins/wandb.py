@@ -11,6 +11,7 @@ import numpy as np
 
 from learnscope.optional import import_optional
 from learnscope.plugins.base import Writer
+from learnscope.plugins.run_record_writer import RunRecordWriter
 from learnscope.plugins.wandb_scatter import pca_scatter_chart
 from learnscope.records import (
     AutocorrelationSummary,
@@ -18,6 +19,8 @@ from learnscope.records import (
     Finding,
     Histogram,
     RenderedImage,
+    RunEnd,
+    RunStart,
 )
 
 log = logging.getLogger("learnscope")
@@ -37,12 +40,15 @@ class WandbWriter(Writer):
     in the ``trainer/global_step`` key, never as ``step=``, which wandb drops ("Step must only
     increase") once the run's own step has moved past it.
 
+    The writer keeps the run record, ``learnscope_record.jsonl``, in the run's own files
+    folder (``run.dir``, uploaded with the run; see
+    :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`), and after each new
+    snapshot logs the training-dynamics view made from that record as the HTML panel
+    ``learnscope/view`` (see ``wandb_view``): no TensorBoard is needed.
+
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
             returned.
-        view_dir: A TensorBoard run directory that learnscope also writes (the trainer's
-            ``TensorBoardLogger``): after each new snapshot, the training-dynamics view of it
-            is logged as the HTML panel ``learnscope/view`` (see ``wandb_view``).
 
     Example:
         >>> import os, tempfile, torch, wandb  # doctest: +SKIP
@@ -53,10 +59,10 @@ class WandbWriter(Writer):
         ... )
     """
 
-    def __init__(self, run: Any, view_dir: Path | None = None) -> None:
+    def __init__(self, run: Any) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
-        self.view_dir = view_dir
+        self.record = RunRecordWriter(Path(run.dir))
         self._view_due: int | None = None  # step of a snapshot not yet in the view panel
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
@@ -113,6 +119,7 @@ class WandbWriter(Writer):
         if chart is not None:  # snapshots with aligned PCA columns also get a scatter chart
             logged[f"embeddings/{key}/pca_scatter"] = chart
         self.run.log(logged)
+        self.record.write_embedding(snapshot)
         self._view_due = snapshot.step
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
@@ -132,6 +139,7 @@ class WandbWriter(Writer):
         from learnscope.plugins.wandb_autocorrelation import autocorrelation_log
 
         self.run.log(autocorrelation_log(self.wandb, summary, STEP_KEY))
+        self.record.write_autocorrelation(summary)
 
     def write_image(self, image: RenderedImage) -> None:
         """Log a ``wandb.Image``."""
@@ -139,6 +147,8 @@ class WandbWriter(Writer):
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Log the findings as a table (wandb tables cannot be appended to: the whole list).
+
+        The table also goes into the run record.
 
         With no finding the table has one row saying so (``no-findings``), as TensorBoard's
         Text tab says "No findings", instead of an empty table.
@@ -148,18 +158,34 @@ class WandbWriter(Writer):
         if not rows:
             rows = [[step, "info", "no-findings", "", "No findings: nothing looks wrong so far."]]
         self.run.log({FINDINGS_KEY: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
+        self.record.write_findings(findings, step)
+
+    def write_run_start(self, run: RunStart) -> None:
+        """Start a run in the run record: the attached callbacks and their settings."""
+        self.record.write_run_start(run)
+
+    def write_run_end(self, end: RunEnd) -> None:
+        """End the run in the run record."""
+        self.record.write_run_end(end)
 
     def flush(self) -> None:
-        """Log the view panel when a snapshot came since the last one (and a view_dir is set).
+        """Log the view panel, made from this writer's run record, when a snapshot came since.
 
-        At a flush, not in :meth:`write_embedding`, so that the TensorBoard writer has written
-        the same snapshot, whichever logger comes first.
+        At a flush, not in :meth:`write_embedding`, so that one panel follows the snapshot and
+        the picture that come together.
         """
-        if self.view_dir is not None and self._view_due is not None:
+        if self._view_due is not None:
             from learnscope.plugins.wandb_view import log_view
 
             step, self._view_due = self._view_due, None
-            log_view(self.run, self.view_dir, step, STEP_KEY)
+            log_view(self.run, self.record.run_dir, step, STEP_KEY)
+
+    def close(self) -> None:
+        """Log the last view panel due and end the run record (the wandb run stays open)."""
+        try:
+            self.flush()
+        finally:
+            self.record.close()
 
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""

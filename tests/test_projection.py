@@ -10,10 +10,10 @@ from learnscope.projection import AlignedPCA, principal_axes
 from learnscope.scatter import (
     OTHER,
     clip_to_frame,
+    column_kind,
     frame_limits,
     label_categories,
     label_column,
-    numeric_labels,
 )
 from learnscope.selection import id_keys, mix_keys, smallest
 
@@ -148,7 +148,7 @@ def test_scatter_frame_is_round_and_holds_the_points_and_labels_keep_their_entri
     names, index = label_categories([str(i % 12) for i in range(120)] + ["0"] * 5)
     assert names == [str(i) for i in range(10)] and index[10:12].tolist() == [-1, -1]
     assert OTHER == "other"
-    assert numeric_labels(list(range(10))) is None  # digits are categories
-    assert numeric_labels([0.5, 1.5]) is not None and numeric_labels(["a"]) is None
-    assert numeric_labels([True, False]) is None
+    assert column_kind(list(range(10))) == "categorical"  # digits are categories
+    assert column_kind([0.5, 1.5]) == "numeric" and column_kind(["a"]) == "categorical"
+    assert column_kind([True, False]) == "categorical"
     assert label_column(["id", "position", "pca_x", "digit"]) == "digit"

@@ -4,15 +4,20 @@ Callbacks (or a hand-written loop) build records; writers in ``learnscope.plugin
 """
 
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
-from learnscope.records.embedding import EmbeddingSnapshot
+from learnscope.records.embedding import EmbeddingSnapshot, ViewFrame
 from learnscope.records.health import FINDING_CODES, Finding, Histogram, RenderedImage
+from learnscope.records.run import CallbackSettings, RunEnd, RunStart
 
 __all__ = [
     "FINDING_CODES",
     "AutocorrelationSummary",
+    "CallbackSettings",
     "EmbeddingSnapshot",
     "Finding",
     "GroupAutocorrelation",
     "Histogram",
     "RenderedImage",
+    "RunEnd",
+    "RunStart",
+    "ViewFrame",
 ]

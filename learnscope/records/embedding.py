@@ -13,6 +13,33 @@ ArrayLike = torch.Tensor | np.ndarray
 
 
 @dataclass(frozen=True)
+class ViewFrame:
+    """How a snapshot's aligned PCA view (its ``pca_x``, ``pca_y`` columns) is drawn.
+
+    The view is drawn in units of its spread, in a frame kept per key, so every picture and
+    view of a run shows the points moving, not the frame.
+
+    Args:
+        spread: The view's root-mean-square distance from its centre (the origin).
+        limits: ``(xmin, xmax, ymin, ymax)`` of the frame, in units of the spread.
+
+    Example:
+        >>> ViewFrame(0.5, (-2.5, 2.5, -2.5, 2.5)).limits[1]
+        2.5
+    """
+
+    spread: float
+    limits: tuple[float, float, float, float]
+
+    def __post_init__(self) -> None:
+        limits = tuple(float(v) for v in self.limits)
+        if len(limits) != 4:
+            raise ValueError(f"limits must be (xmin, xmax, ymin, ymax), got {self.limits!r}")
+        object.__setattr__(self, "spread", float(self.spread))
+        object.__setattr__(self, "limits", limits)
+
+
+@dataclass(frozen=True)
 class EmbeddingSnapshot:
     """Embeddings of ``N`` points at one training step, ready for a writer.
 
@@ -33,6 +60,9 @@ class EmbeddingSnapshot:
             never clipped.
         stage: Where the data came from (``"train"``, ``"validate"``, ``"test"``, ``"predict"``),
             or ``None``.
+        view_frame: The spread and frame of the aligned PCA view in the ``pca_x``/``pca_y``
+            columns, when there is one (``EmbeddingProjector(aligned_pca=True)`` sets it).
+        dropped: How many rows were left out before this snapshot for NaN or Inf.
 
     Raises:
         ValueError: If a shape or a column length does not match ``N``, there is no row or no
@@ -53,6 +83,8 @@ class EmbeddingSnapshot:
     metadata: Mapping[str, Sequence[Any] | ArrayLike] = field(default_factory=dict)
     images: ArrayLike | None = None
     stage: str | None = None
+    view_frame: ViewFrame | None = None
+    dropped: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.tag, str) or not self.tag:
@@ -152,6 +184,8 @@ class EmbeddingSnapshot:
             metadata={name: _take(col, keep, index) for name, col in self.metadata.items()},
             images=None if self.images is None else _take(self.images, keep, index),
             stage=self.stage,
+            view_frame=self.view_frame,
+            dropped=self.dropped,
         )
 
 

@@ -1,0 +1,291 @@
+"""The run record writer: what learnscope did in a run, as data, for the views to read.
+
+:class:`RunRecordWriter` appends the entries of ``docs/run_record.md`` to
+``<directory>/learnscope_record.jsonl`` (:mod:`learnscope.run_record`): a ``run`` entry when a
+run starts, a ``snapshot`` per embedding snapshot (ids, the aligned PCA view with its spread
+and frame, typed metadata columns, the sprite), an ``autocorrelation`` entry per kind of each
+analysis, the whole ``findings`` table, and an ``end`` entry. Each record is one append of its
+lines, under the directory's lock. The TensorBoard and wandb writers each keep one in their own
+directory; failures are raised to the caller (the writer fan-out isolates them).
+
+Example:
+    >>> import tempfile, torch
+    >>> from learnscope.run_record import RecordReader
+    >>> from learnscope.records import RunEnd, RunStart
+    >>> writer = RunRecordWriter(tempfile.mkdtemp())
+    >>> writer.write_run_start(RunStart())
+    >>> writer.write_embedding(EmbeddingSnapshot("enc", 4, torch.randn(6, 3), {"c": [1] * 6}))
+    >>> writer.write_run_end(RunEnd(4))
+    >>> [(e["kind"], e.get("step")) for e in RecordReader(writer.path).read()]
+    [('run', None), ('snapshot', 4), ('end', 4)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
+from learnscope.plugins.base import Writer
+from learnscope.projection import PCA_COLUMNS
+from learnscope.records import (
+    AutocorrelationSummary,
+    EmbeddingSnapshot,
+    Finding,
+    RunEnd,
+    RunStart,
+)
+from learnscope.run_files import RECORD_FILE
+from learnscope.run_record import FORMAT, append_entries, encode_array
+from learnscope.scatter import column_kind, label_categories
+
+ID_COLUMN = "id"
+NOT_COLUMNS = (ID_COLUMN, *PCA_COLUMNS)  # in the entry's own fields, not in its columns
+
+
+@dataclass(frozen=True)
+class Sprite:
+    """The thumbnails of a snapshot as one PNG in the run directory.
+
+    Args:
+        path: The PNG's path relative to the run directory (``/`` separated).
+        cell: ``(width, height)`` of one thumbnail, in pixels.
+        per_row: Thumbnails per row; point ``i`` is at column ``i % per_row``, row
+            ``i // per_row``.
+
+    Example:
+        >>> Sprite("projector/enc/step_000000003/sprite.png", (8, 8), 3).per_row
+        3
+    """
+
+    path: str
+    cell: tuple[int, int]
+    per_row: int
+
+
+class RunRecordWriter(Writer):
+    """Append learnscope's records to the run record of one directory.
+
+    Args:
+        directory: The run directory (TensorBoard's, or a wandb run's files folder). It must
+            exist when a record is written: a removed directory is not made again.
+
+    Example:
+        >>> import tempfile
+        >>> writer = RunRecordWriter(tempfile.mkdtemp())
+        >>> writer.path.name
+        'learnscope_record.jsonl'
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.run_dir = Path(directory)
+        self.path = self.run_dir / RECORD_FILE
+        self._step: int | None = None  # the latest step written, for an end entry at close
+        self._ended = True  # nothing to end until something is written
+        self._findings: tuple[list[dict[str, Any]], int] | None = None  # rows, step last written
+
+    def write_run_start(self, run: RunStart) -> None:
+        """Append the ``run`` entry: the attached callbacks and their settings."""
+        callbacks = [{"name": c.name, "settings": dict(c.settings)} for c in run.callbacks]
+        entry = {"kind": "run", "format": FORMAT, "time": run.time, "callbacks": callbacks}
+        self._findings = None
+        self._append([entry])
+
+    def write_embedding(self, snapshot: EmbeddingSnapshot, sprite: Sprite | None = None) -> None:
+        """Append a ``snapshot`` entry (see :func:`snapshot_entry`)."""
+        self._append([snapshot_entry(snapshot, sprite)], snapshot.step)
+
+    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+        """Append one ``autocorrelation`` entry per kind (``params``, ``grads``) of ``summary``."""
+        self._append(autocorrelation_entries(summary), summary.step)
+
+    def write_findings(self, findings: Sequence[Finding], step: int) -> None:
+        """Append the ``findings`` entry: ``findings`` is the whole table so far.
+
+        The same table again at the same or an earlier step is not appended.
+        """
+        rows = [finding_row(f) for f in findings]
+        if self._findings is not None and self._findings[0] == rows and step <= self._findings[1]:
+            return
+        self._append([{"kind": "findings", "step": step, "rows": rows}], step)
+        self._findings = (rows, step)
+
+    def write_run_end(self, end: RunEnd) -> None:
+        """Append the ``end`` entry."""
+        self._append([{"kind": "end", "step": end.step, "status": end.status}], end.step)
+        self._ended = True
+
+    def close(self) -> None:
+        """End the record (``finished``, at the latest step written) unless it has ended."""
+        if not self._ended:
+            self.write_run_end(RunEnd(self._step or 0))
+
+    def describe(self) -> str:
+        """``RunRecordWriter(<directory>)``."""
+        return f"RunRecordWriter({self.run_dir})"
+
+    def _append(self, entries: list[dict[str, Any]], step: int | None = None) -> None:
+        """Append ``entries`` in one write; the directory must still be there."""
+        if not entries:
+            return
+        if not self.run_dir.is_dir():
+            raise FileNotFoundError(f"the run directory {self.run_dir} is gone; not re-making it")
+        append_entries(self.path, entries)
+        self._ended = entries[-1]["kind"] == "end"
+        if step is not None:
+            self._step = step if self._step is None else max(self._step, step)
+
+
+def snapshot_entry(snapshot: EmbeddingSnapshot, sprite: Sprite | None = None) -> dict[str, Any]:
+    """The ``snapshot`` entry of the run record for ``snapshot``.
+
+    ``xy`` comes from the ``pca_x``/``pca_y`` columns (float32), ``spread`` and ``frame`` from
+    :attr:`EmbeddingSnapshot.view_frame`, ``ids`` from the ``id`` column (see
+    :func:`point_ids`), and every other column is typed by :func:`typed_column`.
+
+    Example:
+        >>> import torch
+        >>> snapshot = EmbeddingSnapshot(
+        ...     "enc", 3, torch.zeros(2, 4), {"id": [7, 9], "pca_x": [0.5, -0.5],
+        ...     "pca_y": [1.0, 0.0], "label": ["a", "b"]}, stage="validate")
+        >>> entry = snapshot_entry(snapshot)
+        >>> entry["key"], entry["ids"], entry["xy"]["shape"], [c["name"] for c in entry["columns"]]
+        ('enc/validate', ['7', '9'], [2, 2], ['label'])
+    """
+    columns = snapshot.metadata_columns()
+    entry: dict[str, Any] = {
+        "kind": "snapshot",
+        "key": snapshot.key,
+        "step": snapshot.step,
+        "points": snapshot.num_points,
+        "ids": point_ids(columns),
+    }
+    if PCA_COLUMNS[0] in columns and PCA_COLUMNS[1] in columns:
+        xy = np.column_stack([columns[PCA_COLUMNS[0]], columns[PCA_COLUMNS[1]]])
+        entry["xy"] = encode_array(xy.astype(np.float64), "<f4")
+    if snapshot.view_frame is not None:
+        entry["spread"] = snapshot.view_frame.spread
+        entry["frame"] = list(snapshot.view_frame.limits)
+    entry["columns"] = [
+        typed_column(name, values) for name, values in columns.items() if name not in NOT_COLUMNS
+    ]
+    if sprite is not None:
+        entry["sprite"] = {
+            "path": sprite.path,
+            "cell": [int(sprite.cell[0]), int(sprite.cell[1])],
+            "per_row": int(sprite.per_row),
+        }
+    entry["dropped"] = int(snapshot.dropped)
+    return entry
+
+
+def point_ids(columns: Mapping[str, Sequence[Any]]) -> list[str] | None:
+    """Each point's id as text, unique within a snapshot and the same in every snapshot.
+
+    The text of the ``id`` column; rows within a sample (graph nodes, tokens, pixels) add
+    ``#`` and their ``node`` or ``position``, and rows of a stage with several loaders start
+    with their ``dataloader`` and ``:``. ``None`` without an ``id`` column.
+
+    Example:
+        >>> point_ids({"id": [3, 3], "node": [0, 1], "dataloader": ["a", "a"]})
+        ['a:3#0', 'a:3#1']
+        >>> point_ids({"label": [1]}) is None
+        True
+    """
+    if ID_COLUMN not in columns:
+        return None
+    ids = [str(v) for v in columns[ID_COLUMN]]
+    within = next((columns[c] for c in (NODE_COLUMN, POSITION_COLUMN) if c in columns), None)
+    if within is not None:
+        ids = [f"{i}#{w}" for i, w in zip(ids, within, strict=True)]
+    if LOADER_COLUMN in columns:
+        ids = [f"{loader}:{i}" for loader, i in zip(columns[LOADER_COLUMN], ids, strict=True)]
+    return ids
+
+
+def typed_column(name: str, values: Sequence[Any]) -> dict[str, Any]:
+    """A metadata column as the record holds it: categories and codes, or numbers.
+
+    The kind comes from :func:`learnscope.scatter.column_kind`, the rule of the Images-tab
+    picture. Categories are every distinct value as text, numbers first by value, then text
+    (:func:`learnscope.scatter.label_categories`); numbers are float64.
+
+    Example:
+        >>> from learnscope.run_record import decode_array
+        >>> column = typed_column("digit", [3, 1, 3])
+        >>> column["kind"], column["categories"], decode_array(column["codes"]).tolist()
+        ('categorical', ['1', '3'], [1, 0, 1])
+        >>> typed_column("loss", [0.5, 0.25])["kind"]
+        'numeric'
+    """
+    if column_kind(values) == "numeric":
+        numbers = np.asarray(values, np.float64)
+        return {"name": name, "kind": "numeric", "values": encode_array(numbers, "<f8")}
+    categories, codes = label_categories(values, most=max(len(values), 1))
+    return {
+        "name": name,
+        "kind": "categorical",
+        "categories": categories,
+        "codes": encode_array(codes, "<i4"),
+    }
+
+
+def autocorrelation_entries(summary: AutocorrelationSummary) -> list[dict[str, Any]]:
+    """One ``autocorrelation`` entry per kind of ``summary`` (``params`` first, as given).
+
+    Example:
+        >>> from learnscope.records import GroupAutocorrelation
+        >>> g = GroupAutocorrelation("enc", "params", np.array([1.0, 0.5]), 0.5, 0.4, 0.6, None)
+        >>> (entry,) = autocorrelation_entries(AutocorrelationSummary(8, (1,), (g,)))
+        >>> entry["what"], entry["groups"], entry["lags"], entry["acf"], entry["tau"]
+        ('params', ['enc'], [0, 1], [[1.0, 0.5]], [None])
+    """
+    kinds: dict[str, list[Any]] = {}
+    for group in summary.groups:
+        kinds.setdefault(group.kind, []).append(group)
+    entries = []
+    for kind, groups in kinds.items():
+        lags = max(g.max_lag for g in groups) + 1
+        entries.append(
+            {
+                "kind": "autocorrelation",
+                "step": summary.step,
+                "what": kind,
+                "groups": [g.group for g in groups],
+                "lags": list(range(lags)),
+                "acf": [_padded(g.mean_acf, lags) for g in groups],
+                "rho1_median": [g.rho1_median for g in groups],
+                "rho1_q25": [g.rho1_q25 for g in groups],
+                "rho1_q75": [g.rho1_q75 for g in groups],
+                "tau": [g.tau for g in groups],
+                "num_steps": [g.num_steps for g in groups],
+                "non_finite_elements": [g.non_finite_elements for g in groups],
+            }
+        )
+    return entries
+
+
+def finding_row(finding: Finding) -> dict[str, Any]:
+    """A finding as a row of the ``findings`` entry.
+
+    Example:
+        >>> finding_row(Finding("zero-gradient", "head.bias", "is zero", 3))["severity"]
+        'warning'
+    """
+    return {
+        "code": finding.code,
+        "subject": finding.subject,
+        "message": finding.message,
+        "step": finding.step,
+        "severity": finding.severity,
+    }
+
+
+def _padded(values: Iterable[float], length: int) -> list[float | None]:
+    """``values`` as floats (NaN as ``None``), padded with ``None`` to ``length``."""
+    out: list[float | None] = [float(v) if np.isfinite(v) else None for v in values]
+    return out + [None] * (length - len(out))
