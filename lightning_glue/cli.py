@@ -102,14 +102,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_export_command(logdir: str, html: str, max_points: int) -> int:
-    """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing."""
+    """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
+
+    The runs that cannot be read are listed on standard error; the others are written.
+    """
     from learnscope.plugins.dynamics_data import export_html
 
-    runs = export_html(logdir, html, max_points=max_points)
-    if not runs:
-        print(f"learnscope export: no learnscope run under {logdir}", file=sys.stderr)
+    if max_points < 1:
+        print(
+            f"learnscope export: --max-points must be at least 1, not {max_points}", file=sys.stderr
+        )
+        return 2
+    export = export_html(logdir, html, max_points=max_points)
+    for name, why in export.failed:
+        print(f"learnscope export: left out {name}: {why}", file=sys.stderr)
+    if not export.runs:
+        what = "no readable learnscope run" if export.failed else "no learnscope run"
+        print(f"learnscope export: {what} under {logdir}", file=sys.stderr)
         return 1
-    print(f"wrote {html}: {len(runs)} run(s): {', '.join(runs)}")
+    print(f"wrote {html}: {len(export.runs)} run(s): {', '.join(export.runs)}")
     return 0
 
 

@@ -1,13 +1,34 @@
 """Writers: one per dashboard, behind the :class:`Writer` base.
 
-Importing this package imports neither TensorBoard nor wandb; each writer imports its dashboard
-when it is created. ``learnscope.plugins.tensorboard.TensorBoardWriter`` and
-``learnscope.plugins.wandb.WandbWriter`` are the dashboard writers.
+Importing this package imports neither TensorBoard, wandb nor torch (the views and the
+``learnscope export`` command use it without loading a model's dependencies); the names below
+are imported when first used, and each writer imports its dashboard when it is created.
+``learnscope.plugins.tensorboard.TensorBoardWriter`` and ``learnscope.plugins.wandb.WandbWriter``
+are the dashboard writers.
 """
 
-from learnscope.plugins.base import Writer, shows
-from learnscope.plugins.fanout import Writers
-from learnscope.plugins.loggers import writer_for, writers_for
-from learnscope.plugins.metrics import LoggerMetricsWriter
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from learnscope.plugins.base import Writer, shows
+    from learnscope.plugins.fanout import Writers
+    from learnscope.plugins.loggers import writer_for, writers_for
+    from learnscope.plugins.metrics import LoggerMetricsWriter
 
 __all__ = ["LoggerMetricsWriter", "Writer", "Writers", "shows", "writer_for", "writers_for"]
+_MODULES = {
+    "LoggerMetricsWriter": "metrics",
+    "Writer": "base",
+    "Writers": "fanout",
+    "shows": "base",
+    "writer_for": "loggers",
+    "writers_for": "loggers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The writers' names, imported when first used."""
+    if name in _MODULES:
+        return getattr(import_module(f"{__name__}.{_MODULES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,21 +2,28 @@
 
 TensorBoard finds it through the ``tensorboard_plugins`` entry point (``pip install
 learnscope[tensorboard]``) and shows a **learnscope** tab when a run under ``--logdir`` holds
-learnscope data. The tab is one ES module (``static/learnscope_view.js``) that TensorBoard loads
-in an iframe and that fetches, relative to ``data/plugin/learnscope/``:
+a learnscope run record. The tab is one ES module (``static/learnscope_view.js``) that
+TensorBoard loads in an iframe and that fetches, relative to ``data/plugin/learnscope/``:
 
 * ``/index.js``: the module;
-* ``/runs``: the runs with learnscope data (JSON list of names relative to the log directory);
-* ``/view?run=NAME``: that run's view model (:func:`learnscope.plugins.dynamics_data.read_view`).
+* ``/runs``: the runs with a record, ``[{"name", "time"}]`` sorted by name (names relative to
+  the log directory; ``time`` is when the run started), so the tab opens the newest;
+* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.dynamics_data.RunView`).
 
-Views are read from the files learnscope wrote, and read again only when a file of the run
-changed (its projector config or an event file).
+The log directory is searched on a background thread, as TensorBoard's own projector plugin
+does: ``is_active`` and ``/runs`` answer from what the last search found, never walking the
+log directory on a request. Each run's view is kept and brought up to date from the lines added
+to its record since the last request. A run that cannot be read answers with a view that says
+why, never with a server error.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -24,63 +31,125 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from learnscope.plugins import dynamics_data
+from learnscope.run_files import RECORD_FILE
+
+log = logging.getLogger("learnscope")
 
 PLUGIN_NAME = "learnscope"
+DEFAULT_INTERVAL_S = 5.0  # between searches of the log directory (TensorBoard's reload_interval)
+MAX_VIEWS = 32  # run views kept; the least recently used goes first
 
 
 class LearnscopePlugin(base_plugin.TBPlugin):
     """The learnscope tab: embedding evolution, autocorrelation and findings of each run.
 
     Args:
-        context: TensorBoard's ``TBContext``; only ``logdir`` is used.
+        context: TensorBoard's ``TBContext``: ``logdir``, and ``flags.reload_interval`` (how
+            often the log directory is searched again; 0 searches it once).
 
     Example:
         >>> import tempfile
         >>> plugin = LearnscopePlugin(base_plugin.TBContext(logdir=tempfile.mkdtemp()))
-        >>> plugin.is_active(), sorted(plugin.get_plugin_apps())
-        (False, ['/index.js', '/runs', '/view'])
+        >>> plugin.wait_for_search(10.0), plugin.is_active(), sorted(plugin.get_plugin_apps())
+        (True, False, ['/index.js', '/runs', '/view'])
     """
 
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext) -> None:
-        self.logdir = Path(context.logdir) if context.logdir else None
+        logdir = context.logdir
+        self.logdir = Path(logdir) if logdir and "://" not in str(logdir) else None
+        interval = getattr(getattr(context, "flags", None), "reload_interval", None)
+        self.interval_s = float(interval) if interval is not None else DEFAULT_INTERVAL_S
+        self._runs: dict[str, float] = {}  # name -> start time; replaced whole by each search
+        self._starts: dict[str, tuple[int, int, float]] = {}  # name -> (dev, inode, start)
+        self._searched = threading.Event()
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[tuple, dict]] = {}
+        self._views: OrderedDict[str, tuple[dynamics_data.RunView, threading.Lock]] = OrderedDict()
+        self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
+        if self.logdir is None:
+            self._searched.set()
+        else:
+            threading.Thread(
+                target=self._search_loop, name="LearnscopeRunSearch", daemon=True
+            ).start()
 
     def get_plugin_apps(self) -> dict[str, Any]:
         """The routes, under ``data/plugin/learnscope/``."""
         return {"/index.js": self._serve_js, "/runs": self._serve_runs, "/view": self._serve_view}
 
     def is_active(self) -> bool:
-        """Whether some run under the log directory holds learnscope data."""
-        return bool(self.runs())
+        """Whether the last search of the log directory found a run record (no search here)."""
+        return bool(self._runs)
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         """An ES module front end, in a tab named ``learnscope``."""
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="learnscope")
 
-    def runs(self) -> list[str]:
-        """The runs with learnscope data, relative to the log directory (``.`` for itself)."""
-        if self.logdir is None or "://" in str(self.logdir):
-            return []
-        return dynamics_data.find_runs(self.logdir)
+    def wait_for_search(self, timeout: float) -> bool:
+        """Wait until the first search of the log directory is done; whether it is."""
+        return self._searched.wait(timeout)
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The runs with a record, ``{"name", "time"}``, by name, as the last search found."""
+        runs = self._runs
+        return [{"name": name, "time": runs[name]} for name in sorted(runs)]
 
     def view(self, run: str) -> dict[str, Any] | None:
         """The view model of ``run``, or ``None`` when it is not one of :meth:`runs`."""
-        if run not in self.runs():
+        if run not in self._runs or self.logdir is None:
             return None
-        run_dir = self.logdir / run  # type: ignore[operator]
-        stamp = _stamp(run_dir)
         with self._lock:
-            cached = self._cache.get(run)
-            if cached is not None and cached[0] == stamp:
-                return cached[1]
-        view = dynamics_data.read_view(run_dir)
-        view["run"] = run
-        with self._lock:
-            self._cache[run] = (stamp, view)
-        return view
+            held = self._views.get(run)
+            if held is None:
+                view = dynamics_data.RunView(self.logdir / run, name=run)
+                held = self._views[run] = (view, threading.Lock())
+                while len(self._views) > MAX_VIEWS:
+                    old, _ = self._views.popitem(last=False)
+                    self._answers.pop(old, None)
+            self._views.move_to_end(run)
+        run_view, lock = held
+        with lock:
+            try:
+                return run_view.view()
+            except (OSError, ValueError) as error:
+                return dynamics_data.error_view(run, str(error))
+
+    def _search_loop(self) -> None:
+        while True:
+            start = time.monotonic()
+            try:
+                self._runs = self._search()
+            except Exception:  # a search must never end the thread; say it and try again
+                log.exception("learnscope tab: searching %s failed", self.logdir)
+            self._searched.set()
+            took = time.monotonic() - start
+            if self.interval_s <= 0:
+                return
+            time.sleep(max(self.interval_s, 10 * took))
+
+    def _search(self) -> dict[str, float]:
+        """Every run under the log directory and when it started."""
+        runs = {}
+        starts = {}
+        for name in dynamics_data.find_runs(self.logdir):  # type: ignore[arg-type]
+            run_dir = self.logdir / name  # type: ignore[operator]
+            try:
+                status = (run_dir / RECORD_FILE).stat(follow_symlinks=False)
+            except OSError:
+                continue
+            known = self._starts.get(name)
+            if known is not None and known[:2] == (status.st_dev, status.st_ino):
+                start = known[2]  # the same file: its first line has not changed
+            else:
+                start = dynamics_data.run_started(run_dir)
+            held = self._views.get(name)
+            if held is not None and held[0].started > start:
+                start = held[0].started  # a later ``run`` entry the view has read
+            starts[name] = (status.st_dev, status.st_ino, start)
+            runs[name] = start
+        self._starts = starts
+        return runs
 
     @wrappers.Request.application
     def _serve_js(self, request: wrappers.Request) -> wrappers.Response:
@@ -88,31 +157,25 @@ class LearnscopePlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
-        return _json(self.runs())
+        return _json(json.dumps(self.runs()).encode("utf-8"))
 
     @wrappers.Request.application
     def _serve_view(self, request: wrappers.Request) -> wrappers.Response:
         run = request.args.get("run")
-        view = self.view(run) if run else None
-        if view is None:
-            return _json({"error": f"no learnscope run named {run!r}"}, status=404)
-        return _json(view)
-
-
-def _json(value: Any, status: int = 200) -> wrappers.Response:
-    return wrappers.Response(
-        json.dumps(value, separators=(",", ":")), status=status, content_type="application/json"
-    )
-
-
-def _stamp(run_dir: Path) -> tuple:
-    """Names, sizes and modification times of the files a view is read from."""
-    files = [run_dir / dynamics_data.CONFIG_NAME, *sorted(run_dir.glob("*tfevents*"))]
-    out = []
-    for path in files:
         try:
-            st = path.stat()
-        except OSError:
-            continue
-        out.append((path.name, st.st_size, st.st_mtime_ns))
-    return tuple(out)
+            view = self.view(run) if run else None
+        except Exception as error:  # never a server error: the tab shows what went wrong
+            log.exception("learnscope tab: the view of %r failed", run)
+            view = dynamics_data.error_view(str(run), f"{type(error).__name__}: {error}")
+        if view is None:
+            message = {"error": f"no learnscope run named {run!r}"}
+            return _json(json.dumps(message).encode("utf-8"), status=404)
+        answer = self._answers.get(run)  # type: ignore[arg-type]
+        if answer is None or answer[0] is not view:  # the view is the same dict until it changes
+            answer = (view, json.dumps(view, separators=(",", ":")).encode("utf-8"))
+            self._answers[run] = answer  # type: ignore[index]
+        return _json(answer[1])
+
+
+def _json(data: bytes, status: int = 200) -> wrappers.Response:
+    return wrappers.Response(data, status=status, content_type="application/json")

@@ -1,58 +1,102 @@
 """The training-dynamics view as a W&B HTML panel (``wandb.Html`` under ``learnscope/view``).
 
 The page is the same as ``learnscope export`` writes: the view model inline and the module
-inline, loading nothing from the network. W&B stores each HTML file as a media file of the run,
-so the page is kept small: at most ``max_points`` points per tag and no thumbnails; when a run
-has more points, the page says that a fixed subsample is shown.
+inline, loading nothing from the network. It is built from the run record the W&B writer
+keeps in the wandb run's own files folder, so it needs no TensorBoard. The view of each record
+is kept between calls and brought up to date from the lines added since, so logging the page
+after every snapshot costs the same after ten snapshots as after five hundred (but for the
+page itself, which holds every snapshot). W&B stores each HTML file as a media file of the
+run, so the page is kept small: at most ``max_points`` points per key and no thumbnails, and
+when the page would pass 8 MB, fewer snapshots (evenly spaced, first and last kept); both are
+said on the page.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from learnscope.plugins import dynamics_data
 
 VIEW_KEY = "learnscope/view"
-MAX_POINTS = 2_000  # points per tag in the W&B page
-MAX_BYTES = 8_000_000  # a page larger than this is made again with fewer points
+MAX_POINTS = 2_000  # points per key in the W&B page
+MAX_BYTES = 8_000_000  # a larger page shows fewer snapshots
+MAX_VIEWS = 8  # record views kept between calls (one per wandb run of this process)
+_VIEWS: OrderedDict[tuple[str, int], dynamics_data.RunView] = OrderedDict()
 
 
-def wandb_view_html(run_dir: str | Path, max_points: int = MAX_POINTS) -> str:
-    """The self-contained view page of one TensorBoard run directory, within W&B's limits.
+def record_view(record_dir: str | Path, max_points: int = MAX_POINTS) -> dynamics_data.RunView:
+    """The kept view of the record in ``record_dir`` (made on first use), without thumbnails.
+
+    Example:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> record_view(folder) is record_view(folder)
+        True
+    """
+    key = (str(Path(record_dir).resolve()), max_points)
+    view = _VIEWS.get(key)
+    if view is None:
+        view = _VIEWS[key] = dynamics_data.RunView(record_dir, max_points, sprites=False)
+        while len(_VIEWS) > MAX_VIEWS:
+            _VIEWS.popitem(last=False)
+    _VIEWS.move_to_end(key)
+    return view
+
+
+def wandb_view_html(
+    record_dir: str | Path, max_points: int = MAX_POINTS, name: str | None = None
+) -> str:
+    """The self-contained view page of the run record in ``record_dir``, within W&B's limits.
 
     Args:
-        run_dir: The run directory learnscope's TensorBoard writer filled.
-        max_points: The most points per tag (fewer when the page would pass 8 MB).
+        record_dir: The folder of the record (the W&B writer's: the wandb run's files folder).
+        max_points: The most points per key.
+        name: The run's name on the page; by default the folder's (its parent's for a wandb
+            ``files`` folder).
 
     Returns:
         The HTML text.
+
+    Raises:
+        OSError: When the record cannot be read.
 
     Example:
         >>> import tempfile
         >>> "learnscope-data" in wandb_view_html(tempfile.mkdtemp())
         True
     """
-    run_dir = Path(run_dir)
-    while True:
-        view = dynamics_data.read_view(run_dir, max_points=max_points, sprites=False)
-        page = dynamics_data.page_html([(run_dir.name, view)])
-        if len(page.encode("utf-8")) <= MAX_BYTES or max_points <= 100:
-            return page
-        max_points //= 2
+    run_view = record_view(record_dir, max_points)
+    if name is None:
+        folder = Path(record_dir).resolve()
+        name = folder.parent.name if folder.name == "files" else folder.name
+    view = {**run_view.view(), "run": name}
+    page = dynamics_data.page_html([(name, view)])
+    size = len(page.encode("utf-8"))
+    most = max((len(e["steps"]) for e in view["embeddings"]), default=0)
+    while size > MAX_BYTES and most > 2:
+        most = max(2, int(most * MAX_BYTES / size * 0.9))
+        page = dynamics_data.page_html([(name, dynamics_data.thin_snapshots(view, most))])
+        size = len(page.encode("utf-8"))
+    return page
 
 
-def log_view(run: Any, run_dir: str | Path, step: int, step_key: str) -> None:
-    """Log the view page of ``run_dir`` to the wandb ``run`` as ``wandb.Html``.
+def log_view(run: Any, record_dir: str | Path, step: int, step_key: str) -> None:
+    """Log the view page of the record in ``record_dir`` to the wandb ``run`` as ``wandb.Html``.
 
     Args:
         run: A ``wandb`` run (``wandb.init()``'s result).
-        run_dir: The TensorBoard run directory to show.
+        record_dir: The folder of the run record to show (the W&B writer's own).
         step: The trainer step, logged under ``step_key`` (never as wandb's own ``step=``,
             which wandb drops once its step has passed it).
         step_key: The step axis key, ``trainer/global_step``.
+
+    Raises:
+        OSError: When the record cannot be read.
     """
     import wandb
 
-    html = wandb.Html(wandb_view_html(run_dir), inject=False)
+    name = getattr(run, "name", None) or getattr(run, "id", None)
+    html = wandb.Html(wandb_view_html(record_dir, name=name), inject=False)
     run.log({VIEW_KEY: html, step_key: step})

@@ -6,6 +6,8 @@
 //  * A standalone page (learnscope export) inlines it as a module script beside
 //    a JSON script element, id "learnscope-data", holding {"runs": [{"name", "view"}]};
 //    the module then mounts itself.
+// Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
+// frame per key (the same picture as the Images tab); the tab opens the newest run.
 // window.learnscopeView exposes the state (point counts, frames drawn, hovered point) for tests.
 
 const PALETTE = [
@@ -68,6 +70,7 @@ export function decodeHalf(text) {
 
 function prepareEmbedding(e) {
   const frames = e.xy.map(decodeHalf);
+  if (e.frame) return { ...e, frames, bounds: e.frame.slice() };
   let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
   for (const f of frames) {
     for (let i = 0; i < f.length; i += 2) {
@@ -95,6 +98,24 @@ function el(tag, attrs, children) {
     if (child != null) node.append(child);
   }
   return node;
+}
+
+/** What an empty section says: the view's status for it (capitalised), else ``fallback``. */
+function statusText(view, section, fallback) {
+  const text = view.status && view.status[section];
+  return text ? text.charAt(0).toUpperCase() + text.slice(1) + '.' : fallback;
+}
+
+const OTHER_COLOUR = '#bdbdbd';
+
+/** The value of column ``c`` at point ``k`` as text ("other" for a point of no category). */
+function columnText(c, k) {
+  if (c.kind === 'categorical') {
+    const name = c.categories[c.codes[k]];
+    return name === undefined ? 'other' : name;
+  }
+  const v = c.values[k];
+  return v == null ? 'NaN' : String(v);
 }
 
 function categoryColour(i) {
@@ -194,9 +215,10 @@ class View {
   }
 
   async start() {
-    const runs = await this.source.runs();
+    // Runs are {name, time} (time: when the run started); the newest is opened.
+    const runs = (await this.source.runs()).map((r) => (typeof r === 'string' ? { name: r, time: 0 } : r));
     const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run' },
-      runs.map((r) => el('option', { value: r, text: r })));
+      runs.map((r) => el('option', { value: r.name, text: r.name })));
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
       el('label', {}, ['run ', select]));
     if (!runs.length) {
@@ -204,7 +226,10 @@ class View {
       this.state.ready = true;
       return;
     }
-    await this.loadRun(runs[0]);
+    let newest = runs[0];
+    for (const r of runs) if ((r.time || 0) >= (newest.time || 0)) newest = r;
+    select.value = newest.name;
+    await this.loadRun(newest.name);
   }
 
   async loadRun(run) {
@@ -235,7 +260,8 @@ class View {
     this.body.append(section);
     section.append(el('h2', { text: 'Embedding evolution (aligned PCA)' }));
     if (!this.embeddings.length) {
-      section.append(el('div', { text: 'No embedding snapshots with aligned PCA coordinates.' }));
+      section.append(el('div', { 'data-role': 'status-embeddings',
+        text: statusText(this.view, 'embeddings', 'No embedding snapshots with aligned PCA coordinates.') }));
       return;
     }
     this.tagSelect = el('select', { 'aria-label': 'tag', onchange: () => this.selectTag(+this.tagSelect.value) },
@@ -314,16 +340,35 @@ class View {
     let colours = ['#1f77b4'];
     this.legend.textContent = '';
     if (column && column.kind === 'categorical') {
-      colours = column.categories.map((_, i) => categoryColour(i));
-      for (let i = 0; i < n; i++) bucket[i] = column.codes[i];
-      column.categories.forEach((c, i) => this.legend.append(el('span', {}, [
-        el('span', { class: 'ls-swatch', style: `background:${colours[i]}` }), c])));
+      // The categories in "coloured" (the most frequent, as in the Images-tab picture) get a
+      // colour each; the points of any other category, or of none (-1), are "other".
+      const coloured = column.coloured || column.categories.map((_, i) => i);
+      const colourOf = new Map(coloured.map((c, i) => [c, i]));
+      const other = coloured.length;
+      colours = coloured.map((_, i) => categoryColour(i)).concat([OTHER_COLOUR]);
+      let others = 0;
+      for (let i = 0; i < n; i++) {
+        const c = colourOf.get(column.codes[i]);
+        bucket[i] = c === undefined ? other : c;
+        if (bucket[i] === other) others++;
+      }
+      coloured.forEach((c, i) => this.legend.append(el('span', {}, [
+        el('span', { class: 'ls-swatch', style: `background:${colours[i]}` }), column.categories[c]])));
+      if (others) this.legend.append(el('span', {}, [
+        el('span', { class: 'ls-swatch', style: `background:${OTHER_COLOUR}` }), 'other']));
     } else if (column) {
       let lo = Infinity, hi = -Infinity;
-      for (const v of column.values) { if (v < lo) lo = v; if (v > hi) hi = v; }
+      for (const v of column.values) {
+        if (v == null || !Number.isFinite(v)) continue;
+        if (v < lo) lo = v; if (v > hi) hi = v;
+      }
+      if (!Number.isFinite(lo)) { lo = 0; hi = 1; }
       colours = Array.from({ length: NUMERIC_BINS }, (_, i) => viridis(i / (NUMERIC_BINS - 1)));
+      colours.push(OTHER_COLOUR); // no number (NaN): grey
       for (let i = 0; i < n; i++) {
-        bucket[i] = Math.round(((column.values[i] - lo) / (hi - lo || 1)) * (NUMERIC_BINS - 1));
+        const v = column.values[i];
+        bucket[i] = v == null || !Number.isFinite(v) ? NUMERIC_BINS
+          : Math.round(((v - lo) / (hi - lo || 1)) * (NUMERIC_BINS - 1));
       }
       const bar = el('canvas');
       const ctx = setupCanvas(bar, 160, 10);
@@ -344,7 +389,9 @@ class View {
     this.state.position = Math.max(0, Math.min(last, p));
     this.slider.value = this.state.position;
     const i = Math.round(this.state.position);
-    this.stepLabel.textContent = `step ${e.steps[i]} (${i + 1}/${e.steps.length})`;
+    const spread = e.spreads ? e.spreads[i] : null;
+    this.stepLabel.textContent = `step ${e.steps[i]} (${i + 1}/${e.steps.length})` +
+      (spread != null && e.units === 'spread' ? `, spread ${Number(spread).toPrecision(3)}` : '');
     this.draw();
     if (this.acf) this.syncAutocorrelation(e.steps[i]);
   }
@@ -382,22 +429,31 @@ class View {
     const i = Math.floor(p), f = p - i;
     const a = e.frames[i], b = e.frames[Math.min(i + 1, e.frames.length - 1)];
     const [x0, x1, y0, y1] = e.bounds;
-    const sx = this.width / (x1 - x0), sy = this.height / (y1 - y0);
+    const { scale, left, top } = this.mapping();
     const out = this.pos && this.pos.length === 2 * n ? this.pos : new Float32Array(2 * n);
     for (let k = 0; k < n; k++) {
-      const x = a[2 * k] + (b[2 * k] - a[2 * k]) * f;
-      const y = a[2 * k + 1] + (b[2 * k + 1] - a[2 * k + 1]) * f;
-      out[2 * k] = (x - x0) * sx;
-      out[2 * k + 1] = this.height - (y - y0) * sy;
+      // Points outside the frame are drawn on its edge, as in the Images-tab picture.
+      const x = Math.min(x1, Math.max(x0, a[2 * k] + (b[2 * k] - a[2 * k]) * f));
+      const y = Math.min(y1, Math.max(y0, a[2 * k + 1] + (b[2 * k + 1] - a[2 * k + 1]) * f));
+      out[2 * k] = left + (x - x0) * scale;
+      out[2 * k + 1] = top + (y1 - y) * scale;
     }
     this.pos = out;
     return out;
   }
 
+  /** One scale for x and y (the frame keeps its shape), the frame centred on the canvas. */
+  mapping() {
+    const [x0, x1, y0, y1] = this.current.bounds;
+    const scale = Math.min(this.width / (x1 - x0), this.height / (y1 - y0));
+    return { scale, left: (this.width - (x1 - x0) * scale) / 2, top: (this.height - (y1 - y0) * scale) / 2 };
+  }
+
   frameToScreen(frame, k) {
     const [x0, x1, y0, y1] = this.current.bounds;
-    return [(frame[2 * k] - x0) * this.width / (x1 - x0),
-      this.height - (frame[2 * k + 1] - y0) * this.height / (y1 - y0)];
+    const { scale, left, top } = this.mapping();
+    const x = Math.min(x1, Math.max(x0, frame[2 * k])), y = Math.min(y1, Math.max(y0, frame[2 * k + 1]));
+    return [left + (x - x0) * scale, top + (y1 - y) * scale];
   }
 
   draw() {
@@ -405,6 +461,11 @@ class View {
     const ctx = this.ctx;
     const pos = this.positions();
     ctx.clearRect(0, 0, this.width, this.height);
+    const { scale, left, top } = this.mapping();
+    const [x0, x1, y0, y1] = this.current.bounds;
+    ctx.strokeStyle = '#eeeeee';
+    ctx.lineWidth = 1;
+    ctx.strokeRect(left, top, (x1 - x0) * scale, (y1 - y0) * scale);
     if (this.trails.checked) this.drawTrails(ctx);
     let drawn = 0;
     const r = this.current.ids.length > 2000 ? 1.5 : 2.5;
@@ -479,7 +540,7 @@ class View {
     const e = this.current;
     const lines = [`id ${e.ids[k]}`];
     for (const c of e.columns) {
-      lines.push(`${c.name}: ${c.kind === 'categorical' ? c.categories[c.codes[k]] : c.values[k]}`);
+      lines.push(`${c.name}: ${columnText(c, k)}`);
     }
     return lines;
   }
@@ -546,7 +607,7 @@ class View {
         el('th', { text: 'replaced' })]),
       ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.pin(k) }, [
         el('td', { text: e.ids[k] }),
-        el('td', { text: label ? (label.kind === 'categorical' ? label.categories[label.codes[k]] : String(label.values[k])) : '' }),
+        el('td', { text: label ? columnText(label, k) : '' }),
         el('td', { text: `${Math.round(change[k] * 100)}%` }),
       ])),
     ]));
@@ -561,7 +622,8 @@ class View {
     const kinds = this.view.autocorrelation;
     this.acf = null;
     if (!kinds.length) {
-      section.append(el('div', { text: 'No autocorrelation analysis in this run.' }));
+      section.append(el('div', { 'data-role': 'status-autocorrelation',
+        text: statusText(this.view, 'autocorrelation', 'No autocorrelation analysis in this run.') }));
       return;
     }
     const steps = [...new Set(kinds.flatMap((k) => k.steps))].sort((a, b) => a - b);
@@ -677,7 +739,8 @@ class View {
     const findings = this.view.findings;
     section.append(el('h2', { text: `Findings (${findings.length})` }));
     if (!findings.length) {
-      section.append(el('div', { text: 'No findings: nothing looked wrong.' }));
+      section.append(el('div', { 'data-role': 'status-findings',
+        text: statusText(this.view, 'findings', 'No findings: nothing looked wrong.') }));
       return;
     }
     const steps = findings.map((f) => f.step).concat(this.current ? this.current.steps : []);
@@ -760,7 +823,7 @@ export function renderInline() {
   const container = el('div');
   document.body.append(container);
   return mount(container, {
-    runs: async () => data.runs.map((r) => r.name),
+    runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0 })),
     view: async (run) => byName.get(run),
   });
 }
