@@ -3,18 +3,19 @@
 Lightning comes as two packages, ``lightning.pytorch`` and ``pytorch_lightning``, and each
 Trainer accepts only callbacks derived from its own ``Callback``. Importing either package has
 side effects (each points ``lightning_utilities``' rank-zero messages at its own logger, so the
-other's ``setLevel`` no longer silences them), so no learnscope module imports Lightning.
+other's ``setLevel`` no longer silences them), so no learnscope module imports Lightning when it
+is imported.
 
-Instead the callback classes derive from no Lightning class, and making a callback makes an
-instance of a subclass that adds the ``Callback`` of every Lightning package imported by then
-(``lightning.pytorch`` is imported when neither is, or ``pytorch_lightning`` when only that one
-is installed). That subclass is made once per class and set of packages and keeps the class's
-name, ``__qualname__`` and module, so checkpoint ``state_key`` strings and messages are
-unchanged, and ``isinstance(callback, ModelAutocorrelation)`` holds. Copies (``pickle``,
-``copy.deepcopy``; Lightning's ``ddp_spawn`` pickles the callbacks) are rebuilt from the
-class the callback was made from and the same packages. Make the callbacks after importing the
-Lightning package you use: a callback made before is a ``lightning.pytorch`` one. Only
-instances are Lightning callbacks: ``issubclass(ModelAutocorrelation, Callback)`` is false.
+Instead :class:`LearnscopeCallback` derives from the ``Callback`` of the Lightning packages
+imported so far, and follows them: when this module is imported, it derives from those already
+imported (from a stand-in base when there is none), and each time a callback is made, from
+every Lightning package imported by then (``lightning.pytorch`` is imported when neither is, or
+``pytorch_lightning`` when only that one is installed), by setting its ``__bases__``. The
+callback classes stay the module-level classes they are: names, ``__qualname__`` (so checkpoint
+``state_key`` strings), ``isinstance``, ``pickle`` and ``copy.deepcopy`` (Lightning's
+``ddp_spawn`` pickles the callbacks) are unaffected, and ``issubclass(ModelAutocorrelation,
+Callback)`` holds for a package imported before learnscope's callbacks (as LightningCLI,
+which checks a ``class_path`` so, needs) or before a callback was made.
 """
 
 from __future__ import annotations
@@ -35,16 +36,19 @@ from learnscope.plugins.background import BackgroundWriters
 from learnscope.records.run import CallbackSettings, call_settings
 from learnscope.strict import strict_mode
 
-if TYPE_CHECKING:  # for type checkers, a callback of ``lightning.pytorch``
-    from lightning.pytorch import Callback as _Base
-else:
-    _Base = object
-
 log = logging.getLogger("learnscope")
 
 _PACKAGES = ("lightning.pytorch", "pytorch_lightning")
-# (class, packages) -> the class's subclass that derives from those packages' ``Callback``
-_MADE: dict[tuple[type, tuple[str, ...]], type] = {}
+
+
+class _NoLightning:
+    """The stand-in base of :class:`LearnscopeCallback` until a Lightning package is imported."""
+
+
+if TYPE_CHECKING:  # for type checkers, a callback of ``lightning.pytorch``
+    from lightning.pytorch import Callback as _Base
+else:  # the Lightning packages imported now: see follow_lightning
+    _Base = _NoLightning
 
 
 def lightning_packages() -> tuple[str, ...]:
@@ -76,35 +80,27 @@ def lightning_packages() -> tuple[str, ...]:
     )
 
 
-def callback_class(cls: type, packages: tuple[str, ...]) -> type:
-    """``cls``, derived also from the ``Callback`` of each of ``packages`` (made once).
+def _imported_callbacks() -> tuple[type, ...]:
+    """The ``Callback`` classes of the Lightning packages imported now (none: the stand-in)."""
+    found = [getattr(sys.modules.get(package), "Callback", None) for package in _PACKAGES]
+    return tuple(base for base in found if isinstance(base, type)) or (_NoLightning,)
+
+
+def follow_lightning() -> None:
+    """Make :class:`LearnscopeCallback` derive from every imported Lightning package's Callback.
+
+    ``lightning.pytorch`` is imported when neither package is.
 
     Example:
         >>> import lightning.pytorch as pl
-        >>> made = callback_class(LearnscopeCallback, ("lightning.pytorch",))
-        >>> issubclass(made, pl.Callback), made.__qualname__
-        (True, 'LearnscopeCallback')
-        >>> callback_class(LearnscopeCallback, ("lightning.pytorch",)) is made
+        >>> follow_lightning()
+        >>> issubclass(LearnscopeCallback, pl.Callback)
         True
     """
-    made = _MADE.get((cls, packages))
-    if made is None:
-        bases = [importlib.import_module(package).Callback for package in packages]
-        missing = tuple(base for base in bases if not issubclass(cls, base))
-        namespace = {
-            "__module__": cls.__module__,
-            "__qualname__": cls.__qualname__,
-            "__doc__": cls.__doc__,
-            "_made_from": (cls, packages),
-        }
-        made = type(cls.__name__, (cls, *missing), namespace) if missing else cls
-        made = _MADE.setdefault((cls, packages), made)
-    return made
-
-
-def _remake(cls: type, packages: tuple[str, ...]) -> Any:
-    """An empty callback of ``cls`` for ``packages``, for ``pickle`` and ``copy`` to fill."""
-    return object.__new__(callback_class(cls, packages))
+    lightning_packages()
+    bases = _imported_callbacks()
+    if LearnscopeCallback.__bases__ != bases:
+        LearnscopeCallback.__bases__ = bases
 
 
 class LearnscopeCallback(_Base):
@@ -118,9 +114,8 @@ class LearnscopeCallback(_Base):
     inside :meth:`guard`, which logs a failure once with its traceback and switches that
     diagnostic off instead of stopping training.
 
-    A callback is a Lightning ``Callback`` of the Lightning packages imported when it is made
-    (see the module's description); its class keeps the name and ``__qualname__`` of the class
-    it was made from.
+    It derives from the ``Callback`` of every Lightning package imported when a callback is
+    made (see the module's description), so either package's Trainer accepts the callbacks.
 
     Example:
         >>> import lightning.pytorch as pl
@@ -136,20 +131,10 @@ class LearnscopeCallback(_Base):
 
         The arguments are kept (as JSON values) for :meth:`learnscope_settings`.
         """
-        if "_made_from" in vars(cls):  # already a class made for some packages
-            callback = super().__new__(cls)
-        else:
-            callback = super().__new__(callback_class(cls, lightning_packages()))
+        follow_lightning()
+        callback = super().__new__(cls)
         callback._arguments = call_settings(cls.__init__, args, kwargs)
         return callback
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        """Copies are made from the class this one was made from, for the same packages."""
-        made_from = vars(type(self)).get("_made_from")
-        if made_from is None:
-            return super().__reduce_ex__(protocol)
-        getstate = getattr(self, "__getstate__", None)  # Python 3.11 on
-        return _remake, made_from, getstate() if getstate is not None else vars(self)
 
     def __init__(self) -> None:
         super().__init__()
@@ -160,7 +145,8 @@ class LearnscopeCallback(_Base):
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Join the writer session of ``trainer``."""
-        self._join(trainer)
+        with self.guard("writer session", "setup"):
+            self._join(trainer)
 
     @override
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
@@ -260,3 +246,6 @@ class LearnscopeCallback(_Base):
                 error,
             )
             self.switched_off.add(part)
+
+
+LearnscopeCallback.__bases__ = _imported_callbacks()  # those imported before learnscope

@@ -274,7 +274,8 @@ class EmbeddingProjector(LearnscopeCallback):
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Find the sub-module and attach the forward hook."""
         super().setup(trainer, pl_module, stage)
-        self._names.start_call(trainer, pl_module)
+        with self.guard(_PART, "setup"):
+            self._names.start_call(trainer, pl_module)
         try:
             target = pl_module.get_submodule(self.module)
         except AttributeError:
@@ -283,8 +284,9 @@ class EmbeddingProjector(LearnscopeCallback):
                 f"EmbeddingProjector: {type(pl_module).__name__} has no sub-module "
                 f"{self.module!r}; available: {', '.join(names) or '(none)'}"
             ) from None
-        self._detach()
-        self._hook = target.register_forward_hook(self._on_forward)
+        with self.guard(_PART, "setup"):
+            self._detach()
+            self._hook = target.register_forward_hook(self._on_forward)
 
     @override
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:

@@ -15,6 +15,7 @@ from learnscope.health.sharded import ParameterShard, is_sharded, parameter_shar
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.records import AutocorrelationSummary
 from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
+from learnscope.trainable import TrainableChange, TrainableWatch
 
 log = logging.getLogger("learnscope")
 
@@ -84,6 +85,19 @@ class ModelAutocorrelation(LearnscopeCallback):
     the ranks in one all-reduce per kind (never the histories), and rank zero writes the
     summary the unsharded model would give for the same elements.
 
+    **Fine-tuning.** Parameters that start or stop training during the fit (Lightning's
+    ``BackboneFinetuning``, which unfreezes a backbone and adds it to the optimizer as a new
+    param group, or any callback that flips ``requires_grad``) change what is sampled: a fit
+    may even start with nothing trainable. Before each optimizer step the callback compares
+    each optimizer's number of param groups, and the ``requires_grad`` of 32 parameters in
+    turn, with what it saw last (:class:`~learnscope.trainable.TrainableWatch`: about 2
+    microseconds of Python, nothing on the device), so a new param group is noticed at once
+    and a flipped ``requires_grad`` within ``ceil(tensors / 32)`` steps. When the sampled
+    parameters change, it samples the parameters that train now and their history starts
+    again, said once at info level on the ``learnscope`` logger: the next analysis comes when
+    the new history holds more than ``max(lags)`` steps. With nothing trainable it records
+    nothing until something trains.
+
     **Resuming.** The seed and the sampled slices (of every history) are saved in
     checkpoints, so a resumed run follows the same elements; the recorded history itself is
     not saved and fills up again.
@@ -102,8 +116,7 @@ class ModelAutocorrelation(LearnscopeCallback):
 
     Raises:
         ValueError: On a non-positive size, an empty ``lags``, or a lag that is negative or
-            not below ``buffer_size``. A model without trainable parameters fails at ``fit``
-            start, before the first step.
+            not below ``buffer_size``.
 
     Example:
         >>> callback = ModelAutocorrelation(analyze_every_n_steps=50, lags=(1, 2, 5))
@@ -161,6 +174,8 @@ class ModelAutocorrelation(LearnscopeCallback):
         self._last_recorded: list[int | None] = []  # global step of each history's last record
         self._saved_state: dict[str, Any] | None = None  # loaded before the histories exist
         self._last_analysis: int | None = None
+        self._watch: TrainableWatch | None = None  # notices parameters that start training
+        self._sampled: tuple[Any, ...] = ()  # what the histories sample: see _sampled_key
 
     @property
     def history(self) -> SampledParameterHistory | None:
@@ -208,28 +223,34 @@ class ModelAutocorrelation(LearnscopeCallback):
         """Choose the sampled slices and allocate the histories on the parameters' device."""
         self._last_analysis = None
         self.histories = ()
-        shards = parameter_shards(pl_module)
-        if not trainer.is_global_zero and not is_sharded(shards):
-            return
-        optimizers = list(trainer.optimizers)
-        self._one_for_all = len(optimizers) <= 1
-        if self._one_for_all:
-            self.histories = (self._new_history(shards),)
-            self._optimizer_indices = (0,)
-            self._optimizers, self._parameter_history = [], {}
-        else:
-            self._per_optimizer(shards, optimizers)
-        self._last_recorded = [None] * len(self.histories)
-        if self._saved_state is not None:
-            self._adopt_saved_slices()
+        self._watch = None
+        with self.guard(_PART, "fit start"):
+            shards = parameter_shards(pl_module)
+            if not trainer.is_global_zero and not is_sharded(shards):
+                return
+            self._watch = TrainableWatch(pl_module.named_parameters(), trainer.optimizers)
+            self._sample(shards, list(trainer.optimizers))
+            if self.histories and self._saved_state is not None:
+                self._adopt_saved_slices()
+            if not self.histories:
+                log.info(
+                    "learnscope: ModelAutocorrelation: no parameter of %s trains at fit start; "
+                    "sampling starts when some do",
+                    type(pl_module).__name__,
+                )
 
     @override
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
-        """Record once per optimizer step; analyse when the schedule says so."""
-        if not self.histories or not self.is_on(_PART):
+        """Follow the trainable parameters; record once per optimizer step; analyse when due."""
+        if self._watch is None or not self.is_on(_PART):
             return
         with self.guard(_PART):
             step = trainer.global_step
+            change = self._watch.poll()
+            if change is not None:
+                self._follow(trainer, pl_module, change, step)
+            if not self.histories:
+                return
             index = self._history_of(optimizer)
             if index is not None and self._last_recorded[index] != step:
                 self.histories[index].record()
@@ -267,18 +288,14 @@ class ModelAutocorrelation(LearnscopeCallback):
 
     def _per_optimizer(self, shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> None:
         """One history per optimizer, of its own parameters, sharing one element budget."""
-        stepped_by: dict[int, int] = {}  # id(parameter) -> the first optimizer holding it
-        for index, optimizer in enumerate(optimizers):
-            for group in optimizer.param_groups:
-                for parameter in group["params"]:
-                    stepped_by.setdefault(id(parameter), index)
+        stepped_by = _stepped_by(optimizers)  # id(parameter) -> the first optimizer holding it
         stepped = [
             shard
             for shard in shards
             if shard.requires_grad and shard.numel > 0 and id(shard.holder) in stepped_by
         ]
-        if not stepped:
-            raise ValueError("no trainable parameter of the model is in any optimizer")
+        if not stepped:  # none yet: fine-tuning may add them to an optimizer later
+            return
         plan = plan_slices(
             stepped,
             elements_per_tensor=self.elements_per_tensor,
@@ -322,6 +339,44 @@ class ModelAutocorrelation(LearnscopeCallback):
         self.histories = ()
         self._last_recorded = []
         self._optimizers, self._parameter_history = [], {}
+        self._watch = None
+
+    def _sample(self, shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> None:
+        """Sample the parameters that train now (none: no history) in new histories."""
+        self._one_for_all = len(optimizers) <= 1
+        self._sampled = _sampled_key(shards, optimizers)
+        self.histories, self._optimizer_indices = (), ()
+        self._optimizers, self._parameter_history = [], {}
+        if self._sampled and self._one_for_all:
+            self.histories = (self._new_history(shards),)
+            self._optimizer_indices = (0,)
+        elif self._sampled:
+            self._per_optimizer(shards, optimizers)
+        self._last_recorded = [None] * len(self.histories)
+
+    def _follow(self, trainer: Any, pl_module: Any, change: TrainableChange, step: int) -> None:
+        """Sample anew when the parameters that train (or their optimizers) changed."""
+        shards = parameter_shards(pl_module)
+        optimizers = list(trainer.optimizers)
+        if _sampled_key(shards, optimizers) == self._sampled:
+            return  # such as a param group of parameters that were sampled already
+        self._sample(shards, optimizers)
+        if self.histories:
+            tensors = sum(len(history.state_dict()["names"]) for history in self.histories)
+            what = (
+                f"it samples the {tensors} parameter tensors that train now and their history "
+                f"starts again (the next analysis when it holds more than {max(self.lags)} "
+                "steps)"
+            )
+        else:
+            what = "nothing trains now: it records nothing until some parameter trains"
+        log.info(
+            "learnscope: ModelAutocorrelation: the trainable parameters changed at step %d "
+            "(%s); %s",
+            step,
+            change.describe(),
+            what,
+        )
 
     def _due(self, step: int) -> bool:
         return (
@@ -382,6 +437,32 @@ class ModelAutocorrelation(LearnscopeCallback):
                     error,
                     history.seed,
                 )
+
+
+def _stepped_by(optimizers: Sequence[Any]) -> dict[int, int]:
+    """``id(parameter)`` -> the position of the first optimizer that holds it."""
+    stepped_by: dict[int, int] = {}
+    for index, optimizer in enumerate(optimizers):
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                stepped_by.setdefault(id(parameter), index)
+    return stepped_by
+
+
+def _sampled_key(shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> tuple[Any, ...]:
+    """What is sampled: the trainable parameters (with several optimizers, each one's own).
+
+    Empty when nothing is to be sampled.
+    """
+    trainable = [shard for shard in shards if shard.requires_grad and shard.numel > 0]
+    if len(optimizers) <= 1:
+        return tuple(shard.name for shard in trainable)
+    stepped_by = _stepped_by(optimizers)
+    return tuple(
+        (shard.name, stepped_by[id(shard.holder)])
+        for shard in trainable
+        if id(shard.holder) in stepped_by
+    )
 
 
 def _state_of(histories: Sequence[SampledParameterHistory], one_for_all: bool) -> dict[str, Any]:

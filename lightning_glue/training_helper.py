@@ -36,6 +36,7 @@ from learnscope.health.sharded import is_sharded, parameter_shards
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.plugins.background import BackgroundWriters
 from learnscope.records import Finding, Histogram
+from learnscope.trainable import TrainableChange, TrainableWatch
 
 log = logging.getLogger("learnscope")
 
@@ -302,6 +303,7 @@ class TrainingHelper(LearnscopeCallback):
         self._buffer: EmbeddingRowBuffer | None = None
         self._rows_checked = False  # spatial and mask_fn were checked on a real output
         self._new_findings = False
+        self._watch: TrainableWatch | None = None  # notices parameters that start training
 
     @property
     def findings(self) -> list[Finding]:
@@ -331,10 +333,12 @@ class TrainingHelper(LearnscopeCallback):
         self._encoder = self._resolve_encoder(pl_module)
         self._rows_checked = False
         self._heads = self._resolve_heads(pl_module)
-        self._tracer = NonFiniteOutputTracer(pl_module)
+        with self.guard(_TRACE, "setup"):
+            self._tracer = NonFiniteOutputTracer(pl_module)
         if self._encoder is not None:
-            target = pl_module.get_submodule(self._encoder)
-            self._hook = target.register_forward_hook(self._on_embedding)
+            with self.guard(_COLLAPSE, "setup"):
+                target = pl_module.get_submodule(self._encoder)
+                self._hook = target.register_forward_hook(self._on_embedding)
 
     def _module_names(self, pl_module: Any) -> list[str]:
         return [name for name, _ in pl_module.named_modules() if name]
@@ -398,7 +402,8 @@ class TrainingHelper(LearnscopeCallback):
             seen = self._round.seen
             if not self._round.complete and seen:  # stopped before every optimizer stepped
                 names = [n for n, p in pl_module.named_parameters() if p.requires_grad]
-                names = [n for n in names if n not in seen]
+                judged = self._round.names
+                names = [n for n in names if n not in seen and (judged is None or n in judged)]
             advice = ddp_unused_parameter_advice(exception, names)
             if advice is not None:
                 log.error("learnscope: %s", advice)
@@ -549,6 +554,11 @@ class TrainingHelper(LearnscopeCallback):
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         """Judge unused parameters after a first round; check gradients on check steps."""
         step = trainer.global_step
+        if self._watch is not None and self.is_on(_GRADIENTS):
+            change = self._watch.poll()  # about 2 us: param groups, 32 requires_grad flags
+            if change is not None:
+                with self.guard(_GRADIENTS, f"step {step}"):
+                    self._follow(pl_module, change)
         first_step = id(optimizer) not in self._stepped
         self._stepped.add(id(optimizer))
         if (
@@ -565,16 +575,32 @@ class TrainingHelper(LearnscopeCallback):
             loss = self._step_loss(trainer, pl_module)
             self._check_gradients(trainer, pl_module, optimizer, step, loss, not first_step)
 
+    def _follow(self, pl_module: Any, change: TrainableChange) -> None:
+        """Parameters started or stopped training (fine-tuning): judge the new ones afresh.
+
+        Those that start training after the first round get a first round of their own (the
+        round under way judges them anyway), and their first step, like an optimizer's, is not
+        judged for zero or tiny gradients. The default heads are those that train now.
+        """
+        if change.added and self._round.complete:
+            self._round = GradientRound(names=change.added)
+        if change.added:
+            self._stepped = set()
+        if self.head_modules is None:
+            self._heads = self._resolve_heads(pl_module)
+
     def _observe_round(self, trainer: Any, pl_module: Any, optimizer: Any, step: int) -> None:
         named = parameter_shards(pl_module)
         unused = self._round.observe(named, optimizer, trainer.optimizers)
         if unused is None:
             return
-        self._unused_names = unused
+        if self._round.names is not None:  # a round of parameters that started training later
+            named = [shard for shard in named if shard.name in self._round.names]
+        self._unused_names = [n for n in self._unused_names if n not in unused] + unused
         single = len(trainer.optimizers) <= 1
-        self._report(
-            unused_parameter_findings(named, step, seen=None if single else self._round.seen)
-        )
+        seen = None if single else self._round.seen
+        late = self._round.names is not None
+        self._report(unused_parameter_findings(named, step, seen=seen, newly_trainable=late))
 
     def _step_loss(self, trainer: Any, pl_module: Any) -> torch.Tensor | None:
         """The check step's loss: the mean of its micro-batch losses, as training_step gave them."""
@@ -602,6 +628,8 @@ class TrainingHelper(LearnscopeCallback):
         if len(trainer.optimizers) > 1:  # each step sees its own optimizer's gradients only
             own = {id(p) for group in optimizer.param_groups for p in group["params"]}
             named = [shard for shard in named if id(shard.holder) in own]
+        if not any(shard.requires_grad for shard in named):
+            return  # nothing trains (yet): fine-tuning may make parameters trainable later
         stats = gradient_statistics(named, loss)
         findings = gradient_findings(
             stats,
@@ -667,8 +695,12 @@ class TrainingHelper(LearnscopeCallback):
         A checkpoint, if any, was loaded by now.
         """
         self._loaded = False
-        self._sharded = is_sharded(pl_module)
         self._rank_zero = trainer.is_global_zero
+        self._watch = None
+        with self.guard(_GRADIENTS, "fit start"):
+            self._sharded = is_sharded(pl_module)
+            if self._rank_zero or self._sharded:
+                self._watch = TrainableWatch(pl_module.named_parameters(), trainer.optimizers)
 
     @override
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:

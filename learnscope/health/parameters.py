@@ -88,6 +88,7 @@ def unused_parameter_findings(
     step: int,
     *,
     seen: Collection[str] | None = None,
+    newly_trainable: bool = False,
 ) -> list[Finding]:
     """Report parameters that require a gradient but got none, one finding per module.
 
@@ -100,6 +101,8 @@ def unused_parameter_findings(
         step: The training step.
         seen: Names of the parameters that got a gradient; by default, those whose ``grad`` is
             set now.
+        newly_trainable: The parameters started training during the fit (fine-tuning): the
+            message says that the first round is theirs.
 
     Returns:
         One ``unused-parameter`` finding per module owning such parameters.
@@ -119,6 +122,8 @@ def unused_parameter_findings(
         shards = parameter_shards(named_parameters)
         unused = [s.name for s in shards if s.requires_grad and s.name not in seen]
         when = "in a first round of steps of every optimizer"
+    if newly_trainable:
+        when += " after becoming trainable"
     return [
         Finding(
             "unused-parameter",
@@ -142,7 +147,11 @@ class GradientRound:
     optimizer step (after its backward); a step in which none of that optimizer's parameters has
     a gradient (a skipped step) does not count. With sharded parameters (FSDP) the names are
     the original ones and "has a gradient" is judged over every rank: every rank must call
-    :meth:`observe`.
+    :meth:`observe`. A round of ``names`` judges only those parameters, such as the ones that
+    fine-tuning made trainable after the first round.
+
+    Args:
+        names: The names of the parameters judged; ``None``: every trainable parameter.
 
     Example:
         >>> import torch
@@ -158,9 +167,15 @@ class GradientRound:
         []
         >>> round_.complete
         True
+        >>> model.zero_grad(set_to_none=True)
+        >>> model["a"](torch.ones(1, 2)).sum().backward()
+        >>> both = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> GradientRound(names=["b.weight"]).observe(model.named_parameters(), both, [both])
+        ['b.weight']
     """
 
-    def __init__(self) -> None:
+    def __init__(self, names: Collection[str] | None = None) -> None:
+        self.names = None if names is None else frozenset(names)
         self._seen: set[str] = set()
         self._stepped: set[int] = set()
         self.complete = False
@@ -213,7 +228,8 @@ class GradientRound:
         if not all(id(o) in self._stepped for o in optimizers):
             return None
         self.complete = True
-        return [s.name for s in shards if s.name not in self._seen]
+        judged = [s.name for s in shards if self.names is None or s.name in self.names]
+        return [name for name in judged if name not in self._seen]
 
 
 _DDP_UNUSED_ERRORS = (
