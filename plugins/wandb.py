@@ -76,7 +76,10 @@ class WandbWriter(Writer):
         ``stage``, ``image``) would give the table two columns of one name; it is renamed
         ``metadata_<name>`` (see :func:`table_column_names`), with one warning per writer and
         embedding.
+
+        The run record gets the whole snapshot, every row.
         """
+        whole = snapshot  # the run record keeps every row
         if snapshot.num_points > MAX_TABLE_ROWS:
             log.warning(
                 "learnscope: %s has %d rows; a wandb table holds at most %d, keeping a fixed "
@@ -119,7 +122,7 @@ class WandbWriter(Writer):
         if chart is not None:  # snapshots with aligned PCA columns also get a scatter chart
             logged[f"embeddings/{key}/pca_scatter"] = chart
         self.run.log(logged)
-        self.record.write_embedding(snapshot)
+        self.record.write_embedding(whole)
         self._view_due = snapshot.step
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:

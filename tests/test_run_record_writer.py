@@ -310,3 +310,24 @@ def test_one_append_per_record_and_a_removed_directory_is_not_made_again(
     with pytest.raises(FileNotFoundError, match="gone"):
         writer.write_findings(found, 4)
     assert not run_dir.exists()
+
+
+def test_the_wandb_record_keeps_every_row_of_a_snapshot_its_table_subsamples(
+    wandb_dir: Path,
+) -> None:
+    import wandb
+
+    from learnscope.plugins.wandb import MAX_TABLE_ROWS, WandbWriter
+
+    run = wandb.init(project="t", dir=str(wandb_dir))
+    n = MAX_TABLE_ROWS + 50
+    snapshot = EmbeddingSnapshot("big", 0, torch.randn(n, 2), {"i": torch.arange(n)})
+    writer = WandbWriter(run)
+    writer.write_embedding(snapshot)
+    writer.close()
+    (entry, end) = record(run.dir)
+    run.finish()
+    assert entry["points"] == n and end["kind"] == "end"
+    (column,) = entry["columns"]
+    assert column["kind"] == "numeric"  # 10,050 distinct whole numbers: a colour scale
+    assert decode_array(column["values"]).tolist() == list(range(n))
