@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from browser import chromium, unavailable_reason
-from readers import wandb_run_dir
+from readers import parse_metadata, wandb_run_dir
 from record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
@@ -34,6 +35,7 @@ from record_entries import (
     spread_of,
     write,
 )
+from tiny_models import ZeroBranch, loaders, trainer
 
 from learnscope.plugins import dynamics_data
 from learnscope.run_files import RECORD_FILE
@@ -448,22 +450,25 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``version_0`` (started first) and ``version_1`` (started later, the one to open)."""
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real fit (the demo: 3 epochs, 3 snapshots, 2 autocorrelation analyses)."""
+    from learnscope.lightning_glue.demo import run_demo
+
     logdir = tmp_path_factory.mktemp("view") / "runs"
-    old = write_full_run(logdir / "demo" / "version_0", points=60)
-    new = write_full_run(logdir / "demo" / "version_1", points=540)
-    for run_dir, started in (
-        (logdir / "demo" / "version_0", 2_000.0),
-        (logdir / "demo" / "version_1", 3_000.0),
-    ):
-        record = run_dir / RECORD_FILE
-        lines = record.read_text(encoding="utf-8").split("\n")
-        first = json.loads(lines[0])
-        first["time"] = started
-        record.write_text("\n".join([json.dumps(first), *lines[1:]]), encoding="utf-8")
-    assert old and new
-    os.utime(logdir / "demo" / "version_0" / RECORD_FILE, (4_000, 4_000))  # mtime is not start
+    return run_demo(logdir, epochs=3).tensorboard
+
+
+@pytest.fixture(scope="module")
+def two_runs(demo_run: Path) -> Path:
+    """The demo run and an older one first by name (``archive``), with findings."""
+    logdir = demo_run.parent.parent
+    write_full_run(logdir / "archive" / "version_0", points=60)
+    record = logdir / "archive" / "version_0" / RECORD_FILE
+    lines = record.read_text(encoding="utf-8").split("\n")
+    first = json.loads(lines[0])
+    first["time"] = 2_000.0  # started long before the demo
+    record.write_text("\n".join([json.dumps(first), *lines[1:]]), encoding="utf-8")
+    os.utime(record, (time.time() + 3_600,) * 2)  # changed last: the start decides, not mtime
     return logdir
 
 
@@ -486,9 +491,9 @@ def test_exported_page_plays_offline_and_opens_the_newest_run(
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
     assert [r for r in requests if not r.startswith(("data:", "blob:", "file:"))] == []
-    assert state["run"] == "demo/version_1"  # the newest, not the first by name
-    assert state["points"] == state["drawnPoints"] == 540 and state["steps"] == [10, 20, 30]
-    view = _page_views(page.read_text(encoding="utf-8"))["demo/version_1"]
+    assert state["run"] == "demo/version_0"  # the newest, not the first by name
+    assert state["points"] == state["drawnPoints"] == 540 and state["steps"] == [20, 40, 60]
+    view = _page_views(page.read_text(encoding="utf-8"))["demo/version_0"]
     _check_point_in_frame(browser, view)
     _hover_and_pin(browser, view)
     print(f"exported page: {_frames_while_playing(browser)} frames per second, 540 points")
@@ -500,7 +505,7 @@ def test_exported_page_plays_offline_and_opens_the_newest_run(
 
 
 @needs_browser
-def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, browser: Any) -> None:
+def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, browser: Any) -> None:
     from tb_server import tensorboard
 
     with tensorboard(two_runs) as server:
@@ -509,11 +514,12 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, browser: Any) -> N
         )
         assert "learnscope" in listing, "the tensorboard_plugins entry point is not installed"
         runs = server.json("/data/plugin/learnscope/runs")
+        started = dynamics_data.read_view(demo_run)["time"]
         assert runs == [
-            {"name": "demo/version_0", "time": 2_000.0},
-            {"name": "demo/version_1", "time": 3_000.0},
+            {"name": "archive/version_0", "time": 2_000.0},
+            {"name": "demo/version_0", "time": started},
         ]
-        view = server.json("/data/plugin/learnscope/view", run="demo/version_1")
+        view = server.json("/data/plugin/learnscope/view", run="demo/version_0")
         browser.get(f"{server.base}/#learnscope")
         deadline = time.monotonic() + 60
         while not browser.execute_script(_FRAMES):
@@ -522,11 +528,15 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, browser: Any) -> N
         browser.switch_to.frame(browser.execute_script(_FRAMES)[0])
         try:
             state = _wait_ready(browser)
-            assert state["run"] == "demo/version_1"
+            assert state["run"] == "demo/version_0"
             assert state["points"] == state["drawnPoints"] == 540
             _check_point_in_frame(browser, view)
             _hover_and_pin(browser, view)
             print(f"learnscope tab: {_frames_while_playing(browser)} frames per second")
+            text = browser.find_element("tag name", "body").text
+            assert "No findings." in text and "attach" not in text
+            browser.execute_script("window.learnscopeView.loadRun('archive/version_0')")
+            _wait_ready(browser)
             text = browser.find_element("tag name", "body").text
             assert "dead-units" in text and "encoder.0" in text  # the findings timeline
         finally:
@@ -535,6 +545,113 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, browser: Any) -> N
         if shots:
             Path(shots).mkdir(parents=True, exist_ok=True)
             browser.save_screenshot(str(Path(shots) / "learnscope_tab.png"))
+
+
+# ------------------------------------------------------------------------------ real fits
+
+
+def _tsv(path: Path) -> dict[str, list[str]]:
+    header, rows = parse_metadata(path.read_text(encoding="utf-8"))
+    assert header is not None
+    return {name: [row[i] for row in rows] for i, name in enumerate(header)}
+
+
+def test_the_view_of_a_real_fit_is_what_its_writers_wrote(demo_run: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    view = dynamics_data.read_view(demo_run)
+    (embedding,) = view["embeddings"]
+    assert embedding["key"] == "encoder/validate"
+    folders = sorted((demo_run / "projector" / "encoder" / "validate").iterdir())
+    assert embedding["steps"] == [int(f.name.split("_")[1]) for f in folders] == [20, 40, 60]
+    assert embedding["points_shown"] == embedding["points_total"] == 540
+    for folder, xy in zip(folders, embedding["xy"], strict=True):
+        table = _tsv(folder / "metadata.tsv")  # what the Projector tab shows
+        coords = np.array([table["pca_x"], table["pca_y"]], np.float64).T
+        reference = coords / spread_of(coords)  # float64, in units of the spread
+        row = {point: r for r, point in enumerate(table["id"])}
+        rows = [row[i] for i in embedding["ids"]]
+        np.testing.assert_allclose(_decode(xy), reference[rows], rtol=2e-3, atol=2e-3)
+    (label,) = embedding["columns"]
+    last = _tsv(folders[-1] / "metadata.tsv")
+    labels = dict(zip(last["id"], last["label"], strict=True))
+    assert [label["categories"][c] for c in label["codes"]] == [labels[i] for i in embedding["ids"]]
+    sprite = (folders[-1] / "sprite.png").read_bytes()
+    assert (
+        embedding["sprite"]["png"] == "data:image/png;base64," + base64.b64encode(sprite).decode()
+    )
+
+    kinds = {k["kind"]: k for k in view["autocorrelation"]}
+    assert list(kinds) == ["params", "grads"]
+    events = EventAccumulator(str(demo_run), size_guidance={"scalars": 0})
+    events.Reload()  # every event file of the run
+    for kind in kinds.values():
+        assert kind["groups"] == ["encoder", "head"] and kind["lags"] == [1, 2, 5, 10, 20]
+        assert kind["steps"] == sorted(kind["steps"]) and len(kind["steps"]) >= 2
+        for s, step in enumerate(kind["steps"]):
+            for g, group in enumerate(kind["groups"]):
+                scalars = events.Scalars(f"autocorrelation/{kind['kind']}/{group}/lag_5")
+                value = next(e.value for e in scalars if e.step == step)
+                assert kind["values"][s][g][2] == pytest.approx(value, abs=1e-4)
+    assert view["findings"] == [] and view["messages"] == []
+    assert view["status"] == {
+        "embeddings": None,
+        "autocorrelation": None,
+        "findings": "no findings",
+    }
+
+
+def test_a_real_record_read_mid_run_says_what_is_coming(demo_run: Path, tmp_path: Path) -> None:
+    """The record of a fit cut where training was: no "attach" for what is attached."""
+    lines = (demo_run / RECORD_FILE).read_bytes().splitlines(keepends=True)
+    kinds = [json.loads(line)["kind"] for line in lines]
+    first = kinds.index("snapshot")
+    (tmp_path / "run").mkdir()
+    record = tmp_path / "run" / RECORD_FILE
+    record.write_bytes(b"".join(lines[:first]))
+    run = dynamics_data.RunView(tmp_path / "run", sprites=False)  # the record alone
+    view = run.view()
+    assert view["messages"] == []
+    assert view["status"] == {
+        "embeddings": "waiting for the first snapshot",
+        "autocorrelation": "waiting for the first autocorrelation analysis",
+        "findings": "no findings yet",
+    }
+    with open(record, "ab") as file:
+        file.write(lines[first])
+    view = run.view()
+    assert view["embeddings"][0]["steps"] == [20]
+    assert view["messages"] == ["encoder/validate: one snapshot only: nothing moves yet"]
+    assert view["status"]["findings"] == "no findings yet"
+
+
+class _WithNaNProbe(ZeroBranch):
+    """Validation also runs ``probe`` on an all-NaN copy of the embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probe = torch.nn.Identity()
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.probe(self.encoder(batch[0]) * float("nan"))
+        super().validation_step(batch, batch_idx)
+
+
+def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
+
+    tb = TensorBoardLogger(str(tmp_path), name="tb")
+    callbacks = [EmbeddingProjector("probe"), TrainingHelper(check_every_n_steps=2)]
+    trainer(tmp_path, tb, callbacks, max_epochs=1).fit(_WithNaNProbe(), *loaders())
+    view = dynamics_data.read_view(tb.log_dir)
+    codes = {(f["code"], f["subject"]) for f in view["findings"]}
+    assert ("non-finite-output", "probe/validate") in codes  # the projector's
+    assert ("zero-gradient", "branch") in codes  # TrainingHelper's
+    assert view["messages"] == ["no autocorrelation (attach ModelAutocorrelation)"]
+    assert view["status"]["embeddings"] == "EmbeddingProjector wrote no snapshot in this run"
+    assert view["status"]["findings"] is None
 
 
 def _frames_while_playing(browser: Any) -> int:
