@@ -33,6 +33,7 @@ CALLBACKS = """
         module: encoder
         ids_fn: cli_parts.sample_ids
         mask_fn: cli_parts.every_row
+        metadata_fn: cli_parts.labels
         tag: by_feature
     - class_path: learnscope.lightning_glue.TrainingHelper
       init_args:
