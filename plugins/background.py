@@ -29,17 +29,9 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from learnscope.plugins.base import Writer
+from learnscope.plugins.base import Writer, forwards_records
 from learnscope.plugins.fanout import Writers
-from learnscope.records import (
-    AutocorrelationSummary,
-    EmbeddingSnapshot,
-    Finding,
-    Histogram,
-    RenderedImage,
-    RunEnd,
-    RunStart,
-)
+from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
@@ -47,7 +39,8 @@ log = logging.getLogger("learnscope")
 Job = Callable[[Writers], None]
 
 
-class BackgroundWriters:
+@forwards_records("_record")
+class BackgroundWriters(Writer):
     """:class:`Writers` whose records are written by a worker thread, in the order given.
 
     It has the :class:`Writers` methods (each queues the record and returns) and
@@ -107,29 +100,9 @@ class BackgroundWriters:
         """Queue ``scalars`` at ``step`` for every writer."""
         self._record("write_scalars", dict(scalars), step)
 
-    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
-        """Queue ``summary`` for every writer."""
-        self._record("write_autocorrelation", summary)
-
-    def write_histogram(self, histogram: Histogram) -> None:
-        """Queue ``histogram`` for every writer."""
-        self._record("write_histogram", histogram)
-
-    def write_image(self, image: RenderedImage) -> None:
-        """Queue ``image`` for every writer."""
-        self._record("write_image", image)
-
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Queue the findings table for every writer."""
         self._record("write_findings", list(findings), step)
-
-    def write_run_start(self, run: RunStart) -> None:
-        """Queue the start of a run for every writer."""
-        self._record("write_run_start", run)
-
-    def write_run_end(self, end: RunEnd) -> None:
-        """Queue the end of a run for every writer."""
-        self._record("write_run_end", end)
 
     def flush(self) -> None:
         """Flush the training-thread writers, and queue a flush of the others (no wait)."""

@@ -6,7 +6,10 @@ hand every record to every writer without asking what the writer is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from learnscope.records import (
     AutocorrelationSummary,
@@ -76,6 +79,61 @@ class Writer:
     def describe(self) -> str:
         """A short human name for messages, such as ``TensorBoardWriter(runs/version_0)``."""
         return type(self).__name__
+
+
+RECORD_KINDS = (
+    "write_embedding",
+    "write_scalars",
+    "write_autocorrelation",
+    "write_histogram",
+    "write_image",
+    "write_findings",
+    "write_run_start",
+    "write_run_end",
+)
+"""Every kind of record, by the :class:`Writer` method that shows it: the one table that the
+fan-out (:class:`~learnscope.plugins.fanout.Writers`) and the worker thread
+(:class:`~learnscope.plugins.background.BackgroundWriters`) forward, with
+:func:`forwards_records`."""
+
+_Class = TypeVar("_Class", bound=type)
+
+
+def forwards_records(route: str) -> Callable[[_Class], _Class]:
+    """Class decorator: each record method the class does not define calls ``self.<route>``.
+
+    The method made for ``write_scalars`` calls ``self.<route>("write_scalars", scalars, step)``
+    with its arguments by position (keywords are bound by :class:`Writer`'s signature), and has
+    :class:`Writer`'s docstring and signature.
+
+    Example:
+        >>> @forwards_records("_send")
+        ... class Logged(Writer):
+        ...     def _send(self, method, *args):
+        ...         print(method, args)
+        >>> Logged().write_scalars({"a": 1.0}, step=2)
+        write_scalars ({'a': 1.0}, 2)
+    """
+
+    def decorate(cls: _Class) -> _Class:
+        for name in RECORD_KINDS:
+            if name not in vars(cls):
+                setattr(cls, name, _forwarding(name, route))
+        return cls
+
+    return decorate
+
+
+def _forwarding(name: str, route: str) -> Callable[..., None]:
+    shown = getattr(Writer, name)
+    signature = inspect.signature(shown)
+
+    @functools.wraps(shown)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs).args[1:] if kwargs else args
+        getattr(self, route)(name, *bound)
+
+    return forward
 
 
 def shows(writer: Writer, method: str) -> bool:

@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.base import Writer
-from learnscope.records import (
-    AutocorrelationSummary,
-    EmbeddingSnapshot,
-    Finding,
-    Histogram,
-    RenderedImage,
-    RunEnd,
-    RunStart,
-)
+from learnscope.plugins.base import Writer, forwards_records
+from learnscope.records import Finding
 from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
 
 
-class Writers:
+@forwards_records("_call")
+class Writers(Writer):
     """Every writer of a run, behind the :class:`Writer` methods.
 
     Diagnostics never kill a training run, and one bad record does not cost the later ones.
@@ -78,26 +71,6 @@ class Writers:
         self._off: set[tuple[int, str]] = set()  # kinds of record switched off per writer
         self._findings: dict[tuple[str, str], Finding] = {}  # the run's table, first-seen order
 
-    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
-        """Hand ``snapshot`` to every writer."""
-        self._call("write_embedding", snapshot)
-
-    def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
-        """Hand ``scalars`` at ``step`` to every writer."""
-        self._call("write_scalars", scalars, step)
-
-    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
-        """Hand ``summary`` to every writer."""
-        self._call("write_autocorrelation", summary)
-
-    def write_histogram(self, histogram: Histogram) -> None:
-        """Hand ``histogram`` to every writer."""
-        self._call("write_histogram", histogram)
-
-    def write_image(self, image: RenderedImage) -> None:
-        """Hand ``image`` to every writer."""
-        self._call("write_image", image)
-
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Merge ``findings`` into the run's table and hand the whole table to every writer.
 
@@ -125,14 +98,6 @@ class Writers:
     def findings(self) -> list[Finding]:
         """The run's findings table so far (see the class description)."""
         return list(self._findings.values())
-
-    def write_run_start(self, run: RunStart) -> None:
-        """Hand the start of a run to every writer."""
-        self._call("write_run_start", run)
-
-    def write_run_end(self, end: RunEnd) -> None:
-        """Hand the end of a run to every writer."""
-        self._call("write_run_end", end)
 
     def flush(self) -> None:
         """Flush every writer."""
