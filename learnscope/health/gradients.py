@@ -115,84 +115,50 @@ def gradient_statistics(
     named = [shard for shard in parameter_shards(named_parameters) if shard.requires_grad]
     if not named:
         raise ValueError("no parameter requires a gradient")
-    if any(shard.sharded for shard in named):
-        return _sharded_statistics(named, loss)
-    device = named[0].device
-    with torch.no_grad():
-        weights = [shard.holder.detach() for shard in named]
-        graded = [i for i, shard in enumerate(named) if shard.holder.grad is not None]
-        grads = [_dense(named[i].holder.grad) for i in graded]
-        wide = any(t.dtype == torch.float64 for t in (*weights, *grads))
-        dtype = torch.float64 if wide else torch.float32  # never narrower than a parameter
-        parts = list(torch._foreach_norm(weights, 2, dtype=dtype))
-        if grads:
-            parts += torch._foreach_norm(grads, 2, dtype=dtype)
-        if loss is not None:
-            parts.append(loss.detach().float().mean())
-        host = torch.stack([t.to(device, dtype) for t in parts]).cpu().numpy().astype(np.float64)
-    count = len(named)
-    grad_norms = np.full(count, math.nan)
-    grad_norms[graded] = host[count : count + len(graded)]
-    has_grad = np.zeros(count, dtype=bool)
-    has_grad[graded] = True
-    suspects = [i for i in graded if not math.isfinite(grad_norms[i])]
-    return GradientStatistics(
-        names=tuple(shard.name for shard in named),
-        numels=np.array([shard.numel for shard in named], dtype=np.int64),
-        ndims=np.array([shard.ndim for shard in named], dtype=np.int64),
-        has_grad=has_grad,
-        grad_norms=grad_norms,
-        weight_norms=host[:count],
-        nonfinite_counts=_nonfinite_counts(named, suspects, device),
-        loss=float(host[-1]) if loss is not None else None,
-    )
-
-
-def _sharded_statistics(named: Sequence[ParameterShard], loss: Tensor | None) -> GradientStatistics:
-    """:func:`gradient_statistics` of sharded parameters: local sums of squares, all-reduced.
-
-    One all-reduce of ``3 P + 1`` float64 numbers (weight and gradient squares, whether there
-    is a gradient, the loss) and one transfer; the counts of non-finite values, only when a
-    norm is not finite (the same on every rank, so all take part), need a second.
-    """
+    sharded = any(shard.sharded for shard in named)
     device = named[0].device
     count = len(named)
     with torch.no_grad():
+        # Sums of squares of the elements this rank holds (all of them when not sharded),
+        # added over the ranks when sharded: one all-reduce of 3 P + 1 numbers, one transfer.
         weights = [shard.elements() for shard in named]
         grads = [shard.elements(grad=True) for shard in named]
         graded = [i for i, grad in enumerate(grads) if grad is not None]
-        wide = any(t is not None and t.dtype == torch.float64 for t in (*weights, *grads))
-        dtype = torch.float64 if wide else torch.float32
-        weight_norms = torch._foreach_norm(weights, 2, dtype=dtype)
-        grad_squares = torch.zeros(count, dtype=torch.float64, device=device)
-        if graded:
-            norms = torch._foreach_norm([grads[i] for i in graded], 2, dtype=dtype)
-            index = torch.tensor(graded, device=device)
-            grad_squares.index_copy_(0, index, torch.stack(norms).double().square())
+        dense = [_dense(grads[i]) for i in graded]
+        wide = any(t.dtype == torch.float64 for t in (*weights, *dense))
+        dtype = torch.float64 if wide else torch.float32  # never narrower than a parameter
+        weight_norms = _stacked(torch._foreach_norm(weights, 2, dtype=dtype), device)
+        grad_norms = torch.zeros(count, dtype=torch.float64, device=device)
         has = torch.zeros(count, dtype=torch.float64, device=device)
-        has[graded] = 1.0
-        mean_loss = (
-            loss.detach().double().mean().reshape(1).to(device) / world_size()
-            if loss is not None
-            else has.new_zeros(1)
-        )
-        packed = torch.cat(
-            [torch.stack(weight_norms).double().square(), grad_squares, has, mean_loss]
-        )
-        host = sum_over_ranks(packed).cpu().numpy()
+        if graded:
+            index = torch.tensor(graded, device=device)
+            norms = _stacked(torch._foreach_norm(dense, 2, dtype=dtype), device)
+            grad_norms.index_copy_(0, index, norms)
+            has[index] = 1.0
+        mean_loss = has.new_zeros(1)
+        if loss is not None:
+            mean_loss = loss.detach().float().mean().double().reshape(1).to(device)
+            mean_loss = mean_loss / world_size() if sharded else mean_loss
+        packed = torch.cat([weight_norms.square(), grad_norms.square(), has, mean_loss])
+        host = (sum_over_ranks(packed) if sharded else packed).cpu().numpy()
     has_grad = host[2 * count : 3 * count] > 0
-    grad_norms = np.where(has_grad, np.sqrt(host[count : 2 * count]), math.nan)
-    suspects = [i for i in range(count) if has_grad[i] and not math.isfinite(grad_norms[i])]
+    host_grad_norms = np.where(has_grad, np.sqrt(host[count : 2 * count]), math.nan)
+    suspects = [i for i in range(count) if has_grad[i] and not math.isfinite(host_grad_norms[i])]
     return GradientStatistics(
         names=tuple(shard.name for shard in named),
         numels=np.array([shard.numel for shard in named], dtype=np.int64),
         ndims=np.array([shard.ndim for shard in named], dtype=np.int64),
         has_grad=has_grad,
-        grad_norms=grad_norms,
+        grad_norms=host_grad_norms,
         weight_norms=np.sqrt(host[:count]),
-        nonfinite_counts=_nonfinite_counts(named, suspects, device, sharded=True),
+        nonfinite_counts=_nonfinite_counts(named, suspects, device, sharded=sharded),
         loss=float(host[-1]) if loss is not None else None,
     )
+
+
+def _stacked(norms: Sequence[Tensor], device: torch.device) -> Tensor:
+    """The norms as one float64 tensor on ``device`` (parameters may sit on several devices)."""
+    return torch.stack([norm.to(device, torch.float64) for norm in norms])
 
 
 def _dense(grad: Tensor) -> Tensor:
@@ -217,7 +183,8 @@ def _nonfinite_counts(
     with torch.no_grad():
         counts = []
         for i in suspects:
-            grad = named[i].elements(grad=True) if sharded else _dense(named[i].holder.grad)
+            grad = named[i].elements(grad=True)
+            grad = _dense(grad) if grad is not None else None
             bad = (~torch.isfinite(grad)).sum() if grad is not None else torch.zeros(())
             counts.append(bad.to(device=device, dtype=torch.float64))
         stacked = torch.stack(counts)
