@@ -7,6 +7,12 @@ contiguous slice per parameter tensor (a view, so no gather) and writes all of t
 device-side buffer with one batched copy per step and kind, without any host
 synchronisation.
 
+The parts: :mod:`learnscope.sampling_plan` chooses the slices, :mod:`learnscope.sampled_columns`
+finds the part of them this rank holds and groups the columns, :mod:`learnscope.ring_buffer`
+keeps the last steps; :class:`SampledParameterHistory` composes them and follows the
+parameters' storage and device. ``SampledSlice``, ``ShardedColumns`` and ``plan_slices`` are
+importable from here too.
+
 Example:
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
@@ -21,16 +27,23 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from learnscope.health.parameters import group_name
-from learnscope.health.sharded import ParameterShard, parameter_shards
+from learnscope.health.sharded import ParameterShard
+from learnscope.ring_buffer import StagedRingBuffer
+from learnscope.sampled_columns import LocalPiece, ShardedColumns, column_layout
+from learnscope.sampling_plan import (
+    ParameterSource,
+    SampledSlice,
+    check_positive_int,
+    choose_slices,
+    plan_slices,
+    trainable_parameters,
+)
 
 __all__ = [
     "HISTORY_KINDS",
@@ -41,76 +54,12 @@ __all__ = [
     "plan_slices",
 ]
 
-ParameterSource: TypeAlias = (
-    torch.nn.Module | Iterable[tuple[str, Tensor]] | Iterable[ParameterShard]
-)
-
 HistoryKind = Literal["params", "grads"]
 HISTORY_KINDS: tuple[str, ...] = ("params", "grads")
-_BYTES_PER_VALUE = 4  # float32
-_BLOCK_ROWS = 16  # steps staged time-first before one copy into the time-last buffers
 
-
-@dataclass(frozen=True)
-class SampledSlice:
-    """One contiguous run of elements sampled from a parameter tensor.
-
-    The elements are ``parameter.reshape(-1)[start : start + length]`` (for a contiguous
-    parameter, a view of its memory).
-
-    Attributes:
-        name: The parameter's name, as in ``named_parameters()``.
-        start: The index of the first element in the flattened tensor.
-        length: How many elements.
-
-    Example:
-        >>> SampledSlice("encoder.weight", start=10, length=256).stop
-        266
-    """
-
-    name: str
-    start: int
-    length: int
-
-    @property
-    def stop(self) -> int:
-        """One past the last element's index.
-
-        Example:
-            >>> SampledSlice("bias", 0, 8).stop
-            8
-        """
-        return self.start + self.length
-
-
-@dataclass(frozen=True, eq=False)
-class ShardedColumns:
-    """Where one rank's columns sit among the columns of the whole (unsharded) history.
-
-    With sharded parameters each rank records the sampled elements it holds. Column ``j`` of
-    its history is column ``positions[j]`` of the history an unsharded model would record
-    (the same slices, in the same order); the analysis sums over the ranks in that layout.
-
-    Attributes:
-        positions: ``[K]`` long tensor on the device: the whole-history column of each local
-            column.
-        group_index: ``[K_total]`` long tensor on the device: the group of every column of the
-            whole history.
-
-    Example:
-        >>> import torch
-        >>> columns = ShardedColumns(torch.tensor([2, 3]), torch.tensor([0, 0, 1, 1]))
-        >>> columns.total_elements
-        4
-    """
-
-    positions: Tensor
-    group_index: Tensor
-
-    @property
-    def total_elements(self) -> int:
-        """Columns of the whole history, over all ranks."""
-        return int(self.group_index.shape[0])
+# What record() reads of one gradient piece: holder, local start, length, zeros for a None
+# gradient, parameter name.
+GradientPiece = tuple[Tensor, int, int, Tensor, str]
 
 
 class SampledParameterHistory:
@@ -219,11 +168,9 @@ class SampledParameterHistory:
             ("max_elements", max_elements),
             ("group_depth", group_depth),
         ):
-            _check_positive_int(argument, value)
+            check_positive_int(argument, value)
         self._kinds = _check_kinds(kinds)
-        self._shards = _trainable_parameters(named_parameters)
-        # name -> the tensor holding the parameter's elements (the parameter itself unsharded)
-        self._parameters = {name: shard.holder for name, shard in self._shards.items()}
+        self._shards = trainable_parameters(named_parameters)
         _check_same_device(self._shards)
         self._capacity = capacity
         self._group_depth = group_depth
@@ -231,7 +178,7 @@ class SampledParameterHistory:
         self._device = next(iter(self._shards.values())).device
         if slices is None:
             sizes = [(name, p.numel) for name, p in self._shards.items()]
-            slices = _plan_slices(sizes, elements_per_tensor, max_elements, self._seed)
+            slices = choose_slices(sizes, elements_per_tensor, max_elements, self._seed)
         else:
             slices = self._checked_slices(slices, "slices")
         self._install(slices)
@@ -264,7 +211,7 @@ class SampledParameterHistory:
     @property
     def slices(self) -> tuple[SampledSlice, ...]:
         """The sampled slices, in column order."""
-        return self._slices
+        return self._layout.slices
 
     @property
     def num_elements(self) -> int:
@@ -272,17 +219,17 @@ class SampledParameterHistory:
 
         With sharded parameters, those this rank holds; see :attr:`total_elements`.
         """
-        return self._num_elements
+        return self._ring.width
 
     @property
     def total_elements(self) -> int:
         """The number of sampled elements over all ranks (``num_elements`` when not sharded)."""
-        return sum(s.length for s in self._slices)
+        return self._layout.total_elements
 
     @property
     def sharded(self) -> bool:
         """Whether any sampled parameter is sharded over ranks (FSDP)."""
-        return self._sharded
+        return self._layout.sharded_columns is not None
 
     @property
     def sharded_columns(self) -> ShardedColumns | None:
@@ -290,32 +237,42 @@ class SampledParameterHistory:
 
         Pass it to :func:`learnscope.autocorrelation.summarize` (``sharded=``) on every rank.
         """
-        return self._sharded_columns
+        return self._layout.sharded_columns
 
     @property
     def num_recorded(self) -> int:
         """How many times :meth:`record` was called since construction or loading."""
-        return self._count
+        return self._ring.count
 
     @property
     def num_steps(self) -> int:
         """T, the number of steps :meth:`history` returns: ``min(num_recorded, capacity)``."""
-        return min(self._count, self._capacity)
+        return self._ring.num_rows
 
     @property
     def group_names(self) -> list[str]:
         """The module groups, in order of first appearance."""
-        return list(self._group_names)
+        return list(self._layout.group_names)
 
     @property
     def group_index(self) -> Tensor:
         """``[K]`` long tensor on the device: each column's index into ``group_names``."""
-        return self._group_index
+        return self._layout.group_index
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the buffers: ``len(kinds) * capacity * K * 4``."""
-        return len(self._kinds) * self._capacity * self._num_elements * _BYTES_PER_VALUE
+        return self._ring.nbytes
+
+    @property
+    def _parameters(self) -> dict[str, Tensor]:
+        """Name -> the tensor holding the parameter's elements (the parameter, unsharded)."""
+        return {name: shard.holder for name, shard in self._shards.items()}
+
+    @property
+    def _buffers(self) -> dict[str, Tensor]:
+        """The ring buffers, ``[K, capacity]`` per kind."""
+        return self._ring.buffers
 
     @torch.no_grad()
     def record(self) -> None:
@@ -335,31 +292,15 @@ class SampledParameterHistory:
             >>> history.history("grads")
             tensor([[1., 1., 1., 1.]])
         """
-        if self._num_elements:
-            row = self._count - self._block_start
-            for kind, block in self._blocks.items():
-                views = self._parameter_views() if kind == "params" else self._gradient_views()
-                torch.cat(views, out=block[row])
-        self._count += 1
-        if self._count - self._block_start == self._block_rows or (
-            self._count % self._capacity == 0
-        ):
-            self._flush()
-
-    def _flush(self) -> None:
-        """Copy the rows of the staging block into their columns of the ring buffers.
-
-        A row of the time-first block is contiguous, so each step's ``cat`` writes straight
-        into it; the block goes to the time-last buffers in one copy every
-        ``min(16, capacity)`` steps (or at the end of the ring), instead of one strided column
-        write per step.
-        """
-        rows = self._count - self._block_start
-        if rows and self._num_elements:
-            column = self._block_start % self._capacity
-            for kind, buffer in self._buffers.items():
-                buffer[:, column : column + rows].copy_(self._blocks[kind][:rows].T)
-        self._block_start = self._count
+        ring = self._ring
+        if ring.width:
+            for kind in self._kinds:
+                if kind == "params":
+                    views = self._parameter_views()
+                else:
+                    views = gradient_views(self._gradient_pieces, self._views.sharded)
+                torch.cat(views, out=ring.staging_row(kind))
+        ring.advance()
 
     def history(self, kind: HistoryKind) -> Tensor:
         """The recorded values, oldest step first.
@@ -388,17 +329,12 @@ class SampledParameterHistory:
         """
         if kind not in HISTORY_KINDS:
             raise ValueError(f"kind must be one of {HISTORY_KINDS}, got {kind!r}")
-        if kind not in self._buffers:
+        if kind not in self._kinds:
             raise ValueError(
                 f"this history records {self._kinds} only, not {kind!r}; construct it with "
                 f"kinds={HISTORY_KINDS} to record {kind} as well"
             )
-        self._flush()
-        buffer = self._buffers[kind]
-        if self._count <= self._capacity:
-            return buffer[:, : self._count].contiguous().T
-        column = self._count % self._capacity
-        return torch.cat([buffer[:, column:], buffer[:, :column]], dim=1).T
+        return self._ring.rows(kind)
 
     def state_dict(self) -> dict[str, Any]:
         """The seed and the sampled slices, so a resumed run tracks the same elements.
@@ -414,9 +350,9 @@ class SampledParameterHistory:
         """
         return {
             "seed": self._seed,
-            "names": [s.name for s in self._slices],
-            "starts": [s.start for s in self._slices],
-            "lengths": [s.length for s in self._slices],
+            "names": [s.name for s in self.slices],
+            "starts": [s.start for s in self.slices],
+            "lengths": [s.length for s in self.slices],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -474,67 +410,20 @@ class SampledParameterHistory:
 
     def _install(self, slices: Sequence[SampledSlice]) -> None:
         """Adopt ``slices``: find the local pieces, group columns, allocate empty buffers."""
-        self._slices = tuple(slices)
-        # One piece per local run of a slice: (shard, local start, length, whole-history column).
-        pieces: list[tuple[ParameterShard, int, int, int]] = []
-        groups: list[str] = []
-        column = 0
-        for piece in self._slices:
-            shard = self._shards[piece.name]
-            for global_start, local_start, length in shard.pieces(piece.start, piece.stop):
-                pieces.append((shard, local_start, length, column + global_start - piece.start))
-                groups.append(group_name(piece.name, self._group_depth))
-            column += piece.length
-        self._pieces = pieces
-        self._sampled = [shard.holder for shard, _, _, _ in pieces]
-        self._num_elements = sum(length for _, _, length, _ in pieces)
-        all_groups = [group_name(s.name, self._group_depth) for s in self._slices]
-        self._group_names = list(dict.fromkeys(all_groups))
-        position = {name: index for index, name in enumerate(self._group_names)}
-        lengths = torch.tensor([length for _, _, length, _ in pieces], dtype=torch.long)
-        per_piece = torch.tensor([position[group] for group in groups], dtype=torch.long)
-        self._group_index = per_piece.repeat_interleave(lengths).to(self._device)
-        self._sharded = any(shard.sharded for shard in self._shards.values())
-        self._sharded_columns: ShardedColumns | None = None
-        if self._sharded:
-            starts = torch.tensor([first for _, _, _, first in pieces], dtype=torch.long)
-            offsets = torch.arange(self._num_elements) - (
-                lengths.cumsum(0) - lengths
-            ).repeat_interleave(lengths)
-            slice_lengths = torch.tensor([s.length for s in self._slices], dtype=torch.long)
-            per_slice = torch.tensor([position[group] for group in all_groups], dtype=torch.long)
-            self._sharded_columns = ShardedColumns(
-                (starts.repeat_interleave(lengths) + offsets).to(self._device),
-                per_slice.repeat_interleave(slice_lengths).to(self._device),
-            )
-        self._buffers = {
-            kind: torch.zeros(
-                self._num_elements, self._capacity, dtype=torch.float32, device=self._device
-            )
-            for kind in self._kinds
-        }
-        # time-first staging block: each record() writes one contiguous row of it
-        self._block_rows = min(_BLOCK_ROWS, self._capacity)
-        self._blocks = {
-            kind: torch.empty(
-                self._block_rows, self._num_elements, dtype=torch.float32, device=self._device
-            )
-            for kind in self._kinds
-        }
-        self._block_start = 0
-        self._no_gradient: list[Tensor] = []
+        self._layout = column_layout(slices, self._shards, self._group_depth, self._device)
+        pieces = self._layout.pieces
+        self._ring = StagedRingBuffer(
+            self._kinds, self._layout.num_elements, self._capacity, self._device
+        )
+        self._gradient_pieces: list[GradientPiece] = []
         if "grads" in self._kinds and pieces:
-            longest = max(length for _, _, length, _ in pieces)
-            zeros = torch.zeros(longest, dtype=torch.float32, device=self._device)
-            self._no_gradient = [zeros[:length] for _, _, length, _ in pieces]
-        self._gradient_plan = [
-            (shard.holder, start, length, zeros)
-            for (shard, start, length, _), zeros in zip(pieces, self._no_gradient, strict=False)
-        ]
-        self._count = 0
-        self._pointers: tuple[int, ...] = ()
-        self._views: list[Tensor | None] = []
-        self._all_cached = False
+            zeros = torch.zeros(
+                max(p.length for p in pieces), dtype=torch.float32, device=self._device
+            )
+            self._gradient_pieces = [
+                (p.holder, p.start, p.length, zeros[: p.length], p.name) for p in pieces
+            ]
+        self._views = _ParameterViews(pieces, self._layout.sharded_columns is not None)
 
     def _parameter_views(self) -> list[Tensor]:
         """Views of the sampled slices, cached while the parameters' storage stays put.
@@ -542,82 +431,109 @@ class SampledParameterHistory:
         The cache is rebuilt when a parameter's data pointer changes (``p.data = ...``,
         ``model.to(...)``); a device change moves the buffers along (one copy, once).
         """
-        tensors = [_local_values(p) for p in self._sampled] if self._sharded else self._sampled
+        views = self._views
+        holders = views.holders
+        tensors = [_local_values(h) for h in holders] if views.sharded else holders
         pointers = tuple(t.data_ptr() for t in tensors)
-        if pointers != self._pointers:
-            self._follow_device()
-            self._views = [
-                _flat_slice(t.detach(), start, length) if t.is_contiguous() else None
-                for t, (_, start, length, _) in zip(tensors, self._pieces, strict=True)
-            ]
-            self._all_cached = all(view is not None for view in self._views)
-            self._pointers = pointers
-        if self._all_cached:
-            return self._views  # type: ignore[return-value]
-        return [
-            _flat_slice(t.detach(), start, length) if view is None else view
-            for view, t, (_, start, length, _) in zip(
-                self._views, tensors, self._pieces, strict=True
-            )
+        if pointers != views.pointers:
+            self._follow_device(holders[0].device)
+            views.rebuild(tensors, pointers)
+        if views.all_cached:
+            return views.views  # type: ignore[return-value]
+        return views.fill_in(tensors)
+
+    def _follow_device(self, device: torch.device) -> None:
+        """Move the buffers to the parameters' device if the model moved."""
+        if device == self._device:
+            return
+        self._device = device
+        self._ring.to(device)
+        self._layout = self._layout.to(device)
+        self._gradient_pieces = [
+            (holder, start, length, zeros.to(device), name)
+            for holder, start, length, zeros, name in self._gradient_pieces
         ]
 
-    def _gradient_views(self) -> list[Tensor]:
-        """Views of the sampled slices of the current gradients (zeros for a None grad).
 
-        Gradients are new tensors at every step (``zero_grad(set_to_none=True)``), so their
-        views are made afresh: one ``as_strided`` per piece, the fewest Python calls that can
-        do it.
-        """
-        views = []
-        sharded = self._sharded
-        for parameter, start, length, zeros in self._gradient_plan:
-            gradient = parameter.grad
-            if gradient is None:
-                views.append(zeros)
-                continue
-            if sharded:
-                gradient = _local_values(gradient)
-            if gradient.is_contiguous():
-                offset = gradient.storage_offset() + start
-                views.append(gradient.as_strided((length,), (1,), offset))
-            else:
-                views.append(self._other_gradient(parameter, gradient, start, length))
-        return views
+class _ParameterViews:
+    """Views of the sampled slices of the parameters, valid while their data pointers hold.
 
-    def _other_gradient(
-        self, parameter: Tensor, gradient: Tensor, start: int, length: int
-    ) -> Tensor:
-        """A slice of a non-contiguous gradient (a copy); sparse ones are an error."""
-        if gradient.layout != torch.strided:
-            name = next(s.name for s, _, _, _ in self._pieces if s.holder is parameter)
-            raise TypeError(
-                f"the gradient of {name!r} is {gradient.layout}; only dense gradients can be "
-                "sampled"
-            )
-        return gradient.reshape(-1)[start : start + length]
+    Args:
+        pieces: The local pieces, in column order.
+        sharded: Whether the holders may be DTensors (their local tensors are viewed).
+    """
 
-    def _follow_device(self) -> None:
-        """Move the buffers to the parameters' device if the model moved."""
-        if not self._sampled:
-            return
-        device = self._sampled[0].device
-        if device != self._device:
-            self._device = device
-            self._buffers = {kind: b.to(device) for kind, b in self._buffers.items()}
-            self._blocks = {kind: b.to(device) for kind, b in self._blocks.items()}
-            self._group_index = self._group_index.to(device)
-            self._no_gradient = [zeros.to(device) for zeros in self._no_gradient]
-            self._gradient_plan = [
-                (holder, start, length, zeros)
-                for (holder, start, length, _), zeros in zip(
-                    self._gradient_plan, self._no_gradient, strict=True
-                )
-            ]
-            if self._sharded_columns is not None:
-                self._sharded_columns = ShardedColumns(
-                    self._sharded_columns.positions.to(device),
-                    self._sharded_columns.group_index.to(device),
-                )
+    __slots__ = ("all_cached", "holders", "pieces", "pointers", "sharded", "views")
+
+    def __init__(self, pieces: Sequence[LocalPiece], sharded: bool) -> None:
+        self.pieces = tuple(pieces)
+        self.holders = [piece.holder for piece in pieces]
+        self.sharded = sharded
+        self.pointers: tuple[int, ...] = ()
+        self.views: list[Tensor | None] = []
+        self.all_cached = False
+
+    def rebuild(self, tensors: Sequence[Tensor], pointers: tuple[int, ...]) -> None:
+        """View each contiguous tensor's piece; None where a tensor is not contiguous."""
+        self.views = [
+            _flat_slice(t.detach(), p.start, p.length) if t.is_contiguous() else None
+            for t, p in zip(tensors, self.pieces, strict=True)
+        ]
+        self.all_cached = all(view is not None for view in self.views)
+        self.pointers = pointers
+
+    def fill_in(self, tensors: Sequence[Tensor]) -> list[Tensor]:
+        """The cached views, with fresh slices (copies) of the non-contiguous tensors."""
+        return [
+            _flat_slice(t.detach(), p.start, p.length) if view is None else view
+            for view, t, p in zip(self.views, tensors, self.pieces, strict=True)
+        ]
+
+
+def gradient_views(pieces: Sequence[GradientPiece], sharded: bool) -> list[Tensor]:
+    """Views of the sampled pieces of the current gradients (zeros for a None grad).
+
+    Gradients are new tensors at every step (``zero_grad(set_to_none=True)``), so their
+    views are made afresh: one ``as_strided`` per piece, the fewest Python calls that can
+    do it.
+
+    Args:
+        pieces: ``(holder, local start, length, zeros, name)`` per piece, in column order.
+        sharded: Whether the holders may be DTensors (their local tensors are read).
+
+    Raises:
+        TypeError: A gradient is sparse.
+
+    Example:
+        >>> import torch
+        >>> weight = torch.nn.Parameter(torch.zeros(4))
+        >>> weight.grad = torch.arange(4.0)
+        >>> gradient_views([(weight, 1, 2, torch.zeros(2), "weight")], sharded=False)
+        [tensor([1., 2.])]
+    """
+    views = []
+    for parameter, start, length, zeros, name in pieces:
+        gradient = parameter.grad
+        if gradient is None:
+            views.append(zeros)
+            continue
+        if sharded:
+            gradient = _local_values(gradient)
+        if gradient.is_contiguous():
+            offset = gradient.storage_offset() + start
+            views.append(gradient.as_strided((length,), (1,), offset))
+        else:
+            views.append(_other_gradient(name, gradient, start, length))
+    return views
+
+
+def _other_gradient(name: str, gradient: Tensor, start: int, length: int) -> Tensor:
+    """A slice of a non-contiguous gradient (a copy); sparse ones are an error."""
+    if gradient.layout != torch.strided:
+        raise TypeError(
+            f"the gradient of {name!r} is {gradient.layout}; only dense gradients can be sampled"
+        )
+    return gradient.reshape(-1)[start : start + length]
 
 
 def _local_values(tensor: Tensor) -> Tensor:
@@ -637,69 +553,6 @@ def _flat_slice(tensor: Tensor, start: int, length: int) -> Tensor:
     return tensor.reshape(-1)[start : start + length]
 
 
-def plan_slices(
-    named_parameters: ParameterSource,
-    *,
-    elements_per_tensor: int = 256,
-    max_elements: int = 65536,
-    seed: int = 0,
-) -> list[SampledSlice]:
-    """Choose the slices a :class:`SampledParameterHistory` would sample from these parameters.
-
-    The same choice as the history's own (one contiguous slice per trainable tensor, the
-    budget spread fairly, drawn from ``seed``), made once over parameters that several
-    histories then share out with their ``slices`` argument, so that one ``max_elements``
-    bounds them all. The parameters may be on several devices.
-
-    Args:
-        named_parameters: ``(name, parameter)`` pairs, a model or parameter shards; those
-            without ``requires_grad`` or elements are left out. Sharded parameters are planned
-            by their full size.
-        elements_per_tensor: Slice length per parameter tensor.
-        max_elements: Cap on the total number of sampled elements.
-        seed: Seed for choosing the slices.
-
-    Returns:
-        The slices, in the order of ``named_parameters``.
-
-    Raises:
-        ValueError: On a non-positive size argument, no trainable parameter or a complex one.
-
-    Example:
-        >>> import torch
-        >>> model = torch.nn.Sequential(torch.nn.Linear(100, 10), torch.nn.Linear(10, 1))
-        >>> plan = plan_slices(model.named_parameters(), elements_per_tensor=64, seed=1)
-        >>> [(piece.name, piece.length) for piece in plan]
-        [('0.weight', 64), ('0.bias', 10), ('1.weight', 10), ('1.bias', 1)]
-        >>> history = SampledParameterHistory(model.named_parameters(), slices=plan[2:])
-        >>> history.num_elements, history.group_names
-        (11, ['1'])
-    """
-    for argument, value in (
-        ("elements_per_tensor", elements_per_tensor),
-        ("max_elements", max_elements),
-    ):
-        _check_positive_int(argument, value)
-    parameters = _trainable_parameters(named_parameters)
-    sizes = [(name, p.numel) for name, p in parameters.items()]
-    return _plan_slices(sizes, elements_per_tensor, max_elements, int(seed))
-
-
-def _trainable_parameters(named_parameters: ParameterSource) -> dict[str, ParameterShard]:
-    """The non-empty ``requires_grad`` parameters by (original) name, none of them complex."""
-    parameters = {
-        shard.name: shard
-        for shard in parameter_shards(named_parameters)
-        if shard.requires_grad and shard.numel > 0
-    }
-    if not parameters:
-        raise ValueError("no trainable parameters (requires_grad=True) to sample")
-    complex_names = [name for name, p in parameters.items() if p.holder.is_complex()]
-    if complex_names:
-        raise ValueError(f"complex parameters cannot be sampled: {complex_names}")
-    return parameters
-
-
 def _check_same_device(parameters: Mapping[str, ParameterShard]) -> None:
     devices = {p.device for p in parameters.values()}
     if len(devices) > 1:
@@ -715,42 +568,3 @@ def _check_kinds(kinds: Sequence[str]) -> tuple[str, ...]:
     if unknown or not wanted:
         raise ValueError(f"kinds must be a non-empty subset of {HISTORY_KINDS}, got {kinds!r}")
     return tuple(kind for kind in HISTORY_KINDS if kind in wanted)
-
-
-def _plan_slices(
-    sizes: Sequence[tuple[str, int]], elements_per_tensor: int, max_elements: int, seed: int
-) -> list[SampledSlice]:
-    """Choose one contiguous slice per tensor within the element budget (see the class)."""
-    rng = np.random.default_rng(seed)
-    numels = np.array([numel for _, numel in sizes], dtype=np.int64)
-    lengths = np.minimum(numels, elements_per_tensor)
-    if lengths.sum() > max_elements:
-        if len(sizes) > max_elements:
-            kept = rng.choice(len(sizes), size=max_elements, replace=False)
-            lengths = np.zeros_like(numels)
-            lengths[kept] = 1
-        else:
-            lengths = np.minimum(numels, _fair_share(numels, elements_per_tensor, max_elements))
-    starts = rng.integers(0, numels - lengths + 1)
-    return [
-        SampledSlice(name, int(start), int(length))
-        for (name, _), start, length in zip(sizes, starts, lengths, strict=True)
-        if length > 0
-    ]
-
-
-def _fair_share(numels: np.ndarray, most: int, budget: int) -> int:
-    """The largest ``share <= most`` with ``sum(min(numels, share)) <= budget`` (>= 1)."""
-    low, high = 1, most
-    while low < high:
-        middle = (low + high + 1) // 2
-        if np.minimum(numels, middle).sum() <= budget:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _check_positive_int(argument: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{argument} must be a positive int, got {value!r}")
