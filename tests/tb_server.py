@@ -49,19 +49,36 @@ class TensorBoardServer:
         raise TimeoutError(f"{path} never satisfied the condition; last answer: {last!r}")
 
 
+# TensorBoard with every plugin but learnscope's tab, for comparisons.
+_WITHOUT_LEARNSCOPE = (
+    "import sys; from tensorboard import default, main; "
+    "found = default.get_dynamic_plugins; "
+    "default.get_dynamic_plugins = lambda: [p for p in found() "
+    "if not p.__module__.startswith('learnscope.')]; "
+    "sys.argv[0] = 'tensorboard'; main.run_main()"
+)
+
+
 @contextlib.contextmanager
 def tensorboard(
-    logdir: str | Path, timeout: float = 90.0, cwd: str | Path | None = None
+    logdir: str | Path,
+    timeout: float = 90.0,
+    cwd: str | Path | None = None,
+    learnscope: bool = True,
+    args: tuple[str, ...] = (),
 ) -> Iterator[TensorBoardServer]:
     """Start ``tensorboard --logdir logdir`` on a free port of 127.0.0.1; stop it afterwards.
 
     ``logdir`` is read from ``cwd`` when given (``logdir="."`` then shows no path in the page).
+    ``learnscope=False`` starts TensorBoard without the learnscope tab (all its other plugins);
+    ``args`` are more command-line flags.
     """
     port = free_port()
+    start = ["-m", "tensorboard.main"] if learnscope else ["-c", _WITHOUT_LEARNSCOPE]
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
-            "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1",
+            sys.executable, *start, "--logdir", str(logdir),
+            "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1", *args,
         ],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
