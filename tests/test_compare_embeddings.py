@@ -29,6 +29,7 @@ from tiny_models import TinyClassifier, blobs, trainer
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import EmbeddingProjector
+from learnscope.lightning_glue.snapshot_writer import compare_snapshot
 from learnscope.plugins import projector_files
 from learnscope.plugins.figures import COLOURS
 from learnscope.plugins.projector_refresh import MARKER_PREFIX, ProjectorRefresh
@@ -181,12 +182,12 @@ def test_projector_state_survives_a_checkpoint() -> None:
     projector = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
     snapshot = EmbeddingSnapshot("encoder", 3, torch.randn(30, 5), {"label": [0, 1, 2] * 10})
     keys = id_keys(torch.arange(30))
-    with_pca, image = projector._compare(snapshot, keys)
+    with_pca, image = compare_snapshot(snapshot, keys, projector._views)
     resumed = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
     resumed.load_state_dict(projector.state_dict())
     later = EmbeddingSnapshot("encoder", 9, -snapshot.vectors, dict(snapshot.metadata))
-    a, image_a = projector._compare(later, keys)
-    b, image_b = resumed._compare(later, keys)
+    a, image_a = compare_snapshot(later, keys, projector._views)
+    b, image_b = compare_snapshot(later, keys, resumed._views)
     assert a.metadata["pca_x"] == b.metadata["pca_x"] == with_pca.metadata["pca_x"]
     assert np.array_equal(image_a.pixels, image_b.pixels)
     assert image.tag == "embeddings/encoder/pca" and image.step == 3

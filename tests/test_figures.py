@@ -116,6 +116,7 @@ def snapshot(vectors: np.ndarray, step: int, labels: list[int]) -> EmbeddingSnap
 
 def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_edge() -> None:
     from learnscope.lightning_glue import EmbeddingProjector
+    from learnscope.lightning_glue.snapshot_writer import compare_snapshot
 
     rng = np.random.default_rng(0)
     labels = [i % 3 for i in range(300)]
@@ -124,10 +125,10 @@ def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_e
     later[:3] *= 6.0
     projector = EmbeddingProjector("encoder", aligned_pca=True)
     keys = torch.arange(300)
-    _, image_1 = projector._compare(snapshot(first, 10, labels), keys)
-    limits = projector._limits["encoder/validate"]
-    _, image_2 = projector._compare(snapshot(later, 20, labels), keys)
-    assert projector._limits["encoder/validate"] == limits  # not grown
+    _, image_1 = compare_snapshot(snapshot(first, 10, labels), keys, projector._views)
+    limits = projector._views.limits["encoder/validate"]
+    _, image_2 = compare_snapshot(snapshot(later, 20, labels), keys, projector._views)
+    assert projector._views.limits["encoder/validate"] == limits  # not grown
     assert image_1 is not None and image_2 is not None
     assert image_1.pixels.shape == image_2.pixels.shape == (500, 640, 3)
 
@@ -174,7 +175,8 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
 ) -> None:
     import wandb
 
-    from learnscope.lightning_glue import EmbeddingProjector
+    from learnscope.lightning_glue.aligned_views import AlignedViews
+    from learnscope.lightning_glue.snapshot_writer import compare_snapshot
     from learnscope.plugins import projector_files
     from learnscope.plugins.tensorboard import TensorBoardWriter
     from learnscope.plugins.wandb_autocorrelation import autocorrelation_log
@@ -194,8 +196,8 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
     writer.write_embedding(with_images)
     writer.close()
     logged = autocorrelation_log(wandb, summary, "step")
-    projected, image = EmbeddingProjector("encoder", aligned_pca=True)._compare(
-        snapshot(vectors, 5, [i % 2 for i in range(20)]), None
+    projected, image = compare_snapshot(
+        snapshot(vectors, 5, [i % 2 for i in range(20)]), None, AlignedViews()
     )
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -21,6 +21,8 @@ from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 from torch import nn
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+from learnscope.lightning_glue.aligned_views import AlignedViews
+from learnscope.lightning_glue.snapshot_writer import compare_snapshot
 from learnscope.plugins.figures import scatter_figure
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, Finding
@@ -251,7 +253,7 @@ def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
     assert column_kind(classes) == "categorical" and column_kind(doses) == "numeric"
     vectors = torch.as_tensor(rng.normal(size=(60, 5)), dtype=torch.float32)
     snapshot = EmbeddingSnapshot("enc", 3, vectors, {"cls": classes, "dose": doses})
-    projected, image = EmbeddingProjector("enc", aligned_pca=True)._compare(snapshot, None)
+    projected, image = compare_snapshot(snapshot, None, AlignedViews())
     assert image is not None and projected.view_frame is not None
 
     xy = np.array([projected.metadata["pca_x"], projected.metadata["pca_y"]]).T

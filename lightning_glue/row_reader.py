@@ -1,0 +1,173 @@
+"""The rows of one batch's embedding, with their metadata, ids, images and graphs.
+
+A module's output becomes rows by the rule of :mod:`learnscope.embedding_layout` (shared with
+:class:`~learnscope.lightning_glue.TrainingHelper`): ``[batch, dim]`` gives one row per sample;
+``[batch, tokens, dim]`` one row per token, with per-sample metadata repeated for each token
+and a ``position`` column added; 4 or more dimensions are PyTorch's feature-map layout
+``[batch, channels, *spatial]``, which gives one ``channels``-dimensional row per sample when its
+spatial sizes are all 1 and needs ``spatial`` otherwise. ``mask_fn`` leaves out rows that are
+not data, such as padding tokens: kept rows keep their ``position`` and their sample's metadata
+and id.
+
+**Graph batches.** When the rows are the nodes of a batch of several graphs, per-graph values
+(ids, metadata columns with one value per graph, images) are spread over each graph's nodes, and
+a ``node`` column gives each node's number within its graph; with ids, a node's key mixes its
+graph's id with that number, so the same nodes are kept every snapshot. PyTorch Geometric
+batches are recognised by themselves (``batch.batch``, ``batch.ptr``) when ``batch.batch`` has
+one entry per row; a pooled embedding with one row per graph keeps one row per graph. Other
+graph libraries pass ``graph_index_fn``. ``ids_fn="dataset_index"`` counts graphs, not nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from learnscope.embedding_layout import EmbeddingLayout, embedding_layout, row_mask
+from learnscope.embedding_rows import (
+    BatchRows,
+    RowSamples,
+    batch_rows,
+    graph_rows,
+    pyg_graphs,
+    token_rows,
+)
+from learnscope.lightning_glue.encoder_capture import CapturedOutput
+from learnscope.lightning_glue.loaders import DATASET_INDEX
+
+DatasetIds = Callable[[int], torch.Tensor]  # the dataset indices of the batch's next samples
+
+
+class RowReader:
+    """Reads the rows of a captured output and its batch, for one callback and one module.
+
+    Args:
+        who: The callback, for messages (``"EmbeddingProjector"``).
+        module: The module's dotted name, for messages.
+        select: Picks the embedding tensor from the output; ``None``: the output is one.
+        spatial: For feature maps larger than 1 x 1: ``"mean"``, ``"max"`` or ``"pixels"``.
+        mask_fn: Which rows are data (see :func:`learnscope.embedding_layout.row_mask`).
+        metadata_fn: ``batch -> {column: values}``, per row or per sample.
+        images_fn: ``batch -> [B, C, H, W]`` thumbnails.
+        ids_fn: ``batch -> ids``, or ``"dataset_index"`` (ids from ``dataset_ids``).
+        graph_index_fn: ``batch -> LongTensor[rows]``: each row's graph within the batch.
+
+    Example:
+        >>> reader = RowReader("Demo", "encoder", metadata_fn=lambda b: {"label": b})
+        >>> layout = reader.layout(CapturedOutput(torch.zeros(2, 3, 4)))
+        >>> rows = reader.rows(layout, [7, 8])
+        >>> rows.vectors.shape, rows.columns["label"], rows.columns["position"].tolist()
+        (torch.Size([6, 4]), [7, 7, 7, 8, 8, 8], [0, 1, 2, 0, 1, 2])
+    """
+
+    def __init__(
+        self,
+        who: str,
+        module: str,
+        *,
+        select: Callable[..., Any] | None = None,
+        spatial: str | None = None,
+        mask_fn: str | Callable[..., Any] | None = None,
+        metadata_fn: Callable[..., Any] | None = None,
+        images_fn: Callable[..., Any] | None = None,
+        ids_fn: str | Callable[..., Any] | None = None,
+        graph_index_fn: Callable[..., Any] | None = None,
+    ) -> None:
+        self.who, self.module = who, module
+        self.select, self.spatial, self.mask_fn = select, spatial, mask_fn
+        self.metadata_fn, self.images_fn = metadata_fn, images_fn
+        self.ids_fn, self.graph_index_fn = ids_fn, graph_index_fn
+        # Whether the rows of PyTorch Geometric batches are nodes: decided by the first batch
+        # that tells (rows == nodes != graphs, or rows == graphs != nodes) and kept, so that a
+        # batch of one-node graphs (rows == nodes == graphs) is read the same way.
+        self._node_rows: bool | None = None
+
+    @property
+    def owner(self) -> str:
+        """Who reads, for messages: ``"<who>: module '<module>'"``."""
+        return f"{self.who}: module {self.module!r}"
+
+    def layout(self, captured: CapturedOutput) -> EmbeddingLayout:
+        """The rows of the module's output (``select`` applied, detached), by the shared rule.
+
+        Raises:
+            TypeError: ``select`` (or the output without it) is not a tensor.
+            ValueError: The output's shape does not give rows with this ``spatial``.
+        """
+        value = captured.selected(self.select)
+        if not isinstance(value, torch.Tensor):
+            hint = "" if self.select is not None else "; pass select= to pick the embedding tensor"
+            raise TypeError(f"{self.owner} gave a {type(value).__name__}, not a tensor{hint}")
+        return embedding_layout(value.detach(), self.spatial, self.owner)
+
+    def rows(
+        self, layout: EmbeddingLayout, batch: Any, dataset_ids: DatasetIds | None = None
+    ) -> BatchRows:
+        """The batch's rows: vectors, metadata columns (with ``id``), images, kept rows only.
+
+        Args:
+            layout: The output's rows, from :meth:`layout`.
+            batch: The batch the output was computed from.
+            dataset_ids: With ``ids_fn="dataset_index"``, the dataset indices of the batch's
+                samples, given their number; by default ``0, 1, ...``.
+
+        Raises:
+            ValueError: A function's values do not match the rows or samples of the batch.
+        """
+        output = layout.rows
+        samples = self.samples(output, batch)
+        metadata = self.metadata_fn(batch) if self.metadata_fn is not None else None
+        images = self.images_fn(batch) if self.images_fn is not None else None
+        count = samples.count if samples is not None else output.shape[0]
+        keep = row_mask(self.mask_fn, batch, layout, self.owner)
+        ids = self._ids(batch, count, dataset_ids)
+        return batch_rows(output, metadata, images, ids, samples, keep)
+
+    def samples(self, output: torch.Tensor, batch: Any) -> RowSamples | None:
+        """Which sample (graph, sequence) each embedding row of this batch belongs to."""
+        rows = output.shape[0]
+        if self.graph_index_fn is not None:
+            index = self.graph_index_fn(batch)
+            length = len(index) if isinstance(index, torch.Tensor) and index.ndim == 1 else None
+            if output.ndim != 2 or length != rows:
+                given = f"{length} values" if length is not None else _describe(index)
+                raise ValueError(
+                    f"{self.who}: graph_index_fn gave {given} but the batch has "
+                    f"{output.shape[:-1].numel()} embedding rows of shape "
+                    f"{tuple(output.shape)}; it must give each row's graph within the batch "
+                    "for a [nodes, dim] embedding"
+                )
+            return graph_rows(index)
+        if output.ndim > 2:
+            return token_rows(output.shape, output.device)
+        graphs = pyg_graphs(batch)
+        if graphs is None:
+            return None
+        index, count = graphs
+        if len(index) != rows:  # pooled (one row per graph), or rows of something else
+            self._node_rows = False if rows == count else self._node_rows
+            return None
+        if rows != count:
+            self._node_rows = True
+        elif self._node_rows is False:  # one-node graphs: read as the earlier batches were
+            return None
+        return graph_rows(index, count)
+
+    def _ids(
+        self, batch: Any, count: int, dataset_ids: DatasetIds | None
+    ) -> Sequence[Any] | torch.Tensor | None:
+        """This batch's ids: from ``ids_fn``, or the dataset indices of its ``count`` samples."""
+        if self.ids_fn is None:
+            return None
+        if self.ids_fn != DATASET_INDEX:
+            ids = self.ids_fn(batch)  # type: ignore[operator]
+            return ids.detach().reshape(-1) if isinstance(ids, torch.Tensor) else list(ids)
+        return dataset_ids(count) if dataset_ids is not None else torch.arange(count)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
