@@ -391,7 +391,6 @@ def _page_views(html: str) -> dict[str, dict]:
 
 def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_dir: Path) -> None:
     import wandb
-
     from learnscope.plugins.wandb_view import VIEW_KEY, log_view, record_view
 
     run = wandb.init(project="view", dir=str(wandb_dir))
@@ -418,6 +417,39 @@ def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_d
     assert shown["embeddings"][0]["steps"] == [0, 1, 2]
     assert shown["status"]["findings"] == "no findings yet" and shown["messages"] == []
     assert VIEW_KEY == "learnscope/view"
+
+
+def test_a_fit_with_only_a_wandb_logger_logs_a_true_page_after_each_snapshot(
+    tmp_path: Path, wandb_dir: Path
+) -> None:
+    from lightning.pytorch.loggers import WandbLogger
+
+    from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
+
+    wb = WandbLogger(project="t", save_dir=str(wandb_dir))  # no TensorBoard anywhere
+    projector = EmbeddingProjector(
+        metadata_fn=lambda b: {"label": b[1]}, ids_fn="dataset_index", aligned_pca=True
+    )
+    callbacks = [projector, TrainingHelper(check_every_n_steps=3)]
+    trainer(tmp_path, wb, callbacks, max_epochs=2).fit(ZeroBranch(), *loaders())
+    record_dir = Path(wb.experiment.dir)
+    wb.experiment.finish()
+    pages = sorted(
+        (wandb_run_dir(wandb_dir) / "files" / "media" / "html").rglob("*.html"),
+        key=lambda p: p.stat().st_mtime_ns,
+    )
+    assert len(pages) == 2  # one after each snapshot
+    first, last = (next(iter(_page_views(p.read_text("utf-8")).values())) for p in pages)
+    assert first["embeddings"][0]["steps"] == [6] and last["embeddings"][0]["steps"] == [6, 12]
+    assert first["messages"] == [
+        "encoder/validate: one snapshot only: nothing moves yet",
+        "no autocorrelation (attach ModelAutocorrelation)",  # the one callback not attached
+    ]
+    assert last["messages"] == ["no autocorrelation (attach ModelAutocorrelation)"]
+    view = dynamics_data.read_view(record_dir, max_points=2_000, sprites=False)
+    assert last["embeddings"][0]["xy"] == view["embeddings"][0]["xy"]
+    assert ("zero-gradient", "branch") in {(f["code"], f["subject"]) for f in view["findings"]}
+    assert not list(tmp_path.rglob("*tfevents*"))
 
 
 def test_wandb_page_stays_under_its_size_by_showing_fewer_snapshots(
