@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -19,21 +19,35 @@ from learnscope.projection import AlignedPCA
 from learnscope.scatter import Limits, frame_limits
 
 
+class View(NamedTuple):
+    """A snapshot's aligned view, as :meth:`AlignedViews.add` gives it.
+
+    Attributes:
+        coords: ``[N, 3]`` float64 coordinates (``pca_x``, ``pca_y``, ``pca_z``).
+        spread: Root-mean-square distance of the ``(x, y)`` points from the centre.
+        xy: ``[N, 2]`` the ``(x, y)`` points in units of the spread.
+        limits: The frame of the picture, in units of the spread.
+    """
+
+    coords: torch.Tensor
+    spread: float
+    xy: np.ndarray
+    limits: Limits
+
+
 class AlignedViews:
     """The last aligned PCA view (:class:`~learnscope.projection.AlignedPCA`) and frame per key.
 
     Example:
         >>> views = AlignedViews()
         >>> x = torch.randn(40, 6, generator=torch.Generator().manual_seed(0))
-        >>> coords = views.fit(key="encoder/validate", vectors=x, ids=range(40))
-        >>> again = views.fit(key="encoder/validate", vectors=-x, ids=range(40))
-        >>> torch.allclose(coords, again, atol=1e-6)
-        True
-        >>> views.frame("encoder/validate", np.ones((3, 2))) == views.frame("t", np.ones((3, 2)))
-        True
+        >>> first = views.add("encoder/validate", x, ids=range(40))
+        >>> again = views.add("encoder/validate", -3 * x, ids=range(40))  # flipped and grown
+        >>> np.allclose(first.xy, again.xy), first.limits == again.limits
+        (True, True)
         >>> state = views.state_dict()
-        >>> sorted(state), sorted(state["limits"])
-        (['limits', 'pca'], ['encoder/validate', 't'])
+        >>> list(state["pca"]["views"]), list(state["limits"])
+        (['encoder/validate'], ['encoder/validate'])
     """
 
     def __init__(self) -> None:
@@ -47,35 +61,39 @@ class AlignedViews:
         with self._lock:
             return dict(self._limits)
 
-    def fit(
-        self, key: str, vectors: torch.Tensor, ids: Sequence[Hashable] | None = None
-    ) -> torch.Tensor:
-        """The PCA view of ``vectors`` turned to match ``key``'s last view, which it becomes.
+    def add(self, key: str, vectors: torch.Tensor, ids: Sequence[Hashable] | None = None) -> View:
+        """The PCA view of ``vectors``, turned to match ``key``'s last view, which it becomes.
 
-        The PCA runs outside the lock, on a copy of ``key``'s last view.
+        The PCA runs outside the lock, from a copy of ``key``'s last view; the new view and
+        (for ``key``'s first snapshot) its frame are then stored together, so a
+        :meth:`state_dict` taken meanwhile holds both or neither, and does not wait.
+
+        Args:
+            key: The snapshot's key (``"<tag>/<stage>"``).
+            vectors: ``[N, D]`` points.
+            ids: One id per point, to match points with the last view.
 
         Returns:
-            ``[N, 3]`` float64 coordinates.
+            The view, with its spread and the key's frame (chosen from its first snapshot so
+            that it holds 99% of the points, then kept).
         """
         with self._lock:
             state = self._pca.state_dict()
+            limits = self._limits.get(key)
         previous = state["views"].get(key)
-        pca = AlignedPCA(dims=self._pca.dims)
+        pca = AlignedPCA(dims=state["dims"])
         pca.load_state_dict({"dims": state["dims"], "views": {key: previous} if previous else {}})
         coords = pca.fit_transform(key, vectors, ids)
-        view = pca.state_dict()["views"][key]
+        xy = coords[:, :2].numpy()
+        spread = float(np.sqrt((xy**2).sum(1).mean())) if len(xy) else 0.0
+        xy = xy / spread if spread > 0 else xy
+        limits = limits or frame_limits(xy)
         with self._lock:
             state = self._pca.state_dict()
-            state["views"][key] = view
+            state["views"][key] = pca.state_dict()["views"][key]
             self._pca.load_state_dict(state)
-        return coords
-
-    def frame(self, key: str, xy: np.ndarray) -> Limits:
-        """``key``'s frame, chosen from ``xy`` (in units of the spread) for its first snapshot."""
-        with self._lock:
-            if key not in self._limits:  # the frame stays the one chosen for the first snapshot
-                self._limits[key] = frame_limits(xy)
-            return self._limits[key]
+            limits = self._limits.setdefault(key, limits)
+        return View(coords, spread, xy, limits)
 
     def state_dict(self) -> dict[str, Any]:
         """The PCA views and frames: ``{"pca": ..., "limits": {key: limits}}``."""

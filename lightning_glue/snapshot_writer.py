@@ -23,7 +23,6 @@ import dataclasses
 import logging
 from typing import Protocol
 
-import numpy as np
 import torch
 
 from learnscope.embedding_rows import EmbeddingRows
@@ -121,27 +120,24 @@ def compare_snapshot(
     """
     key = snapshot.key
     ids = keys.tolist() if keys is not None else None
-    coords = views.fit(key, torch.as_tensor(snapshot.vectors), ids)
-    columns = {
-        name: [float(f"{v:.6g}") for v in coords[:, i].tolist()]
-        for i, name in enumerate(PCA_COLUMNS)
-    }
     # The image shows the view in units of its spread (the title gives the spread), so that
     # embeddings that grow during training keep one frame and the slider shows their shape.
-    xy = coords[:, :2].numpy()
-    spread = float(np.sqrt((xy**2).sum(1).mean())) if len(xy) else 0.0
-    xy = xy / spread if spread > 0 else xy
-    limits = views.frame(key, xy)
+    view = views.add(key, torch.as_tensor(snapshot.vectors), ids)
+    columns = {
+        name: [float(f"{v:.6g}") for v in view.coords[:, i].tolist()]
+        for i, name in enumerate(PCA_COLUMNS)
+    }
     # The snapshot carries the spread and frame, so the run record and every view use the
     # numbers of this picture.
     snapshot = dataclasses.replace(
         snapshot,
         metadata={**snapshot.metadata, **columns},
-        view_frame=ViewFrame(spread, limits),
+        view_frame=ViewFrame(view.spread, view.limits),
     )
     metadata = snapshot.metadata_columns()
-    title = f"{key}  step {snapshot.step}  spread {spread:.3g}"
-    pixels = scatter_image(xy, labels_of(metadata), title, limits, label_column(metadata))
+    title = f"{key}  step {snapshot.step}  spread {view.spread:.3g}"
+    label = label_column(metadata)
+    pixels = scatter_image(view.xy, labels_of(metadata), title, view.limits, label)
     if pixels is None:  # no matplotlib (warned once): the PCA columns are still written
         return snapshot, None
     return snapshot, RenderedImage(f"embeddings/{key}/pca", snapshot.step, pixels)
