@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -10,7 +9,7 @@ from typing import Any, Literal
 import torch
 from typing_extensions import override
 
-from learnscope.collapse import EmbeddingRowBuffer, judge_collapse
+from learnscope.collapse import CollapseThresholds, EmbeddingRowBuffer
 from learnscope.embedding_layout import (
     DEFAULT_MASK,
     check_mask_fn,
@@ -236,18 +235,7 @@ class TrainingHelper(LearnscopeCallback):
                 "max_embedding_rows >= 2"
             )
         thresholds = dict(collapse_thresholds or {})
-        known = set(inspect.signature(judge_collapse).parameters) - {
-            "metrics",
-            "num_rows",
-            "dim",
-            "graph_mad",
-            "graph_ids",
-        }
-        if set(thresholds) - known:
-            raise ValueError(
-                f"unknown collapse_thresholds {sorted(set(thresholds) - known)}; "
-                f"known: {sorted(known)}"
-            )
+        CollapseThresholds.from_mapping(thresholds)  # unknown names and bad values fail here
         functions = (*input_checks, edge_index_fn, select, graph_index_fn, ids_fn)
         not_callable = [c for c in functions if c is not None and not callable(c)]
         if not_callable:

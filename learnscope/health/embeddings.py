@@ -7,10 +7,8 @@ from typing import Any
 
 from torch import Tensor
 
-from learnscope.collapse import judge_collapse
+from learnscope.collapse_verdicts import CollapseThresholds, collapse_verdicts
 from learnscope.records import Finding
-
-_GRAPH_VERDICT_KEYS = ("mad", "rayleigh_quotient", "mad_global")
 
 
 def collapse_findings(
@@ -35,10 +33,15 @@ def collapse_findings(
         graph_mad: Each graph's MAD (:func:`learnscope.collapse.per_graph_mad`), so that
             oversmoothing is judged graph by graph.
         graph_ids: One id per value of ``graph_mad``, named in the finding.
-        **thresholds: Passed to :func:`learnscope.collapse.judge_collapse`.
+        **thresholds: Thresholds of :class:`~learnscope.collapse_verdicts.CollapseThresholds`
+            (the keywords of :func:`learnscope.collapse.judge_collapse`).
 
     Returns:
-        At most one finding per code, each message joining the verdicts that fired.
+        At most one finding per code (each verdict's kind), each message joining the verdicts
+        of that kind.
+
+    Raises:
+        ValueError: An unknown threshold name or a bad threshold value.
 
     Example:
         >>> import torch
@@ -48,13 +51,17 @@ def collapse_findings(
         >>> [(f.code, f.subject) for f in findings]
         [('embedding-collapse', 'encoder')]
     """
-    verdicts = judge_collapse(
-        metrics, num_rows=num_rows, dim=dim, graph_mad=graph_mad, graph_ids=graph_ids, **thresholds
+    verdicts = collapse_verdicts(
+        metrics,
+        num_rows=num_rows,
+        dim=dim,
+        graph_mad=graph_mad,
+        graph_ids=graph_ids,
+        thresholds=CollapseThresholds.from_mapping(thresholds),
     )
-    smooth = [v for v in verdicts if v.split()[0] in _GRAPH_VERDICT_KEYS]
-    collapse = [v for v in verdicts if v.split()[0] not in _GRAPH_VERDICT_KEYS]
     findings = []
-    for code, found in (("embedding-collapse", collapse), ("oversmoothing", smooth)):
+    for code, kind in (("embedding-collapse", "collapse"), ("oversmoothing", "oversmoothing")):
+        found = [verdict.message for verdict in verdicts if verdict.kind == kind]
         if found:
             text = "; ".join(found)
             findings.append(
