@@ -12,7 +12,7 @@ Layout inside a run directory::
 ``<N>`` is the step zero-padded to nine digits (``step_000000120``), so names and folders sort
 as text in training order, which is the order of the Projector's tensor menu.
 
-See DESIGN.md section 4 for the facts behind each choice.
+``docs/projector_files.md`` gives the facts about the Projector behind each choice.
 """
 
 from __future__ import annotations
@@ -35,18 +35,23 @@ from learnscope.files import inside, locked, safe_name, write_atomic
 from learnscope.optional import import_optional
 from learnscope.plugins.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
+from learnscope.run_files import (
+    PROJECTOR_CONFIG,
+    PROJECTOR_FOLDER,
+    parse_snapshot_name,
+    snapshot_name,
+    step_name,
+)
 
 log = logging.getLogger("learnscope")
 
-CONFIG_NAME = "projector_config.pbtxt"
+CONFIG_NAME = PROJECTOR_CONFIG
 MAX_POINTS = 100_000  # the projector front end loads at most this many points
 MAX_SPRITE_SIDE = 8192  # pixels; larger sprites break silently in the front end
 _EMPTY = "<empty>"
 _MAX_FOLDER = 160  # characters of tag folders under projector/; longer ones are shortened
 _KEPT_FOLDER = 100  # characters of leading tag folders kept when shortening
 _STEP = re.compile(r"step_-?\d+")  # the snapshot folder's own name
-STEP_DIGITS = 9  # step_000000120: sorts as text up to 999,999,999 steps
-_ENTRY_STEP = re.compile(r"(?s)(.*)/step_(-?\d+)")  # a tensor name ending in its step
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BREAKS = re.compile("\r\n|[\t\n\r\u2028\u2029\ufeff]")
 # Empty or only what JavaScript's String.prototype.trim removes (U+180E too, which older engines
@@ -224,19 +229,6 @@ def entry_name(snapshot: EmbeddingSnapshot) -> str:
     return f"{text}/{step_name(snapshot.step)}"
 
 
-def step_name(step: int) -> str:
-    """The last part of a snapshot's tensor name and folder: the step zero-padded to 9 digits.
-
-    The Projector lists tensors sorted as text, so padded steps list in training order (up to
-    999,999,999 steps; negative steps, which Lightning never gives, list before step 0).
-
-    Example:
-        >>> step_name(120), step_name(1_000_000_000)
-        ('step_000000120', 'step_1000000000')
-    """
-    return f"step_{step:0{STEP_DIGITS}d}"
-
-
 def tag_folder(key: str) -> tuple[str, ...]:
     """The folder names under ``projector/`` for a snapshot key such as ``"encoder/validate"``.
 
@@ -310,7 +302,7 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> SnapshotFiles:
         snapshot = snapshot.subsample(MAX_POINTS)
     pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
     name = entry_name(snapshot)
-    folder = ("projector", *tag_folder(snapshot.key), step_name(snapshot.step))
+    folder = (PROJECTOR_FOLDER, *tag_folder(snapshot.key), step_name(snapshot.step))
     entry = pb.EmbeddingInfo(tensor_name=name, tensor_shape=[snapshot.num_points, snapshot.dim])
 
     data, suffix = tensor_bytes(snapshot.vectors_numpy())
@@ -425,12 +417,12 @@ def _pad_old_name(entry: Any) -> None:
     files stay where they are. A resumed run then lists old and new snapshots in training order,
     and a snapshot written again at an old step replaces the old entry instead of adding one.
     """
-    match = _ENTRY_STEP.fullmatch(entry.tensor_name)
-    if match is None or not entry.tensor_path.startswith("projector/"):
+    parsed = parse_snapshot_name(entry.tensor_name)
+    if parsed is None or not entry.tensor_path.startswith(f"{PROJECTOR_FOLDER}/"):
         return
     folder = entry.tensor_path.rsplit("/", 2)[-2] if entry.tensor_path.count("/") >= 2 else ""
-    if folder == f"step_{match[2]}":
-        entry.tensor_name = f"{match[1]}/{step_name(int(match[2]))}"
+    if folder == entry.tensor_name.rsplit("/", 1)[1]:  # its own step folder, as named then
+        entry.tensor_name = snapshot_name(*parsed)
 
 
 def _move_aside(path: Path, error: Exception) -> Path:

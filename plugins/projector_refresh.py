@@ -35,8 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from learnscope.plugins.event_file import framed, version_event
+from learnscope.run_files import REFRESH_MARKER_PREFIX
 
-MARKER_PREFIX = ".projector-refresh-"
+MARKER_PREFIX = REFRESH_MARKER_PREFIX
 LINGER_S = 30.0  # six of TensorBoard's default 5 s reload intervals
 
 

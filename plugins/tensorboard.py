@@ -24,9 +24,9 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
+from learnscope.run_files import EVENTS_SUFFIX, FINDINGS_TAG
 
-FINDINGS_TAG = "learnscope/findings"
-SUFFIX = ".learnscope"  # the end of the name of learnscope's own event files
+SUFFIX = EVENTS_SUFFIX
 
 
 class TensorBoardWriter(Writer):

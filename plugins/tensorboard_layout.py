@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from learnscope.files import locked, write_atomic
+from learnscope.run_files import LAYOUT_FILE
 
-LAYOUT_FILE = "learnscope_custom_scalars.json"
 LAYOUT_TAG = "custom_scalars__config__"
 
 Chart = list[Any]  # ["Multiline", [regex, ...]] or ["Margin", [value, lower, upper]]
