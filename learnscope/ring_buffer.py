@@ -77,17 +77,43 @@ class StagedRingBuffer:
         return len(self.buffers) * self.capacity * self.width * _BYTES_PER_VALUE
 
     def staging_row(self, kind: str) -> Tensor:
-        """The contiguous ``[width]`` row that holds ``kind``'s values of the current step."""
+        """The contiguous ``[width]`` row that holds ``kind``'s values of the current step.
+
+        Example:
+            >>> import torch
+            >>> ring = StagedRingBuffer(("grads",), 3, 4, torch.device("cpu"))
+            >>> ring.staging_row("grads").shape
+            torch.Size([3])
+        """
         return self._blocks[kind][self.count - self._block_start]
 
     def advance(self) -> None:
-        """End the current step; every ``block_rows`` steps the block goes into the buffers."""
+        """End the current step; every ``block_rows`` steps the block goes into the buffers.
+
+        Example:
+            >>> import torch
+            >>> ring = StagedRingBuffer(("params",), 1, 32, torch.device("cpu"))
+            >>> for _ in range(17):
+            ...     ring.advance()
+            >>> ring.count, ring.num_rows
+            (17, 17)
+        """
         self.count += 1
         if self.count - self._block_start == self.block_rows or self.count % self.capacity == 0:
             self.flush()
 
     def flush(self) -> None:
-        """Copy the staged rows into their columns of the buffers (one copy per kind)."""
+        """Copy the staged rows into their columns of the buffers (one copy per kind).
+
+        Example:
+            >>> import torch
+            >>> ring = StagedRingBuffer(("params",), 2, 8, torch.device("cpu"))
+            >>> _ = ring.staging_row("params").fill_(5.0)
+            >>> ring.advance()
+            >>> ring.flush()
+            >>> ring.buffers["params"][:, 0].tolist()
+            [5.0, 5.0]
+        """
         rows = self.count - self._block_start
         if rows and self.width:
             column = self._block_start % self.capacity
@@ -100,6 +126,13 @@ class StagedRingBuffer:
 
         It is the transpose of a contiguous ``[width, num_rows]`` tensor (each column's series
         is contiguous).
+
+        Example:
+            >>> import torch
+            >>> ring = StagedRingBuffer(("params",), 2, 8, torch.device("cpu"))
+            >>> ring.advance()
+            >>> ring.rows("params").shape, ring.rows("params").T.is_contiguous()
+            (torch.Size([1, 2]), True)
         """
         self.flush()
         buffer = self.buffers[kind]
@@ -109,6 +142,14 @@ class StagedRingBuffer:
         return torch.cat([buffer[:, column:], buffer[:, :column]], dim=1).T
 
     def to(self, device: torch.device) -> None:
-        """Move the buffers and the staging block to ``device`` (one copy each)."""
+        """Move the buffers and the staging block to ``device`` (one copy each).
+
+        Example:
+            >>> import torch
+            >>> ring = StagedRingBuffer(("params",), 2, 8, torch.device("cpu"))
+            >>> ring.to(torch.device("meta"))
+            >>> ring.buffers["params"].device.type
+            'meta'
+        """
         self.buffers = {kind: b.to(device) for kind, b in self.buffers.items()}
         self._blocks = {kind: b.to(device) for kind, b in self._blocks.items()}
