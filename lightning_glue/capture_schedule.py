@@ -13,6 +13,7 @@ captured).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 STAGES = ("train", "validate", "test", "predict")
@@ -58,7 +59,7 @@ class CaptureSchedule:
         False
     """
 
-    stages: tuple[str, ...]
+    stages: Sequence[str]
     every_n_epochs: int = 1
     every_n_train_steps: int | None = None
 

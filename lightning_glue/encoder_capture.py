@@ -25,6 +25,30 @@ Receiver = Callable[["CapturedOutput"], None]
 _CAPTURES: weakref.WeakKeyDictionary[torch.nn.Module, EncoderCapture] = weakref.WeakKeyDictionary()
 
 
+def submodule(pl_module: torch.nn.Module, name: str, who: str) -> torch.nn.Module:
+    """The sub-module ``name`` of ``pl_module``.
+
+    Raises:
+        ValueError: It has none of that name; the message lists the names it has.
+
+    Example:
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        >>> submodule(model, "0", "Demo")
+        Linear(in_features=2, out_features=2, bias=True)
+        >>> submodule(model, "encoder", "Demo")
+        Traceback (most recent call last):
+        ValueError: Demo: Sequential has no sub-module 'encoder'; available: 0
+    """
+    try:
+        return pl_module.get_submodule(name)
+    except AttributeError:
+        names = [name for name, _ in pl_module.named_modules() if name]
+        raise ValueError(
+            f"{who}: {type(pl_module).__name__} has no sub-module {name!r}; available: "
+            f"{', '.join(names) or '(none)'}"
+        ) from None
+
+
 class CapturedOutput:
     """What one forward of the module gave, with each ``select`` applied at most once.
 
@@ -80,7 +104,7 @@ class EncoderCapture:
         >>> seen = []
         >>> owner = object()
         >>> capture = EncoderCapture.of(encoder)
-        >>> capture.join(owner, lambda out: seen.append(out.selected(None).shape))
+        >>> _ = capture.join(owner, lambda out: seen.append(out.selected(None).shape))
         >>> _ = encoder(torch.ones(4, 3))  # not armed: nothing taken
         >>> capture.arm(owner)
         >>> _ = encoder(torch.ones(5, 3)), encoder(torch.ones(6, 3))  # only the first forward
@@ -113,16 +137,20 @@ class EncoderCapture:
         """Whether the forward hook is registered (some callback has joined)."""
         return self._hook is not None
 
-    def join(self, owner: object, receive: Receiver) -> None:
+    def join(self, owner: object, receive: Receiver) -> EncoderCapture:
         """Give ``owner``'s captured outputs to ``receive``; registers the hook for the first.
 
         Joining again replaces the receiver and disarms the owner.
+
+        Returns:
+            This capture.
         """
         self._receivers[id(owner)] = (owner, receive)
         self.disarm(owner)
         module = self._module() if self._module is not None else None
         if self._hook is None and module is not None:
             self._hook = module.register_forward_hook(self._on_forward)
+        return self
 
     def leave(self, owner: object) -> None:
         """Forget ``owner``; the hook is removed when the last callback leaves."""

@@ -12,7 +12,6 @@ def gather_rows(
     trainer: Any,
     rows: EmbeddingRows | None,
     parts: Parts,
-    *,
     tag: str,
     max_points: int,
     by_id: bool,
@@ -35,6 +34,19 @@ def gather_rows(
 
     Returns:
         The merged rows on rank zero; ``None`` on other ranks, or when no rank held rows.
+
+    Example:
+        >>> import tempfile, torch, torch.distributed as dist
+        >>> from types import SimpleNamespace
+        >>> from learnscope.lightning_glue import EmbeddingProjector
+        >>> store = dist.FileStore(tempfile.mktemp(), 1)
+        >>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        >>> rows = EmbeddingRows(step=3, stage="validate", max_points=10)
+        >>> rows.add(torch.ones(4, 2), {}, None)
+        >>> zero = SimpleNamespace(world_size=1, is_global_zero=True)
+        >>> gather_rows(zero, rows, EmbeddingProjector(), "enc", 10, by_id=False).count
+        4
+        >>> dist.destroy_process_group()
     """
     import torch.distributed as dist
 

@@ -5,6 +5,15 @@ Lightning numbers the loaders of a stage (its ``dataloader_idx``) in the order o
 a list is named by its index, one of a dict by its key, nested ones by their path
 (``"clean/0"``): the names of the ``dataloader`` column of a snapshot that holds the rows of
 several loaders.
+
+**Several evaluation loaders.** A stage with several loaders (a list or a dict of them) gives one
+snapshot per stage and epoch that holds every loader's rows, with a ``dataloader`` column (the
+loader's name) to colour or filter them by in the Projector: all loaders are seen in one space,
+under one PCA, and ``max_points`` is shared between them (deterministically: by id, or spread
+over the epoch). Snapshots per loader would give each loader its own Projector entry and its own
+PCA, so two loaders could never be seen in one view. ``ids_fn="dataset_index"`` counts each
+loader's samples on their own, and a row's loader is mixed into its key, so that sample 3 of one
+loader and sample 3 of another are two points.
 """
 
 from __future__ import annotations

@@ -15,7 +15,18 @@ a ``node`` column gives each node's number within its graph; with ids, a node's 
 graph's id with that number, so the same nodes are kept every snapshot. PyTorch Geometric
 batches are recognised by themselves (``batch.batch``, ``batch.ptr``) when ``batch.batch`` has
 one entry per row; a pooled embedding with one row per graph keeps one row per graph. Other
-graph libraries pass ``graph_index_fn``. ``ids_fn="dataset_index"`` counts graphs, not nodes.
+graph libraries pass ``graph_index_fn``, such as
+``lambda g: torch.arange(g.batch_size).repeat_interleave(g.batch_num_nodes())`` for DGL (the
+number of graphs is taken as the largest index plus one). ``ids_fn="dataset_index"`` counts
+graphs, not nodes.
+
+**Feature maps and masks.** ``spatial="mean"`` or ``"max"`` gives one row per sample (the mean
+or maximum over the positions), ``"pixels"`` one row per position, numbered ``h * W + w`` in a
+``position`` column; set for an output of 2 or 3 dimensions it fails too. A mask has one value
+per row (``[B]`` for ``[B, dim]``, ``[B, T]`` for tokens, ``[B, H, W]`` for pixels, or flat
+``[rows]``; integer masks keep the nonzero rows); one of the wrong shape fails naming both
+shapes. A ``mask_fn`` key other than the default must be in the batch. Without ``ids_fn``, the
+``row`` column counts the rows kept.
 """
 
 from __future__ import annotations
@@ -25,18 +36,27 @@ from typing import Any
 
 import torch
 
-from learnscope.embedding_layout import EmbeddingLayout, embedding_layout, row_mask
+from learnscope.embedding_layout import (
+    EmbeddingLayout,
+    check_mask_fn,
+    check_spatial,
+    embedding_layout,
+    row_mask,
+)
 from learnscope.embedding_rows import (
     BatchRows,
+    EmbeddingRows,
     RowSamples,
     batch_rows,
     graph_rows,
     pyg_graphs,
     token_rows,
 )
+from learnscope.import_path import resolve_function
 from learnscope.lightning_glue.encoder_capture import CapturedOutput
 from learnscope.lightning_glue.loaders import DATASET_INDEX
 
+Loaders = list[int | str] | None  # the names of a stage's loaders, when it has several
 DatasetIds = Callable[[int], torch.Tensor]  # the dataset indices of the batch's next samples
 
 
@@ -54,6 +74,10 @@ class RowReader:
         ids_fn: ``batch -> ids``, or ``"dataset_index"`` (ids from ``dataset_ids``).
         graph_index_fn: ``batch -> LongTensor[rows]``: each row's graph within the batch.
 
+    Raises:
+        ValueError: ``ids_fn``, ``graph_index_fn``, ``spatial`` or ``mask_fn`` is not one of
+            the accepted kinds.
+
     Example:
         >>> reader = RowReader("Demo", "encoder", metadata_fn=lambda b: {"label": b})
         >>> layout = reader.layout(CapturedOutput(torch.zeros(2, 3, 4)))
@@ -66,7 +90,6 @@ class RowReader:
         self,
         who: str,
         module: str,
-        *,
         select: Callable[..., Any] | None = None,
         spatial: str | None = None,
         mask_fn: str | Callable[..., Any] | None = None,
@@ -75,8 +98,13 @@ class RowReader:
         ids_fn: str | Callable[..., Any] | None = None,
         graph_index_fn: Callable[..., Any] | None = None,
     ) -> None:
-        self.who, self.module = who, module
-        self.select, self.spatial, self.mask_fn = select, spatial, mask_fn
+        ids_fn = resolve_function(ids_fn, "ids_fn")
+        if not (ids_fn is None or ids_fn == DATASET_INDEX or callable(ids_fn)):
+            raise ValueError(f"ids_fn must be a function or {DATASET_INDEX!r}, got {ids_fn!r}")
+        if graph_index_fn is not None and not callable(graph_index_fn):
+            raise ValueError(f"graph_index_fn must be a function, got {graph_index_fn!r}")
+        self.spatial, self.mask_fn = check_spatial(spatial), check_mask_fn(mask_fn)
+        self.who, self.module, self.select = who, module, select
         self.metadata_fn, self.images_fn = metadata_fn, images_fn
         self.ids_fn, self.graph_index_fn = ids_fn, graph_index_fn
         # Whether the rows of PyTorch Geometric batches are nodes: decided by the first batch
@@ -89,8 +117,10 @@ class RowReader:
         """Who reads, for messages: ``"<who>: module '<module>'"``."""
         return f"{self.who}: module {self.module!r}"
 
-    def layout(self, captured: CapturedOutput) -> EmbeddingLayout:
+    def layout(self, captured: CapturedOutput, copy: bool = False) -> EmbeddingLayout:
         """The rows of the module's output (``select`` applied, detached), by the shared rule.
+
+        With ``copy``, the rows are a copy (the model may change its output in place later).
 
         Raises:
             TypeError: ``select`` (or the output without it) is not a tensor.
@@ -100,7 +130,8 @@ class RowReader:
         if not isinstance(value, torch.Tensor):
             hint = "" if self.select is not None else "; pass select= to pick the embedding tensor"
             raise TypeError(f"{self.owner} gave a {type(value).__name__}, not a tensor{hint}")
-        return embedding_layout(value.detach(), self.spatial, self.owner)
+        layout = embedding_layout(value.detach(), self.spatial, self.owner)
+        return layout._replace(rows=layout.rows.clone()) if copy else layout
 
     def rows(
         self, layout: EmbeddingLayout, batch: Any, dataset_ids: DatasetIds | None = None
@@ -124,6 +155,31 @@ class RowReader:
         keep = row_mask(self.mask_fn, batch, layout, self.owner)
         ids = self._ids(batch, count, dataset_ids)
         return batch_rows(output, metadata, images, ids, samples, keep)
+
+    def epoch_rows(
+        self, trainer: Any, step: int, stage: str, max_points: int, loaders: Loaders
+    ) -> EmbeddingRows:
+        """An empty snapshot of this rank's rows, chosen by id when there are ids."""
+        by_id, rank, world_size = self.ids_fn is not None, trainer.global_rank, trainer.world_size
+        return EmbeddingRows(
+            step, stage, max_points, by_id=by_id, loaders=loaders, rank=rank, world_size=world_size
+        )
+
+    def add(self, rows: EmbeddingRows, layout: EmbeddingLayout, batch: Any, loader: int) -> None:
+        """Add the batch's rows to ``rows``; ``"dataset_index"`` ids count on from its last."""
+        ids = lambda count: rows.next_dataset_indices(count, loader)  # noqa: E731
+        rows.add(*self.rows(layout, batch, ids), loader=loader)
+
+    def check(
+        self, layout: EmbeddingLayout, batch: Any, stage: str, loaders: Loaders, loader: int
+    ) -> None:
+        """Call the user's functions on a real batch and check what they give, keeping nothing.
+
+        Raises:
+            ValueError: A function gives values that do not match the batch's rows.
+        """
+        check = EmbeddingRows(0, stage, 1, by_id=self.ids_fn is not None, loaders=loaders)
+        check.add(*self.rows(layout, batch), loader=loader)
 
     def samples(self, output: torch.Tensor, batch: Any) -> RowSamples | None:
         """Which sample (graph, sequence) each embedding row of this batch belongs to."""
