@@ -377,7 +377,7 @@ def test_no_host_sync_on_ordinary_steps(tmp_path: Path, monkeypatch: pytest.Monk
         def spy(self: torch.Tensor, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
             caller = sys._getframe(1).f_globals.get("__name__", "")
             if caller.startswith("learnscope"):
-                syncs.append(helper._batch_step)
+                syncs.append(helper._clock.batch_step)
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(torch.Tensor, method, spy)

@@ -21,7 +21,7 @@ from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import learnscope.lightning_glue.training_helper as training_helper
+import learnscope.lightning_glue.health_checks.gradients as gradient_checks
 from learnscope.lightning_glue.training_helper import TrainingHelper
 
 
@@ -86,13 +86,13 @@ def test_lbfgs_checks_gradients_once_per_step_with_the_loss_of_the_step(
 ) -> None:
     """LBFGS evaluates the closure several times a step; each runs on_before_optimizer_step."""
     checked: list[int] = []
-    measure = training_helper.gradient_statistics
+    measure = gradient_checks.gradient_statistics
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         checked.append(run.global_step)
         return measure(*args, **kwargs)
 
-    monkeypatch.setattr(training_helper, "gradient_statistics", counted)
+    monkeypatch.setattr(gradient_checks, "gradient_statistics", counted)
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     torch.manual_seed(0)
     model = Lbfgs()

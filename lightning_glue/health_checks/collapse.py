@@ -1,0 +1,277 @@
+"""Embedding collapse: the rows a check step's batches give, captured, then judged."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from learnscope.collapse import EmbeddingRowBuffer
+from learnscope.embedding_layout import embedding_layout, keep_edges, row_mask
+from learnscope.embedding_rows import pyg_graphs
+from learnscope.health import collapse_findings
+from learnscope.lightning_glue.health_checks.report import CheckReport
+
+Guard = Callable[[str], contextlib.AbstractContextManager[Any]]
+
+
+class CollapseCapture:
+    """The embedding rows of a check step's training batches, in one buffer.
+
+    A forward hook on the embedding module copies the detached output of each training batch
+    of the step (every micro-batch, the first forward of each) into an
+    :class:`~learnscope.collapse.EmbeddingRowBuffer` of at most ``rows_per_dim`` times the
+    dimension rows (and at most ``max_rows``). Rows of different steps are never mixed: a step
+    whose end went unseen is dropped. The rows are those
+    :class:`~learnscope.lightning_glue.EmbeddingProjector` shows, by the same rule
+    (:mod:`learnscope.embedding_layout`); the first capture of a fit checks ``spatial`` and
+    ``mask_fn`` against the real output and raises on a mistake (outside ``guard``). With
+    ``edge_index_fn`` each row's graph comes from ``graph_index_fn``, else from a PyTorch
+    Geometric batch (``batch.batch`` with one entry per row); otherwise a batch is one graph.
+
+    Args:
+        select: Picks the embedding tensor from the module's output.
+        spatial: How feature maps become rows (see :mod:`learnscope.embedding_layout`).
+        mask_fn: Which rows are data (see :mod:`learnscope.embedding_layout`).
+        edge_index_fn: ``batch -> edge_index`` between the rows, for oversmoothing.
+        graph_index_fn: ``batch -> each row's graph``.
+        ids_fn: ``batch -> one id per graph``.
+        rows_per_dim: Most rows per embedding dimension kept from a step.
+        max_rows: Cap on those rows.
+
+    Example:
+        >>> import torch
+        >>> encoder = torch.nn.Linear(3, 2)
+        >>> capture = CollapseCapture(rows_per_dim=8, max_rows=64)
+        >>> capture.attach("encoder", encoder, guard=lambda record: contextlib.nullcontext())
+        >>> capture.start_step()
+        >>> capture.start_batch({"x": torch.ones(5, 3)}, step=0)
+        >>> _ = encoder(torch.randn(5, 3))
+        >>> capture.end_batch(step_over=True).num_rows
+        5
+    """
+
+    def __init__(
+        self,
+        select: Callable[..., Any] | None = None,
+        spatial: str | None = None,
+        mask_fn: str | Callable[..., Any] | None = None,
+        edge_index_fn: Callable[..., Any] | None = None,
+        graph_index_fn: Callable[..., Any] | None = None,
+        ids_fn: Callable[..., Any] | None = None,
+        *,
+        rows_per_dim: float,
+        max_rows: int,
+    ) -> None:
+        self.select, self.spatial, self.mask_fn = select, spatial, mask_fn
+        self.edge_index_fn, self.graph_index_fn, self.ids_fn = edge_index_fn, graph_index_fn, ids_fn
+        self.rows_per_dim, self.max_rows = rows_per_dim, max_rows
+        self.module: str | None = None  # the embedding module's name, set at attach
+        self._hook: torch.utils.hooks.RemovableHandle | None = None
+        self._guard: Guard | None = None  # the callback's guard of this check
+        self._buffer: EmbeddingRowBuffer | None = None
+        self._collecting = False  # the step's batches are captured
+        self._waiting = False  # the current batch's first forward is still to come
+        self._batch: Any = None
+        self._step = 0
+        self._rows_checked = False  # spatial and mask_fn were checked on a real output
+
+    def attach(self, name: str, module: nn.Module, guard: Guard) -> None:
+        """Capture ``module``'s output (``name`` in messages); failures go through ``guard``.
+
+        A new fit: ``spatial`` and ``mask_fn`` are checked again at the first capture.
+        """
+        self.detach()
+        self.module, self._guard, self._rows_checked = name, guard, False
+        self._hook = module.register_forward_hook(self._on_output)
+
+    def detach(self) -> None:
+        """Remove the hook; what was captured is dropped."""
+        if self._hook is not None:
+            self._hook.remove()
+        self._hook = self._guard = None
+        self._collecting = self._waiting = False
+        self._batch = None
+
+    def start_step(self) -> None:
+        """The first micro-batch of a check step: capture its batches, from an empty buffer."""
+        self._collecting = self._hook is not None
+        if self._buffer is not None:
+            self._buffer.reset()
+
+    def drop(self) -> None:
+        """Stop capturing, dropping the step's rows (its end went unseen)."""
+        self._collecting = False
+
+    def start_batch(self, batch: Any, step: int) -> None:
+        """A training batch of the step starts: its first forward is captured."""
+        if self._collecting:
+            self._waiting, self._batch, self._step = True, batch, step
+
+    def end_batch(self, step_over: bool) -> EmbeddingRowBuffer | None:
+        """The batch ended; at the step's last micro-batch, the buffer when it holds rows."""
+        self._waiting, self._batch = False, None
+        if not (self._collecting and step_over):
+            return None
+        self._collecting = False
+        buffer = self._buffer
+        return buffer if buffer is not None and buffer.num_rows > 0 else None
+
+    def _on_output(self, module: nn.Module, args: Any, output: Any) -> None:
+        if not self._waiting:
+            return  # the common case: no check step, or a second forward in the batch
+        self._waiting = False
+        if self._buffer is not None and self._buffer.is_full:
+            return
+        guard = self._guard or (lambda record: contextlib.nullcontext())
+        record = f"step {self._step}"
+        value: torch.Tensor | None = None
+        rows: tuple[torch.Tensor, torch.Tensor | None] | None = None
+        done = False
+        with guard(record):
+            value = self._selected(output)
+            if self._rows_checked:
+                rows = self._rows(value)
+            done = True
+        if value is not None and not self._rows_checked:
+            rows = self._rows(value)  # outside the guard: a wrong spatial or mask_fn stops here
+            self._rows_checked = True
+        if rows is not None:
+            done = False
+            with guard(record):
+                self._append(*rows)
+                self._append_graphs(*rows)
+                done = True
+        if not done:  # the guard switched the check off
+            self._collecting = False
+
+    def _selected(self, output: Any) -> torch.Tensor:
+        selected = self.select(output) if self.select is not None else output
+        if not isinstance(selected, torch.Tensor) or selected.ndim < 2:
+            raise TypeError(
+                f"TrainingHelper: module {self.module!r} gave "
+                f"{type(selected).__name__} {tuple(getattr(selected, 'shape', ()))}, not a "
+                "tensor [rows, dim] or [batch, ..., dim]; pass select= to pick the embedding"
+            )
+        return selected
+
+    def _rows(self, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The rows ``[R, D]`` of the embedding (the shared rule), and the mask of those kept."""
+        owner = f"TrainingHelper: module {self.module!r}"
+        layout = embedding_layout(value.detach(), self.spatial, owner)
+        keep = row_mask(self.mask_fn, self._batch, layout, owner)
+        return layout.rows.reshape(-1, layout.rows.shape[-1]), keep
+
+    def _append(self, rows: torch.Tensor, keep: torch.Tensor | None) -> None:
+        """Copy the kept rows, and the edges between them, into the step's buffer."""
+        if self._buffer is None:
+            wanted = int(self.rows_per_dim * rows.shape[-1])
+            self._buffer = EmbeddingRowBuffer(max(2, min(wanted, self.max_rows)))
+        edges = self.edge_index_fn(self._batch) if self.edge_index_fn is not None else None
+        if keep is not None:
+            rows = rows[keep]
+            if edges is not None:
+                edges = keep_edges(edges, keep)
+        self._buffer.append(rows, edges)
+
+    def _append_graphs(self, rows: torch.Tensor, keep: torch.Tensor | None) -> None:
+        """Tell the buffer the graph of each row just appended, and each graph's id."""
+        if self.edge_index_fn is None or self._buffer is None:
+            return
+        index, count = _graph_index(self.graph_index_fn, self._batch, len(rows))
+        ids = None
+        if self.ids_fn is not None:
+            ids = _graph_ids(self.ids_fn(self._batch))
+            if count is None:  # from graph_index_fn: read on the host, on check steps only
+                count = int(index.max()) + 1 if len(index) else 0
+            if len(ids) != count:
+                raise ValueError(
+                    f"TrainingHelper: ids_fn gave {len(ids)} ids but the batch has {count} "
+                    "graphs; it must give one id per graph, in graph order"
+                )
+        if keep is not None and index is not None:
+            index = index.to(keep.device)[keep]
+        self._buffer.append_graphs(index, ids)
+
+
+def _graph_index(
+    graph_index_fn: Callable[..., Any] | None, batch: Any, num_rows: int
+) -> tuple[torch.Tensor | None, int | None]:
+    """Each row's graph and the number of graphs (``None``: to be read from the index).
+
+    From ``graph_index_fn``, else from a PyTorch Geometric batch whose ``batch.batch`` has one
+    entry per row; otherwise the batch is one graph (index ``None``, one graph).
+    """
+    if graph_index_fn is not None:
+        index = graph_index_fn(batch)
+        is_index = isinstance(index, torch.Tensor) and index.ndim == 1
+        if not is_index or index.is_floating_point() or len(index) != num_rows:
+            given = f"{len(index)} values" if is_index else _describe(index)
+            raise ValueError(
+                f"TrainingHelper: graph_index_fn gave {given} but the embedding has "
+                f"{num_rows} rows; it must give each row's graph within the batch (a 1-D "
+                "integer tensor, 0 to the number of graphs minus one)"
+            )
+        return index, None
+    graphs = pyg_graphs(batch)
+    if graphs is not None and len(graphs[0]) == num_rows:
+        return graphs
+    return None, 1
+
+
+def _graph_ids(ids: Any) -> Sequence[Any] | torch.Tensor:
+    if isinstance(ids, torch.Tensor):
+        return ids.detach().reshape(-1)
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        return [ids]  # one id for a batch that is one graph
+    return ids
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def collapse_report(
+    buffer: EmbeddingRowBuffer, module: str, step: int, thresholds: Mapping[str, float]
+) -> CheckReport | None:
+    """Judge a check step's rows, emptying the buffer: the findings and the dashboard scalars.
+
+    ``None`` with fewer than 2 finite rows (a non-finite embedding is reported by the
+    gradient checks). The ranks are judged only with at least 4 rows per dimension; see
+    :func:`~learnscope.collapse.judge_collapse` for the thresholds.
+
+    Example:
+        >>> import torch
+        >>> buffer = EmbeddingRowBuffer(64)
+        >>> buffer.append(torch.ones(16, 8) + 1e-4 * torch.randn(16, 8))
+        >>> found = collapse_report(buffer, "encoder", 0, {})
+        >>> [f.code for f in found.findings], buffer.num_rows
+        (['embedding-collapse'], 0)
+    """
+    rows = buffer.rows()
+    finite_rows = int(torch.isfinite(rows).all(dim=1).sum())
+    if finite_rows < 2:
+        buffer.reset()
+        return None
+    metrics = buffer.compute()
+    graph_mad = buffer.per_graph_mad() if buffer.edge_index() is not None else None
+    graph_ids = buffer.graph_ids() if graph_mad is not None else None
+    num_rows, dim = finite_rows, rows.shape[1]
+    buffer.reset()
+    findings = collapse_findings(
+        metrics,
+        module,
+        step,
+        num_rows=num_rows,
+        dim=dim,
+        graph_mad=graph_mad,
+        graph_ids=graph_ids,
+        **thresholds,
+    )
+    scalars = {f"health/collapse/{module}/{key}": value for key, value in metrics.items()}
+    return CheckReport(findings, scalars)

@@ -1,0 +1,100 @@
+"""Which sub-modules are the encoder and the heads, by name, failing on names the model lacks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from torch import nn
+
+log = logging.getLogger("learnscope")
+
+DEFAULT_EMBEDDING_MODULE = "encoder"
+
+
+def _module_names(model: nn.Module) -> list[str]:
+    return [name for name, _ in model.named_modules() if name]
+
+
+def _unknown(model: nn.Module, what: str, name: str) -> ValueError:
+    names = ", ".join(_module_names(model)) or "(none)"
+    return ValueError(
+        f"TrainingHelper: {type(model).__name__} has no sub-module {name!r} "
+        f"({what}); available: {names}"
+    )
+
+
+def resolve_encoder(model: nn.Module, name: str | None) -> str | None:
+    """The embedding module's name, ``None`` for no embedding checks.
+
+    The default ``"encoder"``, when the model has none, turns the checks off with one info
+    message; another missing name fails.
+
+    Args:
+        model: The LightningModule.
+        name: The dotted name given as ``embedding_module``.
+
+    Returns:
+        ``name``, or ``None`` when the checks are off.
+
+    Raises:
+        ValueError: ``name`` is not the default and the model has no such sub-module; the
+            message lists the names it has.
+
+    Example:
+        >>> model = nn.ModuleDict({"backbone": nn.Linear(2, 2)})
+        >>> resolve_encoder(model, "backbone"), resolve_encoder(model, "encoder")
+        ('backbone', None)
+    """
+    if name is None:
+        return None
+    if name in _module_names(model):
+        return name
+    if name == DEFAULT_EMBEDDING_MODULE:
+        log.info(
+            "learnscope: %s has no sub-module 'encoder'; TrainingHelper's embedding-collapse "
+            "and head checks are off (pass embedding_module= to turn them on)",
+            type(model).__name__,
+        )
+        return None
+    raise _unknown(model, "embedding_module", name)
+
+
+def resolve_heads(
+    model: nn.Module, encoder: str | None, head_modules: Sequence[str] | None
+) -> list[str]:
+    """The head modules compared with ``encoder``.
+
+    Args:
+        model: The LightningModule.
+        encoder: The embedding module's name (``None``: no heads are compared).
+        head_modules: The names given; ``None`` for the siblings of ``encoder`` that hold
+            trainable parameters.
+
+    Returns:
+        The heads' dotted names.
+
+    Raises:
+        ValueError: A name of ``head_modules`` that the model lacks, with the names it has.
+
+    Example:
+        >>> model = nn.ModuleDict({"encoder": nn.Linear(2, 2), "head": nn.Linear(2, 1)})
+        >>> resolve_heads(model, "encoder", None)
+        ['head']
+    """
+    known = set(_module_names(model))
+    if head_modules is not None:
+        for name in head_modules:
+            if name not in known:
+                raise _unknown(model, "head_modules", name)
+        return [] if encoder is None else list(head_modules)
+    if encoder is None:
+        return []
+    parent, _, own = encoder.rpartition(".")
+    siblings = model.get_submodule(parent).named_children()
+    prefix = f"{parent}." if parent else ""
+    return [
+        prefix + child
+        for child, module in siblings
+        if child != own and any(p.requires_grad for p in module.parameters())
+    ]

@@ -1,0 +1,90 @@
+"""FindingReport: the findings of a fit, on the ``learnscope`` logger and in the dashboards."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from learnscope.health import FindingLog
+from learnscope.records import Finding, Histogram
+
+log = logging.getLogger("learnscope")
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What a check found: findings to report, and scalars (and a histogram) to write.
+
+    Example:
+        >>> CheckReport([Finding("non-finite-loss", "loss", "loss is nan", 3)], {}).non_finite
+        True
+    """
+
+    findings: list[Finding]
+    scalars: dict[str, float]
+    histogram: Histogram | None = None
+
+    @property
+    def non_finite(self) -> bool:
+        """Whether a gradient or the loss was not finite (then the next step is traced)."""
+        return any(f.code in ("non-finite-gradient", "non-finite-loss") for f in self.findings)
+
+
+class FindingReport:
+    """The findings table of a fit, each finding logged when first found or due again.
+
+    Warnings and errors go to the ``learnscope`` logger at warning level, ``info`` findings at
+    info level, each (code, subject) at most once per ``warn_every_n_steps`` (unused
+    parameters once: see :class:`~learnscope.health.FindingLog`).
+
+    Args:
+        warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
+
+    Example:
+        >>> report = FindingReport(warn_every_n_steps=100)
+        >>> report.add([Finding("zero-gradient", "encoder.0", "gradient is zero", 0)])
+        >>> [f.code for f in report.findings], report.take_new(), report.take_new()
+        (['zero-gradient'], True, False)
+    """
+
+    def __init__(self, warn_every_n_steps: int) -> None:
+        self._log = FindingLog(warn_every_n_steps)
+        self._new = False  # findings were added since the dashboards last got the table
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding so far, one per (code, subject)."""
+        return self._log.findings
+
+    def restart(self) -> None:
+        """Start an empty table, as a new fit does."""
+        self._log = FindingLog(self._log.warn_every_n_steps, self._log.once_codes)
+
+    def add(self, findings: Sequence[Finding]) -> None:
+        """Add ``findings`` to the table, logging those that are due."""
+        for finding in findings:
+            if self._log.add(finding):
+                self._new = True
+                log.log(
+                    logging.INFO if finding.severity == "info" else logging.WARNING,
+                    "learnscope: %s %s: %s (step %d)",
+                    finding.code,
+                    finding.subject,
+                    finding.message,
+                    finding.step,
+                )
+
+    def take_new(self) -> bool:
+        """Whether findings were added since the last call."""
+        new, self._new = self._new, False
+        return new
+
+    def state_dict(self) -> dict[str, Any]:
+        """The table and when each finding was last warned about."""
+        return self._log.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the table of :meth:`state_dict`."""
+        self._log.load_state_dict(state)
