@@ -37,19 +37,16 @@ class EmbeddingProjector(LearnscopeCallback):
 
     Args:
         module: Dotted name of the sub-module, such as ``"encoder"`` or ``"model.gnn.layers.2"``.
-        select: Picks the embedding tensor from the module's output (tuple, dict,
-            dataclass). Without it the output must be a tensor.
-        metadata_fn: ``batch -> {column: values}``, with one value per row (for node-level
-            embeddings, one per node) or per sample.
+        select: Picks the embedding tensor from an output that is a tuple, dict or dataclass.
+        metadata_fn: ``batch -> {column: values}``, one value per row (node) or per sample.
         images_fn: ``batch -> [B, C, H, W]`` thumbnails in ``[0, 1]`` or ``uint8``.
         stages: Which of ``"train"``, ``"validate"``, ``"test"``, ``"predict"`` to capture.
         every_n_epochs: Capture evaluation epochs whose number plus one is a multiple of this.
         every_n_train_steps: Capture a training batch at every multiple of this global step;
             needed when ``"train"`` is in ``stages``.
-        max_points: Rows kept per snapshot, a deterministic subsample of the epoch's rows: the
-            ``max_points`` ids with the smallest hashes with ``ids_fn`` (the same points every
-            snapshot, whatever the batch order), else rows spread evenly over the epoch with a
-            ``row`` column. Rows with NaN or Inf are left out with one warning.
+        max_points: Rows kept per snapshot: with ``ids_fn``, the ids with the smallest hashes
+            (the same points every snapshot, whatever the batch order), else rows spread evenly
+            over the epoch, with a ``row`` column. Rows with NaN or Inf are left out.
         tag: Name shown in the dashboards; defaults to ``module``.
         ids_fn: ``batch -> ids``, a stable id (int or string) per sample or row; or
             ``"dataset_index"``: each sample's (graph's) index in the data set of a loader that
@@ -62,18 +59,15 @@ class EmbeddingProjector(LearnscopeCallback):
         spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1:
             ``"mean"``, ``"max"`` (one row per sample) or ``"pixels"`` (one row per position).
             Without it such an output fails in the sanity check, naming the shape and options.
-        mask_fn: Leaves out rows that are not data: ``batch -> bool tensor`` with one value per
-            row, the key or attribute of the batch that holds it, or an import path. The
-            default, ``"attention_mask"``, is used when the batch has it and the output gives
-            one row per token; ``None`` keeps every row.
+        mask_fn: Leaves out rows that are not data: ``batch -> bool tensor`` (one per row), the
+            batch's key or attribute that holds it, or an import path; the default,
+            ``"attention_mask"``, when the output gives one row per token. ``None``: every row.
 
     Raises:
         ValueError: For bad arguments; an unknown ``module`` fails at ``setup``, naming those.
 
     Example:
         >>> projector = EmbeddingProjector("encoder", metadata_fn=lambda batch: {"label": batch[1]})
-        >>> projector.tag
-        'encoder'
         >>> cnn = EmbeddingProjector("layer4", spatial="mean")  # [B, 512, 7, 7] -> [B, 512]
         >>> tokens = EmbeddingProjector("bert", select=lambda out: out.last_hidden_state)
         >>> tokens.mask_fn  # padding tokens of Hugging Face batches are left out
@@ -276,7 +270,13 @@ class EmbeddingProjector(LearnscopeCallback):
 
     @override
     def on_validation_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, *_: Any
+        self,
+        trainer: Any,
+        pl_module: Any,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         """Keep the captured rows with their metadata."""
         self._end_batch(batch)
