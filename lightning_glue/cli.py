@@ -106,7 +106,7 @@ def run_export_command(logdir: str, html: str, max_points: int) -> int:
 
     The runs that cannot be read are listed on standard error; the others are written.
     """
-    from learnscope.plugins.dynamics_data import export_html
+    from learnscope.plugins.view_page import export_html
 
     if max_points < 1:
         print(

@@ -2,13 +2,14 @@
 
 TensorBoard finds it through the ``tensorboard_plugins`` entry point (``pip install
 learnscope[tensorboard]``) and shows a **learnscope** tab when a run under ``--logdir`` holds
-a learnscope run record. The tab is one ES module (``static/learnscope_view.js``) that
-TensorBoard loads in an iframe and that fetches, relative to ``data/plugin/learnscope/``:
+a learnscope run record. The tab is a few plain ES modules (``static/*.js``,
+:mod:`learnscope.plugins.view_modules`): TensorBoard loads ``index.js`` in an iframe, which
+imports the others by relative URL and fetches, relative to ``data/plugin/learnscope/``:
 
-* ``/index.js``: the module;
+* ``/index.js``, ``/model.js``, ...: the modules, each at its own route;
 * ``/runs``: the runs with a record, ``[{"name", "time"}]`` sorted by name (names relative to
   the log directory; ``time`` is when the run started), so the tab opens the newest;
-* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.dynamics_data.RunView`).
+* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.run_view.RunView`).
 
 The log directory is searched on a background thread, as TensorBoard's own projector plugin
 does: ``is_active`` and ``/runs`` answer from what the last search found, never walking the
@@ -30,7 +31,8 @@ from typing import Any
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from learnscope.plugins import dynamics_data
+from learnscope.plugins import run_search, view_modules
+from learnscope.plugins.run_view import RunView, error_view
 from learnscope.run_files import RECORD_FILE
 
 log = logging.getLogger("learnscope")
@@ -50,8 +52,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
     Example:
         >>> import tempfile
         >>> plugin = LearnscopePlugin(base_plugin.TBContext(logdir=tempfile.mkdtemp()))
-        >>> plugin.wait_for_search(10.0), plugin.is_active(), sorted(plugin.get_plugin_apps())
-        (True, False, ['/index.js', '/runs', '/view'])
+        >>> plugin.wait_for_search(10.0), plugin.is_active(), sorted(plugin.get_plugin_apps())[:3]
+        (True, False, ['/app.js', '/autocorrelation.js', '/colours.js'])
     """
 
     plugin_name = PLUGIN_NAME
@@ -65,7 +67,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._starts: dict[str, tuple[int, int, float]] = {}  # name -> (dev, inode, start)
         self._searched = threading.Event()
         self._lock = threading.Lock()
-        self._views: OrderedDict[str, tuple[dynamics_data.RunView, threading.Lock]] = OrderedDict()
+        self._views: OrderedDict[str, tuple[RunView, threading.Lock]] = OrderedDict()
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
         if self.logdir is None:
             self._searched.set()
@@ -75,8 +77,9 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             ).start()
 
     def get_plugin_apps(self) -> dict[str, Any]:
-        """The routes, under ``data/plugin/learnscope/``."""
-        return {"/index.js": self._serve_js, "/runs": self._serve_runs, "/view": self._serve_view}
+        """The routes, under ``data/plugin/learnscope/``: each module, ``/runs``, ``/view``."""
+        modules = {f"/{name}": self._serve_module for name in view_modules.module_sources()}
+        return {**modules, "/runs": self._serve_runs, "/view": self._serve_view}
 
     def is_active(self) -> bool:
         """Whether the last search of the log directory found a run record (no search here)."""
@@ -102,7 +105,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         with self._lock:
             held = self._views.get(run)
             if held is None:
-                view = dynamics_data.RunView(self.logdir / run, name=run)
+                view = RunView(self.logdir / run, name=run)
                 held = self._views[run] = (view, threading.Lock())
                 while len(self._views) > MAX_VIEWS:
                     old, _ = self._views.popitem(last=False)
@@ -113,7 +116,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             try:
                 return run_view.view()
             except (OSError, ValueError) as error:
-                return dynamics_data.error_view(run, str(error))
+                return error_view(run, str(error))
 
     def _search_loop(self) -> None:
         while True:
@@ -132,7 +135,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         """Every run under the log directory and when it started."""
         runs = {}
         starts = {}
-        for name in dynamics_data.find_runs(self.logdir):  # type: ignore[arg-type]
+        for name in run_search.find_runs(self.logdir):  # type: ignore[arg-type]
             run_dir = self.logdir / name  # type: ignore[operator]
             try:
                 status = (run_dir / RECORD_FILE).stat(follow_symlinks=False)
@@ -142,7 +145,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             if known is not None and known[:2] == (status.st_dev, status.st_ino):
                 start = known[2]  # the same file: its first line has not changed
             else:
-                start = dynamics_data.run_started(run_dir)
+                start = run_search.run_started(run_dir)
             held = self._views.get(name)
             if held is not None and held[0].started > start:
                 start = held[0].started  # a later ``run`` entry the view has read
@@ -152,8 +155,12 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         return runs
 
     @wrappers.Request.application
-    def _serve_js(self, request: wrappers.Request) -> wrappers.Response:
-        return wrappers.Response(dynamics_data.module_source(), content_type="text/javascript")
+    def _serve_module(self, request: wrappers.Request) -> wrappers.Response:
+        name = request.path.rsplit("/", 1)[-1]
+        text = view_modules.module_sources().get(name)
+        if text is None:
+            return wrappers.Response(f"no module {name!r}", status=404, content_type="text/plain")
+        return wrappers.Response(text, content_type="text/javascript")
 
     @wrappers.Request.application
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
@@ -166,7 +173,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             view = self.view(run) if run else None
         except Exception as error:  # never a server error: the tab shows what went wrong
             log.exception("learnscope tab: the view of %r failed", run)
-            view = dynamics_data.error_view(str(run), f"{type(error).__name__}: {error}")
+            view = error_view(str(run), f"{type(error).__name__}: {error}")
         if view is None:
             message = {"error": f"no learnscope run named {run!r}"}
             return _json(json.dumps(message).encode("utf-8"), status=404)

@@ -17,16 +17,17 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins import dynamics_data
+from learnscope.plugins.run_view import RunView
+from learnscope.plugins.view_page import page_html, thin_snapshots
 
 VIEW_KEY = "learnscope/view"
 MAX_POINTS = 2_000  # points per key in the W&B page
 MAX_BYTES = 8_000_000  # a larger page shows fewer snapshots
 MAX_VIEWS = 8  # record views kept between calls (one per wandb run of this process)
-_VIEWS: OrderedDict[tuple[str, int], dynamics_data.RunView] = OrderedDict()
+_VIEWS: OrderedDict[tuple[str, int], RunView] = OrderedDict()
 
 
-def record_view(record_dir: str | Path, max_points: int = MAX_POINTS) -> dynamics_data.RunView:
+def record_view(record_dir: str | Path, max_points: int = MAX_POINTS) -> RunView:
     """The kept view of the record in ``record_dir`` (made on first use), without thumbnails.
 
     Example:
@@ -38,7 +39,7 @@ def record_view(record_dir: str | Path, max_points: int = MAX_POINTS) -> dynamic
     key = (str(Path(record_dir).resolve()), max_points)
     view = _VIEWS.get(key)
     if view is None:
-        view = _VIEWS[key] = dynamics_data.RunView(record_dir, max_points, sprites=False)
+        view = _VIEWS[key] = RunView(record_dir, max_points, sprites=False)
         while len(_VIEWS) > MAX_VIEWS:
             _VIEWS.popitem(last=False)
     _VIEWS.move_to_end(key)
@@ -72,12 +73,12 @@ def wandb_view_html(
         folder = Path(record_dir).resolve()
         name = folder.parent.name if folder.name == "files" else folder.name
     view = {**run_view.view(), "run": name}
-    page = dynamics_data.page_html([(name, view)])
+    page = page_html([(name, view)])
     size = len(page.encode("utf-8"))
     most = max((len(e["steps"]) for e in view["embeddings"]), default=0)
     while size > MAX_BYTES and most > 2:
         most = max(2, int(most * MAX_BYTES / size * 0.9))
-        page = dynamics_data.page_html([(name, dynamics_data.thin_snapshots(view, most))])
+        page = page_html([(name, thin_snapshots(view, most))])
         size = len(page.encode("utf-8"))
     return page
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from record_entries import ALL_CALLBACKS, run_entry, snapshot_entry, write
 
-from learnscope.plugins import dynamics_data
+from learnscope.plugins import dynamics_data, run_search
 from learnscope.run_files import RECORD_FILE
 
 SECRET = b"\x89PNG\r\n\x1a\n" + b"SECRET-OUTSIDE-THE-LOG-DIRECTORY" * 4
@@ -201,13 +201,13 @@ def test_is_active_and_runs_answer_from_the_background_search(
 ) -> None:
     """The request thread never searches the log directory; new runs appear after a search."""
     searched_on: list[int] = []
-    real = dynamics_data.find_runs
+    real = run_search.find_runs
 
     def find_runs(logdir: str | Path) -> list[str]:
         searched_on.append(threading.get_ident())
         return real(logdir)
 
-    monkeypatch.setattr(dynamics_data, "find_runs", find_runs)
+    monkeypatch.setattr(run_search, "find_runs", find_runs)
     for i in range(30):
         for folder in ("checkpoints", "hparams"):
             (tmp_path / f"exp_{i}" / "version_0" / folder).mkdir(parents=True)
@@ -218,6 +218,7 @@ def test_is_active_and_runs_answer_from_the_background_search(
     runs = plugin.runs()
     assert [r["name"] for r in runs] == sorted(f"exp_{i}/version_0" for i in range(30))
     assert max(runs, key=lambda r: r["time"])["name"] == "exp_29/version_0"
+    assert searched_on  # the search ran, on its own thread
     assert threading.get_ident() not in searched_on  # no search on this (a request's) thread
     write(tmp_path / "exp_new" / "version_0", run_entry(*ALL_CALLBACKS, time=1e6))
     deadline = time.monotonic() + 30

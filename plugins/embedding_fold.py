@@ -1,0 +1,282 @@
+"""The embedding evolution of one key, folded from the record's ``snapshot`` entries.
+
+Each snapshot's aligned PCA view is kept in units of its spread (root-mean-square distance
+from the centre) as float16; the points shown are those present in every snapshot, matched by
+id, at most ``max_points`` of them (a fixed subsample by a hash of the id). A snapshot's
+coordinates are base64-encoded once for the shown ids and kept, so a view refreshed after a new
+snapshot encodes only that one. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from learnscope.plugins.record_checks import (
+    DamagedEntry,
+    array_field,
+    is_number,
+    list_field,
+    rounded,
+    sprite_fields,
+    typed_column,
+    whole_number,
+)
+
+
+def subsample_ids(ids: list[str], count: int) -> list[str]:
+    """``count`` of ``ids``, always the same ones for the same ids, kept in their order.
+
+    Each id is ranked by the CRC-32 of its text, so a point is kept or dropped the same way in
+    every snapshot, every run that shares its ids, and every export.
+
+    Example:
+        >>> subsample_ids([str(i) for i in range(10)], 3) == subsample_ids(
+        ...     [str(i) for i in reversed(range(10))], 3)[::-1]
+        True
+    """
+    ranked = sorted(ids, key=lambda i: (zlib.crc32(i.encode("utf-8", "surrogatepass")), i))
+    keep = set(ranked[:count])
+    return [i for i in ids if i in keep]
+
+
+def snapshot_fields(entry: Mapping[str, Any]) -> tuple[str, np.ndarray | None, list[str] | None]:
+    """The key, aligned PCA view (``None`` without one) and ids of a ``snapshot`` entry, checked.
+
+    Raises:
+        DamagedEntry: Naming what is wrong with the entry.
+
+    Example:
+        >>> from learnscope.run_record import encode_array
+        >>> entry = {"kind": "snapshot", "key": "enc", "step": 1,
+        ...          "xy": encode_array(np.ones((2, 2))), "ids": ["a", 7]}
+        >>> key, xy, ids = snapshot_fields(entry)
+        >>> key, xy.shape, ids
+        ('enc', (2, 2), ['a', '7'])
+    """
+    key = entry.get("key")
+    if not isinstance(key, str) or not key:
+        raise DamagedEntry("it has no key")
+    whole_number(entry, "step")
+    if entry.get("xy") is None:
+        return key, None, None
+    xy = array_field(entry, "xy")
+    if xy.ndim != 2 or xy.shape[1] != 2 or not np.issubdtype(xy.dtype, np.floating):
+        raise DamagedEntry(f"xy has shape {list(xy.shape)} ({xy.dtype}), not [points, 2]")
+    points = entry.get("points")
+    if points is not None and points != len(xy):
+        raise DamagedEntry(f"xy has {len(xy)} points, the entry says {points!r}")
+    ids = entry.get("ids")
+    if ids is not None:
+        if not isinstance(ids, list) or len(ids) != len(xy):
+            raise DamagedEntry(f"ids is not a list of {len(xy)} ids")
+        ids = [i if isinstance(i, str) else json.dumps(i) for i in ids]
+    frame = entry.get("frame")
+    if frame is not None and not (
+        isinstance(frame, list)
+        and len(frame) == 4
+        and all(is_number(v) and math.isfinite(v) for v in frame)
+        and frame[0] < frame[1]
+        and frame[2] < frame[3]
+    ):
+        raise DamagedEntry(f"frame {frame!r} is not [xmin, xmax, ymin, ymax]")
+    for column in list_field(entry, "columns", required=False):
+        typed_column(column, len(xy), [])  # checked now: a damaged one skips the snapshot
+    sprite = entry.get("sprite")
+    if sprite is not None:
+        sprite_fields(sprite)
+    return key, xy, ids
+
+
+@dataclass
+class RowOrder:
+    """The ids of a snapshot in row order, shared by consecutive snapshots with the same ids."""
+
+    ids: list[str]
+    index: dict[str, int]
+    rows: tuple[int, np.ndarray] | None = None  # (version of the shown ids, their rows)
+
+    def rows_of(self, shown: list[str], version: int) -> np.ndarray:
+        """The rows of the ``shown`` ids (kept while ``version`` is the same)."""
+        if self.rows is None or self.rows[0] != version:
+            self.rows = (version, np.fromiter((self.index[i] for i in shown), np.int64, len(shown)))
+        return self.rows[1]
+
+
+@dataclass
+class ScaledSnapshot:
+    """One snapshot's view in units of its spread, and its encoding for the shown ids."""
+
+    step: int
+    order: RowOrder
+    xy: np.ndarray  # [n, 2] float16, in units of the snapshot's spread, rows in snapshot order
+    spread: float
+    encoded: tuple[int, str] | None = None  # (version of the shown ids, base64 of their xy)
+
+
+@dataclass
+class EmbeddingEvolution:
+    """The snapshots of one key (``tag/stage``) with aligned PCA coordinates, in step order.
+
+    Example:
+        >>> evolution = EmbeddingEvolution("enc")
+        >>> evolution.add({"step": 1}, np.array([[3.0, 4.0], [-3.0, -4.0]]), ["a", "b"])
+        >>> view, encoded = evolution.view(max_points=10)
+        >>> view["steps"], view["spreads"], view["notes"], encoded
+        ([1], [5.0], ['one snapshot only: nothing moves yet'], 1)
+    """
+
+    key: str
+    snapshots: list[ScaledSnapshot] = field(default_factory=list)
+    has_ids: bool | None = None
+    common: set[str] | None = None  # ids present in every snapshot
+    seen: set[str] = field(default_factory=set)  # ids present in some snapshot
+    frame: list[float] | None = None
+    last: Mapping[str, Any] | None = None  # the newest snapshot's entry (columns, sprite)
+    version: int = 0  # changes whenever the shown ids may have changed
+    shown: tuple[int, list[str], int] | None = None  # (version, ids shown, ids in common)
+
+    def add(self, entry: Mapping[str, Any], xy: np.ndarray, ids: list[str] | None) -> None:
+        """Fold one snapshot (``entry`` with its checked ``xy`` and ``ids``) in.
+
+        Raises:
+            DamagedEntry: When its ids do not fit the key's other snapshots.
+        """
+        step = int(entry["step"])
+        previous = self.snapshots[-1].order if self.snapshots else None
+        given = ids is not None
+        if self.has_ids is not None and self.has_ids != given:
+            had = "ids" if self.has_ids else "no ids"
+            raise DamagedEntry(f"it has {'ids' if given else 'no ids'}, the key's snapshots {had}")
+        if ids is None:
+            if previous is not None and len(previous.ids) != len(xy):
+                raise DamagedEntry(
+                    f"it has {len(xy)} points without ids, the earlier snapshots "
+                    f"{len(previous.ids)} (without ids, points are matched by row)"
+                )
+            ids = [str(i) for i in range(len(xy))]
+        if previous is not None and previous.ids == ids:
+            order = previous
+        else:
+            index = {point: row for row, point in enumerate(ids)}
+            if len(index) != len(ids):
+                raise DamagedEntry("its ids are not unique")
+            order = RowOrder(ids, index)
+        spread = entry.get("spread")
+        if not (is_number(spread) and math.isfinite(spread) and spread > 0):
+            finite = xy[np.isfinite(xy).all(1)].astype(np.float64)
+            spread = float(np.sqrt((finite**2).sum(1).mean())) if len(finite) else 0.0
+            spread = spread if spread > 0 else 1.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = (xy.astype(np.float64) / spread).astype("<f2")
+        snapshot = ScaledSnapshot(step, order, scaled, float(spread))
+        steps = [s.step for s in self.snapshots]
+        if not steps or step > steps[-1]:
+            self.snapshots.append(snapshot)
+            self.last = entry
+            keys = set(order.index) if order is not previous or self.common is None else None
+            if self.common is None:
+                self.common = set(keys or ())
+            elif keys is not None and not self.common <= keys:
+                self.common &= keys
+                self.version += 1
+            if keys is not None:
+                self.seen |= keys
+        else:  # a snapshot written again (or late): replace or insert it, and start over
+            position = int(np.searchsorted(steps, step))
+            if steps[position] == step:
+                self.snapshots[position] = snapshot
+            else:
+                self.snapshots.insert(position, snapshot)
+            if position == len(self.snapshots) - 1:
+                self.last = entry
+            orders = {id(s.order): s.order for s in self.snapshots}.values()
+            self.common = set.intersection(*(set(x.index) for x in orders))
+            self.seen = set().union(*(set(x.index) for x in orders))
+            self.version += 1
+        self.has_ids = given
+        frame = entry.get("frame")
+        if frame is not None:
+            self.frame = [float(v) for v in frame]
+
+    def shown_ids(self, max_points: int) -> tuple[list[str], int]:
+        """The ids drawn (in the first snapshot's order) and how many are in every snapshot."""
+        if self.shown is None or self.shown[0] != self.version:
+            common = self.common or set()
+            ids = [i for i in self.snapshots[0].order.ids if i in common]
+            total = len(ids)
+            if total > max_points:
+                ids = subsample_ids(ids, max_points)
+            self.shown = (self.version, ids, total)
+        return self.shown[1], self.shown[2]
+
+    def newest_rows(self, max_points: int) -> np.ndarray:
+        """The rows of the shown ids in the newest snapshot (where its columns and sprite are)."""
+        ids, _ = self.shown_ids(max_points)
+        return self.snapshots[-1].order.rows_of(ids, self.version)
+
+    def view(
+        self,
+        max_points: int,
+        sprite: Mapping[str, Any] | None = None,
+        more_notes: tuple[str, ...] = (),
+    ) -> tuple[dict[str, Any], int]:
+        """The key's part of the view model, and how many snapshots were encoded for it.
+
+        Args:
+            max_points: The most points drawn.
+            sprite: The newest snapshot's thumbnails (``png``, ``width``, ``height``,
+                ``per_row``), or ``None``.
+            more_notes: Notes said after the key's own (a sprite that is not shown, say).
+        """
+        ids, total = self.shown_ids(max_points)
+        version = self.version
+        notes = []
+        if not self.has_ids:
+            notes.append("no ids: points matched by row")
+        if len(self.common or ()) < len(self.seen):
+            notes.append("only points present in every snapshot are shown")
+        if total > len(ids):
+            notes.append(f"{len(ids):,} of {total:,} points shown (a fixed subsample by id)")
+        if len(self.snapshots) == 1:
+            notes.append("one snapshot only: nothing moves yet")
+        notes.extend(more_notes)
+        xy, encoded = [], 0
+        for snapshot in self.snapshots:
+            if snapshot.encoded is None or snapshot.encoded[0] != version:
+                rows = snapshot.order.rows_of(ids, version)
+                data = np.ascontiguousarray(snapshot.xy[rows], "<f2").tobytes()
+                snapshot.encoded = (version, base64.b64encode(data).decode("ascii"))
+                encoded += 1
+            xy.append(snapshot.encoded[1])
+        last = self.snapshots[-1]
+        rows = last.order.rows_of(ids, version)
+        entry = self.last or {}
+        columns = [
+            typed_column(c, len(last.order.ids), rows)
+            for c in list_field(entry, "columns", required=False)
+        ]
+        columns = [c for c in columns if c["name"] not in ("id", "pca_x", "pca_y", "pca_z")]
+        view = {
+            "key": self.key,
+            "steps": [s.step for s in self.snapshots],
+            "ids": ids,
+            "xy": xy,
+            "encoding": "float16-le-base64",
+            "units": "spread",
+            "spreads": [rounded(s.spread, 6) for s in self.snapshots],
+            "frame": self.frame,
+            "columns": columns,
+            "points_total": total,
+            "points_shown": len(ids),
+            "sprite": None if sprite is None else {**sprite, "rows": rows.tolist()},
+            "notes": notes,
+        }
+        return view, encoded

@@ -1,0 +1,96 @@
+"""Finding the runs under a log directory, and when each started, without following links.
+
+The learnscope tab searches on a background thread with :func:`find_runs`; ``learnscope
+export`` writes each run it finds. Only run records are looked at, and only the first line of
+each to know when its run started. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from learnscope.plugins.record_checks import is_number
+from learnscope.run_files import RECORD_FILE, REFRESH_MARKER_PREFIX
+
+SKIPPED_FOLDERS = ("projector", "wandb")  # never searched for runs (a run's own data, wandb's)
+_FIRST_LINE_BYTES = 65_536  # the ``run`` entry a run starts with is shorter than this
+
+
+def find_runs(logdir: str | Path) -> list[str]:
+    """The run directories under ``logdir`` that hold a run record, relative, sorted.
+
+    Folders are searched without following symbolic links (a linked folder may lead out of the
+    log directory), and ``projector`` and ``wandb`` folders are not searched. A record that is
+    not a regular file (a link, a FIFO) is listed too, so that the view can say it is not read.
+    ``logdir`` itself is named ``"."``, as TensorBoard names it.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "a" / "version_0").mkdir(parents=True)
+        >>> _ = (root / "a" / "version_0" / RECORD_FILE).write_bytes(b"")
+        >>> find_runs(root)
+        ['a/version_0']
+    """
+    root = Path(logdir)
+    runs = []
+    stack = [""]
+    while stack:
+        relative = stack.pop()
+        folder = root / relative if relative else root
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    name = entry.name
+                    if name not in SKIPPED_FOLDERS and not name.startswith(REFRESH_MARKER_PREFIX):
+                        stack.append(f"{relative}/{name}" if relative else name)
+                elif entry.name == RECORD_FILE:
+                    runs.append(relative or ".")
+            except OSError:
+                continue
+    return sorted(runs)
+
+
+def run_started(run_dir: str | Path) -> float:
+    """When the run started: the ``time`` of its record's first line, a ``run`` entry.
+
+    The modification time of the record when its first line is no ``run`` entry; ``0.0`` when
+    there is no readable record. Reads at most the first 64 KiB, never through a link, never
+    from a FIFO.
+
+    Example:
+        >>> import tempfile
+        >>> from learnscope.run_record import append_entries
+        >>> run = Path(tempfile.mkdtemp())
+        >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 12.5}])
+        >>> run_started(run)
+        12.5
+    """
+    try:
+        fd = os.open(Path(run_dir) / RECORD_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return 0.0
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return 0.0
+        head = os.pread(fd, _FIRST_LINE_BYTES, 0)
+    except OSError:
+        return 0.0
+    finally:
+        os.close(fd)
+    line, newline, _ = head.partition(b"\n")
+    try:
+        entry = json.loads(line) if newline else None
+    except ValueError:
+        entry = None
+    if isinstance(entry, dict) and entry.get("kind") == "run" and is_number(entry.get("time")):
+        return float(entry["time"])
+    return status.st_mtime

@@ -1,0 +1,125 @@
+// The autocorrelation panel: per kind, a groups x lags heatmap at one analysis step, and the
+// lag-1 median of each group over the steps; it follows the step cursor.
+
+import { categoryColour, diverging } from './colours.js';
+import { el, setupCanvas, statusText } from './dom.js';
+
+/** Draw kind ``kind``'s heatmap at trainer ``step`` on ``ctx`` (``width`` x ``height``). */
+function drawHeatmap(ctx, kind, step, width, height) {
+  ctx.clearRect(0, 0, width, height);
+  ctx.font = '11px sans-serif';
+  ctx.fillStyle = '#424242';
+  ctx.textAlign = 'center';
+  kind.lags.forEach((lag, j) => ctx.fillText(`lag ${lag}`, 110 + 52 * j + 26, 14));
+  const si = kind.steps.indexOf(step);
+  kind.groups.forEach((g, r) => {
+    ctx.fillStyle = '#424242';
+    ctx.textAlign = 'right';
+    ctx.fillText(g.length > 16 ? g.slice(0, 15) + '…' : g, 104, 24 + 24 * r + 16);
+    kind.lags.forEach((_, j) => {
+      const v = si < 0 ? null : kind.values[si][r][j];
+      ctx.fillStyle = diverging(v);
+      ctx.fillRect(110 + 52 * j, 22 + 24 * r, 50, 22);
+      ctx.fillStyle = v != null && Math.abs(v) > 0.6 ? '#fff' : '#212121';
+      ctx.textAlign = 'center';
+      ctx.fillText(v == null ? '–' : v.toFixed(2), 110 + 52 * j + 25, 22 + 24 * r + 15);
+    });
+  });
+}
+
+/** Draw the lag-1 medians of ``kind``'s groups over its steps, ``step`` marked. */
+function drawLagOne(ctx, kind, step, lw, lh) {
+  ctx.clearRect(0, 0, lw, lh);
+  const left = 40, right = lw - 90, top = 10, bottom = lh - 22;
+  const s0 = kind.steps[0], s1 = kind.steps[kind.steps.length - 1];
+  const sx = (s) => left + (s1 === s0 ? 0.5 : (s - s0) / (s1 - s0)) * (right - left);
+  let lo = Infinity, hi = -Infinity;
+  for (const row of kind.rho1) for (const v of row) if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  if (!Number.isFinite(lo)) { lo = -1; hi = 1; }
+  const pad = Math.max(0.02, (hi - lo) * 0.1);
+  lo = Math.max(-1, lo - pad); hi = Math.min(1, hi + pad);
+  const sy = (v) => top + (1 - (v - lo) / (hi - lo || 1)) * (bottom - top);
+  ctx.strokeStyle = '#bdbdbd';
+  ctx.lineWidth = 1;
+  ctx.strokeRect(left, top, right - left, bottom - top);
+  ctx.font = '10px sans-serif';
+  ctx.fillStyle = '#616161';
+  ctx.textAlign = 'right';
+  for (const v of [lo, hi]) ctx.fillText(v.toFixed(2), left - 4, sy(v) + 3);
+  if (lo < 0 && hi > 0) ctx.fillText('0', left - 4, sy(0) + 3);
+  ctx.textAlign = 'center';
+  ctx.fillText(String(s0), left, lh - 6);
+  ctx.fillText(String(s1), right, lh - 6);
+  ctx.strokeStyle = '#9e9e9e';
+  ctx.setLineDash([3, 3]);
+  ctx.beginPath(); ctx.moveTo(sx(step), top); ctx.lineTo(sx(step), bottom); ctx.stroke();
+  ctx.setLineDash([]);
+  kind.groups.forEach((g, r) => {
+    ctx.strokeStyle = categoryColour(r);
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    let pen = false;
+    kind.steps.forEach((s, i) => {
+      const v = kind.rho1[r][i];
+      if (v == null) { pen = false; return; }
+      if (pen) ctx.lineTo(sx(s), sy(v)); else ctx.moveTo(sx(s), sy(v));
+      pen = true;
+    });
+    ctx.stroke();
+    ctx.fillStyle = categoryColour(r);
+    ctx.textAlign = 'left';
+    ctx.fillText(g.length > 14 ? g.slice(0, 13) + '…' : g, right + 6, top + 12 + 12 * r);
+  });
+}
+
+/** The autocorrelation analyses of a view in one section, following the step ``cursor``. */
+export class AutocorrelationPanel {
+  constructor({ view, cursor }) {
+    this.element = el('section');
+    this.element.append(el('h2', { text: 'Autocorrelation of parameters and gradients' }));
+    const kinds = view.autocorrelation;
+    if (!kinds.length) {
+      this.element.append(el('div', { 'data-role': 'status-autocorrelation',
+        text: statusText(view, 'autocorrelation', 'No autocorrelation analysis in this run.') }));
+      return;
+    }
+    this.steps = [...new Set(kinds.flatMap((k) => k.steps))].sort((a, b) => a - b);
+    this.slider = el('input', { type: 'range', min: 0, max: this.steps.length - 1, step: 1,
+      value: this.steps.length - 1, 'aria-label': 'analysis step', oninput: () => this.draw(+this.slider.value) });
+    this.label = el('span');
+    this.element.append(el('div', { class: 'ls-bar' }, ['analysis step ', this.slider, this.label]));
+    this.panels = kinds.map((kind) => {
+      const heat = el('canvas', { 'data-role': `acf-${kind.kind}` });
+      const hw = 110 + 52 * kind.lags.length, hh = 40 + 24 * kind.groups.length;
+      const line = el('canvas');
+      const lw = 420, lh = Math.max(hh, 160);
+      this.element.append(el('div', {}, [
+        el('div', { text: `${kind.kind}: mean autocorrelation by lag, and lag-1 median over steps` }),
+        el('div', { class: 'ls-row' }, [heat, line])]));
+      return { kind, heatCtx: setupCanvas(heat, hw, hh), hw, hh, lineCtx: setupCanvas(line, lw, lh), lw, lh };
+    });
+    const legend = el('canvas');
+    const ctx = setupCanvas(legend, 200, 12);
+    for (let i = 0; i < 200; i++) { ctx.fillStyle = diverging(i / 99.5 - 1); ctx.fillRect(i, 0, 1, 12); }
+    this.element.append(el('div', { class: 'ls-legend' }, ['-1 ', legend, ' +1']));
+    this.draw(this.steps.length - 1);
+    if (cursor.step != null) this.follow(cursor.step);
+    cursor.subscribe((step) => this.follow(step));
+  }
+
+  /** Show the latest analysis at or before trainer step ``step`` (else the first). */
+  follow(step) {
+    let index = 0;
+    for (let i = 0; i < this.steps.length; i++) if (this.steps[i] <= step) index = i;
+    if (+this.slider.value !== index) { this.slider.value = index; this.draw(index); }
+  }
+
+  draw(index) {
+    const step = this.steps[index];
+    this.label.textContent = `step ${step}`;
+    for (const p of this.panels) {
+      drawHeatmap(p.heatCtx, p.kind, step, p.hw, p.hh);
+      drawLagOne(p.lineCtx, p.kind, step, p.lw, p.lh);
+    }
+  }
+}

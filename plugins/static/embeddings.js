@@ -1,0 +1,270 @@
+// The embedding-evolution panel: the scatter with its slider, play, trails, hover, pin, movers.
+
+import { OTHER_COLOUR, viridis } from './colours.js';
+import { columnText, el, setupCanvas, statusText } from './dom.js';
+import { neighbourChange } from './movers.js';
+import {
+  colourScheme, drawPath, drawPoints, drawRing, drawTrails, frameMapping, groupByColour,
+  nearestPoint, screenPositions,
+} from './scatter.js';
+
+const SECONDS_PER_SNAPSHOT = 0.8;
+const NEIGHBOURS = 10;
+
+/**
+ * The embeddings of a view (prepared: frames decoded) in one section. It writes what it shows
+ * into the shared ``state`` (key, points, steps, position, playing, frames, drawnPoints,
+ * hovered, tooltip, pinned, colourBy, movers) and steers the step ``cursor``.
+ */
+export class EmbeddingPanel {
+  constructor({ view, embeddings, state, cursor, tip }) {
+    this.embeddings = embeddings;
+    this.state = state;
+    this.cursor = cursor;
+    this.tip = tip;
+    this.element = el('section');
+    this.element.append(el('h2', { text: 'Embedding evolution (aligned PCA)' }));
+    if (!embeddings.length) {
+      this.element.append(el('div', { 'data-role': 'status-embeddings',
+        text: statusText(view, 'embeddings', 'No embedding snapshots with aligned PCA coordinates.') }));
+      return;
+    }
+    this.build();
+    cursor.steer = (step) => this.goToStep(step);
+    this.selectTag(0);
+  }
+
+  build() {
+    this.tagSelect = el('select', { 'aria-label': 'tag', onchange: () => this.selectTag(+this.tagSelect.value) },
+      this.embeddings.map((e, i) => el('option', { value: i, text: e.key })));
+    this.colourSelect = el('select', { 'aria-label': 'colour by', onchange: () => this.colourBy(+this.colourSelect.value) });
+    this.playButton = el('button', { text: '▶ play', onclick: () => (this.state.playing ? this.pause() : this.play()) });
+    this.slider = el('input', { type: 'range', min: 0, max: 0, step: 'any', value: 0, 'aria-label': 'step',
+      oninput: () => { this.pause(); this.setPosition(+this.slider.value); } });
+    this.slider.style.width = '260px';
+    this.stepLabel = el('span');
+    this.trails = el('input', { type: 'checkbox', onchange: () => this.draw() });
+    this.element.append(el('div', { class: 'ls-bar' }, [
+      el('label', {}, ['tag ', this.tagSelect]), el('label', {}, ['colour by ', this.colourSelect]),
+      this.playButton, this.slider, this.stepLabel, el('label', {}, [this.trails, ' trails']),
+    ]));
+    this.canvas = el('canvas', { 'data-role': 'scatter' });
+    this.width = 640; this.height = 480;
+    this.ctx = setupCanvas(this.canvas, this.width, this.height);
+    this.canvas.addEventListener('mousemove', (ev) => this.onHover(ev));
+    this.canvas.addEventListener('mouseleave', () => { this.state.hovered = null; this.tip.style.display = 'none'; this.draw(); });
+    this.canvas.addEventListener('click', (ev) => this.pin(this.pointAt(ev)));
+    this.legend = el('div', { class: 'ls-legend' });
+    this.pinInfo = el('div');
+    this.note = el('div', { style: 'color:#616161' });
+    this.moverFrom = el('select', { 'aria-label': 'movers from' });
+    this.moverTo = el('select', { 'aria-label': 'movers to' });
+    this.moverList = el('div', { class: 'ls-movers' });
+    const side = el('div', { class: 'ls-side' }, [
+      this.note, this.legend, this.pinInfo,
+      el('h2', { text: `Movers: ${NEIGHBOURS} nearest neighbours replaced` }),
+      el('div', { class: 'ls-bar' }, ['from ', this.moverFrom, ' to ', this.moverTo,
+        el('button', { text: 'find', onclick: () => this.findMovers() })]),
+      this.moverList,
+    ]);
+    this.element.append(el('div', { class: 'ls-row' }, [this.canvas, side]));
+  }
+
+  selectTag(index) {
+    this.pause();
+    const e = this.embeddings[index];
+    this.current = e;
+    const n = e.ids.length;
+    Object.assign(this.state, { key: e.key, points: n, pointsTotal: e.points_total, steps: e.steps,
+      hovered: null, pinned: null, movers: [] });
+    this.colourSelect.textContent = '';
+    e.columns.forEach((c, i) => this.colourSelect.append(el('option', { value: i, text: c.name })));
+    if (!e.columns.length) this.colourSelect.append(el('option', { value: -1, text: '(none)' }));
+    this.slider.max = e.steps.length - 1;
+    for (const s of [this.moverFrom, this.moverTo]) {
+      s.textContent = '';
+      e.steps.forEach((step, i) => s.append(el('option', { value: i, text: `step ${step}` })));
+    }
+    this.moverFrom.value = Math.max(0, e.steps.length - 2);
+    this.moverTo.value = e.steps.length - 1;
+    this.note.textContent = `${n.toLocaleString()} points` +
+      (e.points_total > n ? ` of ${e.points_total.toLocaleString()} (a fixed subsample by id)` : '') +
+      `, ${e.steps.length} snapshot${e.steps.length === 1 ? '' : 's'}`;
+    this.moverList.textContent = '';
+    this.sprite = null;
+    if (e.sprite) {
+      const img = new Image();
+      img.onload = () => { this.sprite = img; };
+      img.src = e.sprite.png;
+    }
+    this.colourBy(e.columns.length ? 0 : -1);
+    this.setPosition(e.steps.length - 1);
+  }
+
+  colourBy(index) {
+    const e = this.current;
+    const column = e.columns[index] || null;
+    this.state.colourBy = column ? column.name : null;
+    const scheme = colourScheme(column, e.ids.length);
+    this.legend.textContent = '';
+    const swatch = (colour, name) => el('span', {}, [
+      el('span', { class: 'ls-swatch', style: `background:${colour}` }), name]);
+    if (scheme.categories) {
+      for (const c of scheme.categories) this.legend.append(swatch(c.colour, c.name));
+      if (scheme.others) this.legend.append(swatch(OTHER_COLOUR, 'other'));
+    } else if (scheme.range) {
+      const [lo, hi] = scheme.range;
+      const bar = el('canvas');
+      const ctx = setupCanvas(bar, 160, 10);
+      for (let i = 0; i < 160; i++) { ctx.fillStyle = viridis(i / 159); ctx.fillRect(i, 0, 1, 10); }
+      this.legend.append(el('span', {}, [`${lo.toPrecision(3)} `, bar, ` ${hi.toPrecision(3)}`]));
+    }
+    this.groups = groupByColour(scheme.bucket, scheme.colours.length);
+    this.colours = scheme.colours;
+    this.draw();
+  }
+
+  /** Show the fractional snapshot index ``p`` (clamped) and tell the cursor its step. */
+  setPosition(p) {
+    const e = this.current;
+    const last = e.steps.length - 1;
+    this.state.position = Math.max(0, Math.min(last, p));
+    this.slider.value = this.state.position;
+    const i = Math.round(this.state.position);
+    const spread = e.spreads ? e.spreads[i] : null;
+    this.stepLabel.textContent = `step ${e.steps[i]} (${i + 1}/${e.steps.length})` +
+      (spread != null && e.units === 'spread' ? `, spread ${Number(spread).toPrecision(3)}` : '');
+    this.draw();
+    this.cursor.show(e.steps[i], this);
+  }
+
+  /** Go to the newest snapshot at or before trainer step ``step`` (else the first). */
+  goToStep(step) {
+    this.pause();
+    let index = 0;
+    this.current.steps.forEach((s, i) => { if (s <= step) index = i; });
+    this.setPosition(index);
+  }
+
+  play() {
+    if (!this.current || this.current.steps.length < 2) return;
+    this.state.playing = true;
+    this.playButton.textContent = '❚❚ pause';
+    if (this.state.position >= this.current.steps.length - 1) this.state.position = 0;
+    let last = performance.now();
+    const tick = (now) => {
+      if (!this.state.playing) return;
+      const dt = (now - last) / 1000;
+      last = now;
+      let p = this.state.position + dt / SECONDS_PER_SNAPSHOT;
+      if (p > this.current.steps.length - 1) p = 0; // loop
+      this.setPosition(p);
+      this.state.frames++;
+      this.raf = requestAnimationFrame(tick);
+    };
+    this.raf = requestAnimationFrame(tick);
+  }
+
+  pause() {
+    this.state.playing = false;
+    if (this.raf) cancelAnimationFrame(this.raf);
+    if (this.playButton) this.playButton.textContent = '▶ play';
+  }
+
+  mapping() {
+    return frameMapping(this.current.bounds, this.width, this.height);
+  }
+
+  draw() {
+    if (!this.ctx || !this.current) return;
+    const ctx = this.ctx;
+    const mapping = this.mapping();
+    const pos = this.pos = screenPositions(this.current, this.state.position, mapping, this.pos);
+    ctx.clearRect(0, 0, this.width, this.height);
+    const [x0, x1, y0, y1] = this.current.bounds;
+    ctx.strokeStyle = '#eeeeee';
+    ctx.lineWidth = 1;
+    ctx.strokeRect(mapping.left, mapping.top, (x1 - x0) * mapping.scale, (y1 - y0) * mapping.scale);
+    if (this.trails.checked) drawTrails(ctx, this.current, Math.floor(this.state.position), mapping, pos);
+    const r = this.current.ids.length > 2000 ? 1.5 : 2.5;
+    this.state.drawnPoints = drawPoints(ctx, pos, this.groups, this.colours, r);
+    if (this.state.pinned != null) drawRing(ctx, pos, this.state.pinned, '#000');
+    if (this.state.hovered != null) drawRing(ctx, pos, this.state.hovered, '#d50000');
+    if (this.state.pinned != null) drawPath(ctx, this.current, this.state.pinned, mapping);
+  }
+
+  pointAt(ev) {
+    const rect = this.canvas.getBoundingClientRect();
+    const pos = this.pos || screenPositions(this.current, this.state.position, this.mapping());
+    return nearestPoint(pos, this.current.ids.length, ev.clientX - rect.left, ev.clientY - rect.top);
+  }
+
+  describe(k) {
+    const e = this.current;
+    return [`id ${e.ids[k]}`, ...e.columns.map((c) => `${c.name}: ${columnText(c, k)}`)];
+  }
+
+  thumbnail(k) {
+    const s = this.current.sprite;
+    if (!s || !this.sprite) return null;
+    const row = s.rows[k];
+    const canvas = el('canvas');
+    const ctx = setupCanvas(canvas, 48, 48);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(this.sprite, (row % s.per_row) * s.width, Math.floor(row / s.per_row) * s.height,
+      s.width, s.height, 0, 0, 48, 48);
+    return canvas;
+  }
+
+  onHover(ev) {
+    const k = this.pointAt(ev);
+    this.state.hovered = k;
+    if (k == null) {
+      this.tip.style.display = 'none';
+    } else {
+      this.tip.textContent = '';
+      this.tip.append(...this.describe(k).map((t) => el('div', { text: t })));
+      const thumb = this.thumbnail(k);
+      if (thumb) this.tip.append(thumb);
+      this.tip.style.left = ev.clientX + 14 + 'px';
+      this.tip.style.top = ev.clientY + 10 + 'px';
+      this.tip.style.display = 'block';
+    }
+    this.state.tooltip = k == null ? '' : this.tip.textContent;
+    if (!this.state.playing) this.draw();
+  }
+
+  pin(k) {
+    this.state.pinned = k;
+    this.pinInfo.textContent = '';
+    if (k != null) {
+      this.pinInfo.append(el('h2', { text: 'Pinned point' }),
+        ...this.describe(k).map((t) => el('div', { text: t })),
+        el('button', { text: 'unpin', onclick: () => this.pin(null) }));
+      const thumb = this.thumbnail(k);
+      if (thumb) this.pinInfo.append(thumb);
+    }
+    this.draw();
+  }
+
+  findMovers() {
+    const e = this.current;
+    const a = +this.moverFrom.value, b = +this.moverTo.value;
+    const n = e.ids.length;
+    const change = neighbourChange(e.frames[a], e.frames[b], n, Math.min(NEIGHBOURS, n - 1));
+    const order = Array.from({ length: n }, (_, i) => i).sort((i, j) => change[j] - change[i]);
+    const top = order.slice(0, 20);
+    this.state.movers = top.map((k) => ({ id: e.ids[k], change: change[k] }));
+    const label = e.columns[0];
+    this.moverList.textContent = '';
+    this.moverList.append(el('table', {}, [
+      el('tr', {}, [el('th', { text: 'id' }), el('th', { text: label ? label.name : '' }),
+        el('th', { text: 'replaced' })]),
+      ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.pin(k) }, [
+        el('td', { text: e.ids[k] }),
+        el('td', { text: label ? columnText(label, k) : '' }),
+        el('td', { text: `${Math.round(change[k] * 100)}%` }),
+      ])),
+    ]));
+  }
+}

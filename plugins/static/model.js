@@ -1,0 +1,87 @@
+// The data: where runs and their views come from, and the embeddings decoded for drawing.
+//
+// A source is {runs(): [{name, time}], view(name): view}. In TensorBoard it fetches the
+// plugin's routes ./runs and ./view?run=... (relative to data/plugin/learnscope/); on a
+// standalone page it reads the JSON script element "learnscope-data",
+// {"runs": [{"name", "view"}]}.
+
+let HALF_TABLE = null;
+
+function halfTable() {
+  if (HALF_TABLE) return HALF_TABLE;
+  HALF_TABLE = new Float32Array(65536);
+  for (let h = 0; h < 65536; h++) {
+    const sign = h & 0x8000 ? -1 : 1;
+    const exp = (h >> 10) & 0x1f;
+    const frac = h & 0x3ff;
+    let v;
+    if (exp === 0) v = frac * 2 ** -24;
+    else if (exp === 31) v = frac ? NaN : Infinity;
+    else v = (1 + frac / 1024) * 2 ** (exp - 15);
+    HALF_TABLE[h] = sign * v;
+  }
+  return HALF_TABLE;
+}
+
+/** Decode base64 little-endian float16 values into a Float32Array. */
+export function decodeHalf(text) {
+  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const table = halfTable();
+  const out = new Float32Array(bytes.length >> 1);
+  for (let i = 0; i < out.length; i++) out[i] = table[bytes[2 * i] | (bytes[2 * i + 1] << 8)];
+  return out;
+}
+
+/** An embedding of the view with its snapshots decoded (frames) and the bounds drawn. */
+export function prepareEmbedding(e) {
+  const frames = e.xy.map(decodeHalf);
+  if (e.frame) return { ...e, frames, bounds: e.frame.slice() };
+  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+  for (const f of frames) {
+    for (let i = 0; i < f.length; i += 2) {
+      const x = f[i], y = f[i + 1];
+      if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+      if (x < x0) x0 = x; if (x > x1) x1 = x; if (y < y0) y0 = y; if (y > y1) y1 = y;
+    }
+  }
+  if (!Number.isFinite(x0)) { x0 = -1; x1 = 1; y0 = -1; y1 = 1; }
+  const padX = (x1 - x0 || 1) * 0.05, padY = (y1 - y0 || 1) * 0.05;
+  return { ...e, frames, bounds: [x0 - padX, x1 + padX, y0 - padY, y1 + padY] };
+}
+
+/** Runs as {name, time} (time: when the run started; a bare name started at 0). */
+export function runList(runs) {
+  return runs.map((r) => (typeof r === 'string' ? { name: r, time: 0 } : r));
+}
+
+/** The run that started last (the last of equals). */
+export function newestRun(runs) {
+  let newest = runs[0];
+  for (const r of runs) if ((r.time || 0) >= (newest.time || 0)) newest = r;
+  return newest;
+}
+
+/** The learnscope plugin's routes, relative to the page TensorBoard loads the tab in. */
+export function serverSource() {
+  const json = async (url) => {
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url}: ${response.status} ${await response.text()}`);
+    return response.json();
+  };
+  return {
+    runs: () => json('./runs'),
+    view: (run) => json('./view?' + new URLSearchParams({ run })),
+  };
+}
+
+/** The views inline in the page's JSON script element ``id``, or null without one. */
+export function inlineSource(id) {
+  const element = document.getElementById(id);
+  if (!element) return null;
+  const data = JSON.parse(element.textContent);
+  const byName = new Map(data.runs.map((r) => [r.name, r.view]));
+  return {
+    runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0 })),
+    view: async (run) => byName.get(run),
+  };
+}

@@ -1,0 +1,28 @@
+// The view's CSS rules, added once to the page (a module, so a standalone page needs no file).
+
+const CSS = `
+.ls-root { font: 13px/1.4 Roboto, Arial, sans-serif; color: #212121; padding: 12px 16px; }
+.ls-root h2 { font-size: 15px; margin: 18px 0 6px; font-weight: 500; }
+.ls-root .ls-bar { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; margin: 4px 0; }
+.ls-root .ls-msg { background: #fff8e1; border-left: 3px solid #f9a825; padding: 4px 8px; margin: 3px 0; }
+.ls-root .ls-row { display: flex; gap: 16px; align-items: flex-start; flex-wrap: wrap; }
+.ls-root canvas { border: 1px solid #e0e0e0; background: #fff; }
+.ls-root .ls-side { min-width: 220px; max-width: 320px; }
+.ls-root .ls-legend span { display: inline-flex; align-items: center; margin: 0 8px 2px 0; }
+.ls-root .ls-swatch { width: 10px; height: 10px; display: inline-block; margin-right: 4px; }
+.ls-root .ls-tip { position: fixed; pointer-events: none; background: rgba(33,33,33,.92);
+  color: #fff; padding: 4px 7px; border-radius: 3px; font-size: 12px; display: none; z-index: 9; }
+.ls-root table { border-collapse: collapse; }
+.ls-root td, .ls-root th { padding: 2px 8px; border-bottom: 1px solid #eee; text-align: left; }
+.ls-root tr.ls-click { cursor: pointer; }
+.ls-root tr.ls-click:hover { background: #f5f5f5; }
+.ls-root .ls-movers { max-height: 260px; overflow: auto; }
+.ls-root button { cursor: pointer; }
+`;
+
+/** A <style> element with the view's rules (they apply inside an element of class ls-root). */
+export function styleElement() {
+  const style = document.createElement('style');
+  style.textContent = CSS;
+  return style;
+}
