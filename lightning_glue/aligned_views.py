@@ -48,12 +48,23 @@ class AlignedViews:
         >>> state = views.state_dict()
         >>> list(state["pca"]["views"]), list(state["limits"])
         (['encoder/validate'], ['encoder/validate'])
+        >>> import copy, pickle
+        >>> list(pickle.loads(pickle.dumps(copy.deepcopy(views))).limits)
+        ['encoder/validate']
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pca = AlignedPCA(dims=3)
         self._limits: dict[str, Limits] = {}  # scatter frame per key, from its first snapshot
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The views and frames, without the lock (so copies and ``ddp_spawn`` work)."""
+        return self.state_dict()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.load_state_dict(state)
 
     @property
     def limits(self) -> dict[str, Limits]:
