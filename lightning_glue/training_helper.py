@@ -18,7 +18,7 @@ from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.lightning_glue.step_clock import StepClock
 from learnscope.plugins.background import BackgroundWriters
 from learnscope.records import Finding
-from learnscope.trainable import TrainableChange, TrainableWatch
+from learnscope.trainable import TrainableWatch
 
 log = logging.getLogger("learnscope")
 
@@ -29,49 +29,34 @@ _TRACE = "non-finite output tracing"
 class TrainingHelper(LearnscopeCallback):
     """A guide to good practice: findings about unhealthy training, in the logs and dashboards.
 
-    It checks for unused parameters, non-finite, zero and tiny gradients, heads that dwarf the
-    encoder, embedding collapse and oversmoothing, non-finite outputs and bad inputs: each check
-    and its rules are in :mod:`learnscope.lightning_glue.health_checks`. Checks run on check
-    steps, global steps that are multiples of ``check_every_n_steps``, told apart by
-    :class:`~learnscope.lightning_glue.step_clock.StepClock` (closure optimizers, gradient
-    accumulation, manual optimization); nothing synchronises with the device on other steps.
-    Findings go to the ``learnscope`` logger, each (code, subject) at most once per
-    ``warn_every_n_steps``, and to every logger's dashboard as the findings table; check steps
-    write ``health/grad_norm`` (a histogram), per-group norms, ``health/loss``,
-    ``health/head_weight_ratio/<head>`` and ``health/collapse/<module>/<metric>``. It runs on
-    rank zero, except with sharded parameters (FSDP): every rank measures its shard and rank
-    zero reports the unsharded model's figures. A check that fails is logged once and switched
-    off. Findings and warning times are saved in checkpoints.
+    Unused parameters, non-finite, zero and tiny gradients, heads that dwarf the encoder,
+    embedding collapse and oversmoothing, non-finite outputs, bad inputs: each check and its
+    rules in :mod:`learnscope.lightning_glue.health_checks`. Checks run on the global steps that
+    are multiples of ``check_every_n_steps`` (no device sync on others), on rank zero (with
+    sharded parameters every rank measures its shard). Findings go to the ``learnscope``
+    logger, each (code, subject) at most once per ``warn_every_n_steps``, and to the dashboards
+    with ``health/...`` scalars. A check that fails is logged once and switched off.
 
     Args:
         check_every_n_steps: Global steps between checks.
-        small_grad_threshold: Ratio to the median gradient per element under which a gradient
-            is tiny (see :func:`~learnscope.health.gradient_findings`).
-        embedding_module: Dotted name of the encoder checked for collapse and compared with the
-            heads; ``None``: no such checks. A missing name fails at ``setup``, listing the
-            names, except the default ``"encoder"`` (then the checks are off).
-        head_modules: The heads' dotted names; default: the siblings of ``embedding_module``
-            that hold parameters.
+        small_grad_threshold: Ratio to the median gradient per element under which one is tiny.
+        embedding_module: Dotted name of the encoder checked for collapse and against the heads
+            (``None``: not checked); a missing name fails at ``setup``, unless the default.
+        head_modules: The heads' dotted names (default: the encoder's siblings with parameters).
         input_checks: Callables ``batch -> str | None``, run on check steps.
         histograms: Whether to write the gradient-norm histogram.
         warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
-        edge_index_fn: ``batch -> edge_index`` ``[2, E]`` between the embedding's rows (PyG:
-            ``lambda batch: batch.edge_index``); adds oversmoothing checks.
+        edge_index_fn: ``batch -> edge_index`` ``[2, E]`` between the rows: oversmoothing checks.
         select: Picks the embedding tensor from the module's output (tuple, dict, dataclass).
         group_depth: Module-name parts that make a group for the per-group norms.
         max_head_to_encoder_ratio: Largest healthy ratio of head to encoder weights.
         embedding_rows_per_dim: Most rows per embedding dimension kept from a check step.
         max_embedding_rows: Cap on those rows.
-        collapse_thresholds: Keyword arguments of :func:`~learnscope.collapse.judge_collapse`
-            to override, such as ``{"min_mad_global": 0.02}``.
-        spatial: Feature maps larger than 1 x 1 need it: ``"mean"`` or ``"max"`` (a row per
-            sample) or ``"pixels"`` (a row per position).
-        mask_fn: Which rows are data: ``batch -> bool tensor``, or the batch's key holding it
-            (default ``"attention_mask"``); ``None`` keeps every row.
-        graph_index_fn: ``batch -> LongTensor[rows]``, each row's graph within the batch.
-            Needs ``edge_index_fn``.
-        ids_fn: ``batch -> ids``, one per graph, named in ``oversmoothing`` findings. Needs
-            ``edge_index_fn``.
+        collapse_thresholds: :func:`~learnscope.collapse.judge_collapse` thresholds to override.
+        spatial: Rows of feature maps over 1 x 1: ``"mean"``, ``"max"`` or ``"pixels"``.
+        mask_fn: ``batch -> bool tensor`` of the rows that are data, or the batch's key for it.
+        graph_index_fn: ``batch -> LongTensor[rows]``, each row's graph (needs edge_index_fn).
+        ids_fn: ``batch -> ids``, one per graph, named in findings (needs ``edge_index_fn``).
 
     Raises:
         ValueError: For bad arguments; unknown module names fail at ``setup``.
@@ -108,12 +93,9 @@ class TrainingHelper(LearnscopeCallback):
     ) -> None:
         super().__init__()
         checks.check_arguments(
-            check_every_n_steps=check_every_n_steps, group_depth=group_depth,
-            small_grad_threshold=small_grad_threshold,
-            max_head_to_encoder_ratio=max_head_to_encoder_ratio,
-            embedding_rows_per_dim=embedding_rows_per_dim, max_embedding_rows=max_embedding_rows,
+            check_every_n_steps, group_depth, small_grad_threshold, max_head_to_encoder_ratio,
+            embedding_rows_per_dim, max_embedding_rows, edge_index_fn, graph_index_fn, ids_fn,
             functions=(*input_checks, edge_index_fn, select, graph_index_fn, ids_fn),
-            edge_index_fn=edge_index_fn, graph_functions=(graph_index_fn, ids_fn),
         )  # fmt: skip
         thresholds = dict(collapse_thresholds or {})
         CollapseThresholds.from_mapping(thresholds)  # unknown names and bad values fail here
@@ -153,11 +135,7 @@ class TrainingHelper(LearnscopeCallback):
 
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Resolve the module names (failing on unknown ones) and attach the hooks.
-
-        A new ``fit`` starts a new findings table and a new first round of optimizer steps (a
-        resumed one gets them back from the checkpoint, which Lightning loads after ``setup``).
-        """
+        """Resolve the module names (failing on unknown ones); a new fit starts a new table."""
         super().setup(trainer, pl_module, stage)
         self._detach()
         if stage == "fit" and not self._loaded:
@@ -186,8 +164,7 @@ class TrainingHelper(LearnscopeCallback):
         """Detach the hooks; name the unused parameters when DDP stopped because of them."""
         super().on_exception(trainer, pl_module, exception)
         self._detach()
-        advice = self._unused.advice(exception, pl_module) if trainer.is_global_zero else None
-        if advice is not None:
+        if trainer.is_global_zero and (advice := self._unused.advice(exception, pl_module)):
             log.error("learnscope: %s", advice)
 
     def _detach(self) -> None:
@@ -200,13 +177,13 @@ class TrainingHelper(LearnscopeCallback):
         """Note whether the strategy sharded the parameters; the next ``setup`` starts afresh."""
         self._loaded, self._watch = False, None
         self._ranks = checks.Ranks(zero=trainer.is_global_zero)
+        self._report.rank_zero = trainer.is_global_zero
         with self.guard(_GRADIENTS, "fit start"):
             self._ranks = checks.Ranks(trainer.is_global_zero, is_sharded(pl_module))
             if self._ranks.measure:
                 self._watch = TrainableWatch(pl_module.named_parameters(), trainer.optimizers)
 
-    def _measuring(self) -> bool:
-        """Whether this rank measures gradients in the current batch (a check step)."""
+    def _measuring(self) -> bool:  # this rank measures gradients in this batch: a check step
         return self._ranks.measure and self._clock.is_check_step(self.check_every_n_steps)
 
     @override
@@ -230,7 +207,7 @@ class TrainingHelper(LearnscopeCallback):
                 return
             if self.input_checks and self.is_on(_INPUTS):
                 with self.guard(_INPUTS, f"step {step}"):
-                    self._add(checks.input_findings(self.input_checks, batch, step))
+                    self._report.add(checks.input_findings(self.input_checks, batch, step))
             if self.is_on(_COLLAPSE):
                 self._collapse.start_step()
         self._collapse.start_batch(batch, step)
@@ -250,32 +227,23 @@ class TrainingHelper(LearnscopeCallback):
         on = self.is_on(_GRADIENTS)
         change = self._watch.poll() if self._watch is not None and on else None  # about 2 us
         if change is not None:
-            with self.guard(_GRADIENTS, f"step {step}"):
-                self._follow(pl_module, change)
+            with self.guard(_GRADIENTS, f"step {step}"):  # fine-tuning: new ones judged afresh
+                self._unused.follow(change.added)
+                self._gradients.follow(pl_module, change.added, self.head_modules)
         first_step = self._gradients.note_step(optimizer)
         if self._ranks.measure and not self._unused.complete and self.is_on(_GRADIENTS):
             with self.guard(_GRADIENTS, f"step {step}"):
-                self._add(self._unused.observe(pl_module, optimizer, trainer.optimizers, step))
+                found = self._unused.observe(pl_module, optimizer, trainer.optimizers, step)
+                self._report.add(found)
         if not (first_call and self._measuring() and self.is_on(_GRADIENTS)):
             return
         with self.guard(_GRADIENTS, f"step {step}"):
             loss = self._loss.value(trainer, pl_module)
-            report = self._ranks.zero  # other ranks of a sharded model take part in the sums
-            found = self._gradients.check(
-                trainer, pl_module, optimizer, loss, not first_step, report
-            )
-            if found is not None:
+            found = self._gradients.check(trainer, pl_module, optimizer, loss, not first_step)
+            if found is not None and self._ranks.zero:  # other ranks: in the sums only
                 if found.non_finite:
                     self._trace.request()
                 self._publish(trainer, step, found)
-
-    def _follow(self, pl_module: Any, change: TrainableChange) -> None:
-        """Parameters started or stopped training (fine-tuning): judge the new ones afresh."""
-        self._unused.follow(change.added)
-        if change.added:
-            self._gradients.forget_optimizers()  # their first step is not judged for tiny ones
-        if self.head_modules is None:  # the default heads are those that train now
-            self._gradients.heads = checks.resolve_heads(pl_module, self._gradients.encoder, None)
 
     @override
     def on_train_batch_end(
@@ -296,12 +264,10 @@ class TrainingHelper(LearnscopeCallback):
         """Write the findings table once more, so a healthy run says so in the dashboards."""
         self._dashboards(trainer).write_findings(self.findings, trainer.global_step)
 
-    def _finish_trace(self) -> None:
-        """Remove the tracing hooks (after the forward, before the optimizer changes anything)."""
+    def _finish_trace(self) -> None:  # after the forward, before the optimizer steps
         if self._trace.armed:
-            step = self._clock.batch_step
-            with self.guard(_TRACE, f"step {step}"):
-                self._add(self._trace.finish(step))
+            with self.guard(_TRACE, f"step {self._clock.batch_step}"):
+                self._report.add(self._trace.finish(self._clock.batch_step))
 
     def _judge_collapse(self, trainer: Any, buffer: EmbeddingRowBuffer, step: int) -> None:
         module = self._collapse.module or ""
@@ -309,18 +275,12 @@ class TrainingHelper(LearnscopeCallback):
         if judged is not None:
             self._publish(trainer, step, judged)
 
-    def _dashboards(self, trainer: Any) -> BackgroundWriters:
-        """The writers; one that cannot show histograms or the findings table is named once."""
+    def _dashboards(self, trainer: Any) -> BackgroundWriters:  # names one that cannot show them
         shown = ("write_histogram", "write_findings") if self.histograms else ("write_findings",)
         return self.writers(trainer, shown, warn_without_logger=False)
 
-    def _add(self, findings: Sequence[Finding]) -> None:
-        if self._ranks.zero:
-            self._report.add(findings)
-
     def _publish(self, trainer: Any, step: int, found: checks.CheckReport) -> None:
-        """Report a check's findings; write its scalars (and histogram) to the dashboards."""
-        self._add(found.findings)
+        self._report.add(found.findings)
         writers = self._dashboards(trainer)
         writers.write_scalars(found.scalars, step)
         if found.histogram is not None:

@@ -8,16 +8,17 @@ from typing import Any
 
 
 def check_arguments(
-    *,
     check_every_n_steps: int,
     group_depth: int,
     small_grad_threshold: float,
     max_head_to_encoder_ratio: float,
     embedding_rows_per_dim: float,
     max_embedding_rows: int,
-    functions: Sequence[Callable[..., Any] | None],
     edge_index_fn: Callable[..., Any] | None,
-    graph_functions: Sequence[Callable[..., Any] | None],
+    graph_index_fn: Callable[..., Any] | None,
+    ids_fn: Callable[..., Any] | None,
+    *,
+    functions: Sequence[Callable[..., Any] | None],
 ) -> None:
     """Fail early and clearly on an argument of TrainingHelper that cannot work.
 
@@ -28,19 +29,16 @@ def check_arguments(
         max_head_to_encoder_ratio: Above 1.
         embedding_rows_per_dim: At least 1.
         max_embedding_rows: At least 2.
+        edge_index_fn: Needed by ``graph_index_fn`` and ``ids_fn``.
+        graph_index_fn: ``None`` without ``edge_index_fn``.
+        ids_fn: ``None`` without ``edge_index_fn``.
         functions: Each callable or ``None``.
-        edge_index_fn: Needed by the ``graph_functions`` given.
-        graph_functions: ``graph_index_fn`` and ``ids_fn``.
 
     Raises:
         ValueError: Naming the arguments and the values they need.
 
     Example:
-        >>> check_arguments(
-        ...     check_every_n_steps=0, group_depth=1, small_grad_threshold=1e-5,
-        ...     max_head_to_encoder_ratio=100.0, embedding_rows_per_dim=8.0,
-        ...     max_embedding_rows=4096, functions=(), edge_index_fn=None, graph_functions=(),
-        ... )
+        >>> check_arguments(0, 1, 1e-5, 100.0, 8.0, 4096, None, None, None, functions=())
         Traceback (most recent call last):
         ...
         ValueError: check_every_n_steps and group_depth must be at least 1
@@ -60,7 +58,7 @@ def check_arguments(
             "input_checks, edge_index_fn, select, graph_index_fn and ids_fn must be "
             f"callables: {not_callable}"
         )
-    if edge_index_fn is None and any(fn is not None for fn in graph_functions):
+    if edge_index_fn is None and (graph_index_fn is not None or ids_fn is not None):
         raise ValueError(
             "graph_index_fn and ids_fn need edge_index_fn: they describe the graphs whose "
             "oversmoothing it turns on"

@@ -15,6 +15,7 @@ from learnscope.health import (
     health_scalars,
 )
 from learnscope.health.sharded import parameter_shards
+from learnscope.lightning_glue.health_checks.modules import resolve_heads
 from learnscope.lightning_glue.health_checks.report import CheckReport
 from learnscope.records import Histogram
 
@@ -146,6 +147,17 @@ class GradientCheck:
         """Every optimizer's next step counts as its first (a new fit, new parameters)."""
         self._stepped = set()
 
+    def follow(self, model: nn.Module, added: Sequence[str], head_modules: Any) -> None:
+        """Parameters started or stopped training (fine-tuning).
+
+        The first step after new ones is not judged for zero or tiny gradients; without
+        ``head_modules`` the heads are the encoder's siblings that train now.
+        """
+        if added:
+            self.forget_optimizers()
+        if head_modules is None:
+            self.heads = resolve_heads(model, self.encoder, None)
+
     def note_step(self, optimizer: Any) -> bool:
         """An optimizer is about to step; whether it is its first step."""
         first = id(optimizer) not in self._stepped
@@ -159,13 +171,12 @@ class GradientCheck:
         optimizer: Any,
         loss: torch.Tensor | None,
         check_small: bool,
-        report: bool = True,
     ) -> CheckReport | None:
         """Measure the gradients of ``optimizer``'s parameters at this step and judge them.
 
-        With sharded parameters every rank calls it (the sums are added over the ranks);
-        ``report=False`` on ranks other than zero, which get ``None``. ``None`` too when
-        nothing trains. Non-finite gradients are not judged under a loss scaler.
+        With sharded parameters every rank calls it: the sums are added over the ranks, and
+        rank zero reports. ``None`` when nothing trains. Non-finite gradients are not judged
+        under a loss scaler.
         """
         step = trainer.global_step
         named = parameter_shards(model)
@@ -182,8 +193,6 @@ class GradientCheck:
             check_nonfinite=loss_scaler(trainer) is None,
             check_small=check_small,
         )
-        if not report:
-            return None  # another rank of a sharded model: it took part in the sums
         scalars = health_scalars(stats, self.group_depth)
         heads = [h for h in self.heads if _holds(stats.names, h)]
         if self.encoder is not None and heads and _holds(stats.names, self.encoder):

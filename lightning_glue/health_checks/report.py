@@ -39,6 +39,8 @@ class FindingReport:
     info level, each (code, subject) at most once per ``warn_every_n_steps`` (unused
     parameters once: see :class:`~learnscope.health.FindingLog`).
 
+    Only rank zero reports: elsewhere (``rank_zero`` false) :meth:`add` does nothing.
+
     Args:
         warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
 
@@ -52,6 +54,7 @@ class FindingReport:
     def __init__(self, warn_every_n_steps: int) -> None:
         self._log = FindingLog(warn_every_n_steps)
         self._new = False  # findings were added since the dashboards last got the table
+        self.rank_zero = True
 
     @property
     def findings(self) -> list[Finding]:
@@ -63,8 +66,8 @@ class FindingReport:
         self._log = FindingLog(self._log.warn_every_n_steps, self._log.once_codes)
 
     def add(self, findings: Sequence[Finding]) -> None:
-        """Add ``findings`` to the table, logging those that are due."""
-        for finding in findings:
+        """Add ``findings`` to the table, logging those that are due (on rank zero only)."""
+        for finding in findings if self.rank_zero else ():
             if self._log.add(finding):
                 self._new = True
                 log.log(
