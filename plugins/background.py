@@ -14,6 +14,14 @@ faster than the disk takes them slows down instead of running out of memory. :me
 waits until everything queued is written; :meth:`close` drains and closes the writers. Queues
 still open when the interpreter exits are drained then.
 
+The end is bounded: :meth:`close` waits at most ``end_timeout_s`` seconds (see
+:mod:`learnscope.write_limits`, default 300), says in one line what it waits for when the wait
+is long, and past the limit abandons what is still queued with one message naming it. The first
+Ctrl-C during that wait abandons the queue at once, saying so. A write that never returns (a
+hung file system) keeps only its own thread, a daemon left behind with a message. The worker
+thread ends when it has had nothing to do for a few seconds and is started again by the next
+record, so a queue that is never closed (hooks that run after a fit ended) keeps no thread.
+
 Failures: the writers isolate their own (see :class:`~learnscope.plugins.fanout.Writers`); a
 job that raises anything else is logged and skipped. Under ``LEARNSCOPE_STRICT=1`` the first
 failure is raised on the training thread, at its next call.
@@ -23,8 +31,10 @@ from __future__ import annotations
 
 import atexit
 import collections
+import functools
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -33,10 +43,16 @@ from learnscope.plugins.base import Writer, forwards_records
 from learnscope.plugins.fanout import Writers
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.strict import strict_mode
+from learnscope.write_limits import write_limits
 
 log = logging.getLogger("learnscope")
 
 Job = Callable[[Writers], None]
+
+PROGRESS_AFTER_S = 5.0  # the end of a fit says what it waits for once it waited this long
+PROGRESS_EVERY_S = 60.0  # and again this often
+IDLE_EXIT_S = 2.0  # the worker thread ends after this long with nothing to do
+LEFT_BEHIND_JOIN_S = 1.0  # how long an abandoned worker is given to finish its write
 
 
 @forwards_records("_record")
@@ -77,14 +93,13 @@ class BackgroundWriters(Writer):
         self.queued = Writers([w for w in writers if not w.on_training_thread])
         self.max_pending_bytes = max_pending_bytes
         self.max_pending_jobs = max_pending_jobs
-        self._jobs: collections.deque[tuple[Job, int]] = collections.deque()
+        self._jobs: collections.deque[tuple[Job, int, str]] = collections.deque()
         self._pending_bytes = 0
-        self._busy = False  # the worker is running a job
+        self._busy: str | None = None  # what the worker is running, if anything
         self._closed = False
         self._error: BaseException | None = None  # strict mode: raised on the caller's thread
         self._changed = threading.Condition()
-        self._thread = threading.Thread(target=self._work, name="learnscope-writer", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None  # started by the first job
         _OPEN.add(self)
 
     @property
@@ -111,9 +126,12 @@ class BackgroundWriters(Writer):
     def _record(self, method: str, *args: Any, size: int = 0) -> None:
         """``method(*args)`` of the training-thread writers now, of the others queued."""
         getattr(self.inline, method)(*args)
-        self.submit(lambda writers: getattr(writers, method)(*args), size=size)
+        label = method.removeprefix("write_")
+        if method == "write_embedding":
+            label = f"snapshot {args[0].key} step {args[0].step}"
+        self.submit(lambda writers: getattr(writers, method)(*args), size=size, label=label)
 
-    def submit(self, job: Job, size: int = 0) -> None:
+    def submit(self, job: Job, size: int = 0, label: str | None = None) -> None:
         """Queue ``job(writers)`` to run on the worker after everything queued before it.
 
         The job gets the worker's writers only (not those with ``on_training_thread``): give
@@ -124,6 +142,7 @@ class BackgroundWriters(Writer):
         Args:
             job: Called with the :class:`Writers` on the worker thread.
             size: Bytes the job holds until it has run (a snapshot's vectors), for the bound.
+            label: What the job writes, for messages (default: the job's name).
 
         Raises:
             RuntimeError: The queue was closed.
@@ -137,32 +156,114 @@ class BackgroundWriters(Writer):
             ):
                 self._changed.wait()
                 self._raise_failure()
-            self._jobs.append((job, size))
+            self._jobs.append((job, size, label or _describe(job)))
             self._pending_bytes += size
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name="learnscope-writer", daemon=True
+                )
+                self._thread.start()
             self._changed.notify_all()
 
     def drain(self) -> None:
         """Wait until every job queued so far has run."""
         with self._changed:
-            while (self._jobs or self._busy) and self._thread.is_alive():
+            while (self._jobs or self._busy) and self._working():
                 self._changed.wait()
             self._raise_failure()
 
-    def close(self) -> None:
-        """Drain, close the writers and stop the worker; later calls do nothing."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Write what is queued, close the writers and stop the worker; later calls do nothing.
+
+        Args:
+            timeout_s: The longest wait for what is queued (default: ``end_timeout_s`` of
+                :mod:`learnscope.write_limits`); past it what is still queued is abandoned,
+                with one message naming it, and the writers are left unclosed.
+
+        Raises:
+            KeyboardInterrupt: Ctrl-C during the wait, after abandoning what is queued.
+        """
         with self._changed:
             if self._closed:
                 return
+        limit = write_limits().end_timeout_s if timeout_s is None else timeout_s
+        abandoned = False
         try:
             self.inline.close()
-            self.submit(lambda w: w.close())
-            self.drain()
+            self.submit(lambda w: w.close(), label="close")
+            if not self._wait(limit):
+                abandoned = True
+                self._abandon(f"the end of the fit waited {limit:g} s for learnscope's writes")
+        except KeyboardInterrupt:
+            abandoned = True
+            self._abandon("Ctrl-C")
+            raise
         finally:
             with self._changed:
                 self._closed = True
                 self._changed.notify_all()
-            self._thread.join()
+                thread = self._thread
+            if thread is not None:
+                thread.join(LEFT_BEHIND_JOIN_S if abandoned else limit)
+                if thread.is_alive() and not abandoned:
+                    self._abandon(f"the end of the fit waited {limit:g} s for learnscope's writes")
+                if thread.is_alive():
+                    log.warning(
+                        "learnscope: the writer thread is still inside '%s' (a hung file system?); "
+                        "it is left behind as a daemon thread and the fit goes on",
+                        self._busy,
+                    )
             _OPEN.discard(self)
+
+    def _working(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _wait(self, limit: float) -> bool:
+        """Wait up to ``limit`` seconds until nothing is queued; whether that came."""
+        start = time.monotonic()
+        report = start + PROGRESS_AFTER_S
+        with self._changed:
+            while (self._jobs or self._busy) and self._working():
+                now = time.monotonic()
+                if now - start >= limit:
+                    return False
+                if now >= report:
+                    log.warning(
+                        "learnscope: waiting for %s (%s) to be written before the fit ends; "
+                        "%.0f s so far, at most %g s (Ctrl-C abandons them)",
+                        self._queued(),
+                        _mb(self._pending_bytes),
+                        now - start,
+                        limit,
+                    )
+                    report = now + PROGRESS_EVERY_S
+                self._changed.wait(min(start + limit, report) - now)
+            self._raise_failure()
+        return True
+
+    def _queued(self) -> str:
+        """What is queued or being written, in words (call with the lock held)."""
+        labels = ([f"{self._busy} (being written)"] if self._busy else []) + [
+            label for _, _, label in self._jobs if label != "close"
+        ]
+        shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
+        return f"{len(labels)} record(s): {shown}" if labels else "the writers to close"
+
+    def _abandon(self, reason: str) -> None:
+        """Drop every queued job, saying what was dropped and why."""
+        with self._changed:
+            what, size = self._queued(), self._pending_bytes
+            for _, job_size, _ in self._jobs:
+                self._pending_bytes -= job_size
+            self._jobs.clear()
+            self._closed = True
+            self._changed.notify_all()
+        log.warning(
+            "learnscope: %s; abandoning %s (%s); those records are not written",
+            reason,
+            what,
+            _mb(size),
+        )
 
     def _raise_failure(self) -> None:
         if self._error is not None:
@@ -172,12 +273,18 @@ class BackgroundWriters(Writer):
     def _work(self) -> None:
         while True:
             with self._changed:
+                idle_since = time.monotonic()
                 while not self._jobs and not self._closed:
-                    self._changed.wait()
+                    left = IDLE_EXIT_S - (time.monotonic() - idle_since)
+                    if left <= 0:
+                        break
+                    self._changed.wait(left)
                 if not self._jobs:
+                    self._thread = None  # the next job starts another
+                    self._changed.notify_all()
                     return
-                job, size = self._jobs.popleft()
-                self._busy = True
+                job, size, label = self._jobs.popleft()
+                self._busy = label
                 self._changed.notify_all()  # a place in the queue is free
             try:
                 job(self.queued)
@@ -188,9 +295,33 @@ class BackgroundWriters(Writer):
                     log.exception("learnscope: a background write failed and is skipped")
             finally:
                 with self._changed:
-                    self._busy = False
+                    self._busy = None
                     self._pending_bytes -= size
                     self._changed.notify_all()
+
+
+def _describe(job: Job) -> str:
+    """A job's name for messages, such as ``snapshot encoder step 3``, else the function's name.
+
+    Example:
+        >>> def write_snapshot(rows, tag): ...
+        >>> class Rows:
+        ...     step = 3
+        >>> _describe(functools.partial(write_snapshot, Rows(), tag="encoder"))
+        'snapshot encoder step 3'
+    """
+    func = job.func if isinstance(job, functools.partial) else job
+    words = [getattr(func, "__name__", type(func).__name__).removeprefix("write_")]
+    if isinstance(job, functools.partial):
+        tag = job.keywords.get("tag")
+        step = getattr(job.args[0], "step", None) if job.args else None
+        words += [str(tag)] if tag is not None else []
+        words += [f"step {step}"] if isinstance(step, int) else []
+    return " ".join(words)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 def _nbytes(snapshot: EmbeddingSnapshot) -> int:

@@ -1,0 +1,191 @@
+"""The end of a fit is bounded: a hung write never hangs the fit, and no writer thread outlives it.
+
+The hung write is real: the run record of the run is a FIFO nobody reads, so the writer's
+``os.write`` blocks once the pipe's buffer is full, as a write to a hung network file system
+does. Each fit that may hang runs in a child process under a time limit.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from lightning.pytorch.loggers import TensorBoardLogger
+from tiny_models import TinyClassifier, loaders, trainer
+
+from learnscope.lightning_glue import TrainingHelper
+from learnscope.plugins import Writer
+from learnscope.plugins.background import BackgroundWriters
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and signals as on Linux")
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    sys.path.insert(0, {tests!r})
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tiny_models import TinyClassifier, loaders, trainer
+    from learnscope.lightning_glue import EmbeddingProjector
+    from learnscope.write_limits import set_write_limits
+
+    if {timeout!r} is not None:
+        set_write_limits(end_timeout_s={timeout!r})
+
+    class Said(pl.Callback):
+        def on_train_end(self, trainer, pl_module):
+            print("TRAINING ENDED", flush=True)
+
+    run = os.path.join({root!r}, "tb", "version_0")
+    os.makedirs(run)
+    os.mkfifo(os.path.join(run, "learnscope_record.jsonl"))  # written to, never read
+    logger = TensorBoardLogger({root!r}, name="tb", version=0)
+    projector = EmbeddingProjector(max_points=20000, aligned_pca=True)
+    fit = trainer({root!r}, logger, [projector, Said()], max_epochs=1, num_sanity_val_steps=0)
+    start = time.monotonic()
+    fit.fit(TinyClassifier(), *loaders(n_train=32, n_val=12000, batch_size=2000))
+    print("FIT RETURNED after %.1f s" % (time.monotonic() - start), flush=True)
+    """
+)
+
+
+def child(tmp_path: Path, timeout: float | None) -> subprocess.Popen[str]:
+    script = CHILD.format(tests=str(Path(__file__).parent), root=str(tmp_path), timeout=timeout)
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a Ctrl-C of the test run does not reach it
+    )
+
+
+def lines(stream: object) -> queue.Queue[str]:
+    """The lines of ``stream`` as they come, read by a thread."""
+    got: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            got.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return got
+
+
+def wait_for(got: queue.Queue[str], text: str, seconds: float, seen: list[str]) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            line = got.get(timeout=max(0.0, end - time.monotonic()))
+        except queue.Empty:
+            break
+        seen.append(line)
+        if text in line:
+            return True
+    return False
+
+
+def finish(process: subprocess.Popen[str], seconds: float) -> int | None:
+    """The exit status within ``seconds``; ``None`` (and the child killed) when it hangs."""
+    try:
+        return process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return None
+
+
+def test_a_write_blocked_on_a_fifo_does_not_hang_the_fit_past_the_limit(tmp_path: Path) -> None:
+    process = child(tmp_path, timeout=3.0)
+    out, err = lines(process.stdout), lines(process.stderr)
+    status = finish(process, 150)
+    stdout, stderr = list(out.queue), "".join(err.queue)
+    assert status is not None, f"the fit hung in its end; stderr: {stderr[-2000:]}"
+    assert status == 0, stderr[-3000:]
+    assert any("FIT RETURNED" in line for line in stdout), stdout
+    # one message names what is abandoned, and one says the thread is left behind
+    abandoned = [line for line in stderr.splitlines() if "abandoning" in line]
+    assert len(abandoned) == 1, stderr[-3000:]
+    assert "waited 3 s" in abandoned[0] and "snapshot encoder step" in abandoned[0]
+    assert "left behind as a daemon thread" in stderr
+
+
+def test_the_first_ctrl_c_during_the_end_abandons_the_queue_at_once(tmp_path: Path) -> None:
+    process = child(tmp_path, timeout=None)  # the default limit, minutes
+    out, err = lines(process.stdout), lines(process.stderr)
+    seen: list[str] = []
+    try:
+        assert wait_for(out, "TRAINING ENDED", 120, seen), "".join(err.queue)[-2000:]
+        said = wait_for(err, "waiting for", 20, seen)  # the progress line of a long wait
+        os.killpg(process.pid, signal.SIGINT)  # one Ctrl-C
+        interrupted_at = time.monotonic()
+        status = finish(process, 30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    stderr = "".join(seen) + "".join(err.queue)
+    assert status is not None, f"one Ctrl-C did not end the fit; stderr: {stderr[-2000:]}"
+    assert time.monotonic() - interrupted_at < 30
+    assert said, stderr[-2000:]
+    progress = next(line for line in stderr.splitlines() if "waiting for" in line)
+    assert "snapshot encoder step" in progress and " MB" in progress and "Ctrl-C" in progress
+    assert "Ctrl-C; abandoning" in stderr, stderr[-2000:]
+    assert status == 1  # Lightning's answer to a Ctrl-C, as for one during training
+
+
+def writer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("learnscope-writer")]
+
+
+def test_a_hook_called_after_fit_leaves_no_writer_thread(tmp_path: Path) -> None:
+    helper = TrainingHelper(check_every_n_steps=2)
+    model = TinyClassifier()
+    fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="tb"), [helper], max_epochs=1)
+    fit.fit(model, *loaders(n_train=32, n_val=16))
+    assert writer_threads() == []
+    helper.on_train_end(fit, model)  # as Lightning's own loop tests drive hooks by hand
+    assert writer_threads()  # the findings are being written
+    end = time.monotonic() + 15
+    while writer_threads() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert writer_threads() == [], "a learnscope-writer thread outlived its work"
+
+
+class Slow(Writer):
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def write_scalars(self, scalars: object, step: int) -> None:
+        time.sleep(0.2)
+        self.steps.append(step)
+
+
+def test_close_abandons_what_is_left_at_its_limit_and_the_worker_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slow = Slow()
+    background = BackgroundWriters([slow])
+    for step in range(50):
+        background.write_scalars({"x": 1.0}, step)
+    start = time.monotonic()
+    background.close(timeout_s=0.5)
+    assert time.monotonic() - start < 2.5
+    assert 1 <= len(slow.steps) < 50
+    assert slow.steps == list(range(len(slow.steps)))  # in order, the rest dropped
+    messages = [r.getMessage() for r in caplog.records if "abandoning" in r.getMessage()]
+    assert len(messages) == 1 and "scalars" in messages[0]
+    end = time.monotonic() + 5
+    while writer_threads() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert writer_threads() == []
+    written = len(slow.steps)
+    time.sleep(0.5)
+    assert len(slow.steps) == written  # nothing abandoned is written later
