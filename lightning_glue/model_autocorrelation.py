@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from torch import Tensor
 from typing_extensions import override
 
-from learnscope.autocorrelation import summarize_several
-from learnscope.health.sharded import ParameterShard, is_sharded, parameter_shards
+from learnscope.health.sharded import is_sharded, parameter_shards
 from learnscope.lightning_glue.base import LearnscopeCallback
-from learnscope.records import AutocorrelationSummary
-from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
+from learnscope.lightning_glue.step_clock import StepClock
+from learnscope.optimizer_histories import (
+    HistorySettings,
+    OptimizerHistories,
+    check_positive_ints,
+)
+from learnscope.sampled_history import SampledParameterHistory
 from learnscope.trainable import TrainableChange, TrainableWatch
 
 log = logging.getLogger("learnscope")
@@ -34,19 +36,14 @@ class ModelAutocorrelation(LearnscopeCallback):
     ``root``.
 
     **What a step is.** One record per optimizer step, so that lag ``k`` means ``k``
-    optimizer steps. It is taken in the first ``on_before_optimizer_step`` of each
-    ``trainer.global_step``: with an optimizer that evaluates its closure several times
-    (``LBFGS``), the closure's later evaluations are not recorded, and the gradients recorded
-    are those at the step's starting parameters (with SAM handed Lightning's closure, the one
-    evaluation is at SAM's perturbed parameters, and those are recorded). With
-    ``accumulate_grad_batches``, the hook runs only on the micro-batch that steps, where the
-    gradients are complete. In manual optimization with several optimizers (a GAN), each
-    ``optimizer.step()`` is a global step, and each optimizer has a history of its own
-    parameters (those in its ``param_groups``), recorded when that optimizer steps: its
-    series never repeat the values it kept while another optimizer stepped, and its
-    gradients are its own. Trainable parameters that no optimizer holds are not sampled then;
-    a parameter held by two optimizers belongs to the first. With one optimizer (or none)
-    there is one history of every trainable parameter, recorded on every step.
+    optimizer steps, taken at the first ``on_before_optimizer_step`` of each
+    ``trainer.global_step`` (:class:`~learnscope.lightning_glue.step_clock.StepClock`): an
+    ``LBFGS`` step is recorded at the step's starting parameters (SAM, handed Lightning's
+    closure, at its perturbed ones), an accumulated one on the micro-batch that steps. In
+    manual optimization with several optimizers (a GAN) each ``optimizer.step()`` is a global
+    step, and each optimizer has a history of its own parameters, recorded when it steps (see
+    :mod:`learnscope.optimizer_histories`); with one optimizer (or none) there is one history
+    of every trainable parameter, recorded on every step.
 
     **What it costs.** At ``fit`` start one contiguous random slice of ``elements_per_tensor``
     elements is chosen per trainable parameter tensor (at most ``max_elements`` in all, over
@@ -76,27 +73,18 @@ class ModelAutocorrelation(LearnscopeCallback):
     same scalars and a line-series chart per kind. Other loggers (CSV, MLflow...) get the
     scalars.
 
-    Only the process of global rank zero records and analyses (parameters and reduced
-    gradients are the same on every rank, and nothing here is a collective); other ranks
-    allocate nothing. With sharded parameters (FSDP2's ``ModelParallelStrategy``, FSDP1's
-    ``FSDPStrategy``) the slices are chosen by the original parameters' names and sizes, as
-    for the unsharded model, and every rank records the part of them its shard holds (views of
-    its local tensor, no communication); at an analysis, each group's figures are summed over
-    the ranks in one all-reduce per kind (never the histories), and rank zero writes the
-    summary the unsharded model would give for the same elements.
+    Only the process of global rank zero records and analyses (nothing here is a collective);
+    other ranks allocate nothing. With sharded parameters (FSDP) the slices are chosen by the
+    original parameters' names and sizes, every rank records the part its shard holds, and at
+    an analysis each group's figures are summed over the ranks in one all-reduce per kind, so
+    rank zero writes the summary the unsharded model would give for the same elements.
 
-    **Fine-tuning.** Parameters that start or stop training during the fit (Lightning's
-    ``BackboneFinetuning``, which unfreezes a backbone and adds it to the optimizer as a new
-    param group, or any callback that flips ``requires_grad``) change what is sampled: a fit
-    may even start with nothing trainable. Before each optimizer step the callback compares
-    each optimizer's number of param groups, and the ``requires_grad`` of 32 parameters in
-    turn, with what it saw last (:class:`~learnscope.trainable.TrainableWatch`: about 2
-    microseconds of Python, nothing on the device), so a new param group is noticed at once
-    and a flipped ``requires_grad`` within ``ceil(tensors / 32)`` steps. When the sampled
-    parameters change, it samples the parameters that train now and their history starts
-    again, said once at info level on the ``learnscope`` logger: the next analysis comes when
-    the new history holds more than ``max(lags)`` steps. With nothing trainable it records
-    nothing until something trains.
+    **Fine-tuning.** Parameters that start or stop training during the fit
+    (``BackboneFinetuning``'s new param groups, a flipped ``requires_grad``; a fit may even
+    start with nothing trainable) change what is sampled, noticed before each optimizer step by
+    :class:`~learnscope.trainable.TrainableWatch` (about 2 microseconds, nothing on the device):
+    it samples the parameters that train now and their history starts again, said once at info
+    level; the next analysis comes when it holds more than ``max(lags)`` steps.
 
     **Resuming.** The seed and the sampled slices (of every history) are saved in
     checkpoints, so a resumed run follows the same elements; the recorded history itself is
@@ -136,17 +124,9 @@ class ModelAutocorrelation(LearnscopeCallback):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("buffer_size", buffer_size),
-            ("elements_per_tensor", elements_per_tensor),
-            ("max_elements", max_elements),
-            ("analyze_every_n_steps", analyze_every_n_steps),
-            ("group_depth", group_depth),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"ModelAutocorrelation: {name} must be a positive int, got {value!r}"
-                )
+        sizes = {"buffer_size": buffer_size, "elements_per_tensor": elements_per_tensor}
+        sizes |= {"max_elements": max_elements, "analyze_every_n_steps": analyze_every_n_steps}
+        check_positive_ints("ModelAutocorrelation", sizes | {"group_depth": group_depth})
         lags = tuple(lags)
         if not lags or any(isinstance(k, bool) or not isinstance(k, int) for k in lags):
             raise ValueError(
@@ -165,17 +145,24 @@ class ModelAutocorrelation(LearnscopeCallback):
         self.group_depth = group_depth
         self.lags = tuple(sorted(set(lags)))
         self.seed = seed
-        # One history per optimizer with trainable parameters (one for all with one optimizer).
-        self.histories: tuple[SampledParameterHistory, ...] = ()
-        self._optimizer_indices: tuple[int, ...] = ()  # the optimizer of each history
-        self._one_for_all = True  # one history recorded at every optimizer's step
-        self._optimizers: list[tuple[Any, int]] = []  # (optimizer, its history) at fit start
-        self._parameter_history: dict[int, int] = {}  # id(parameter) -> its history
-        self._last_recorded: list[int | None] = []  # global step of each history's last record
+        self._histories = OptimizerHistories(self._settings())  # one per optimizer, or one
+        self._clock = StepClock()  # the first call of each step, for each history
         self._saved_state: dict[str, Any] | None = None  # loaded before the histories exist
-        self._last_analysis: int | None = None
         self._watch: TrainableWatch | None = None  # notices parameters that start training
-        self._sampled: tuple[Any, ...] = ()  # what the histories sample: see _sampled_key
+
+    def _settings(self) -> HistorySettings:
+        sizes = (self.buffer_size, self.elements_per_tensor, self.max_elements, self.group_depth)
+        return HistorySettings(*sizes, seed=self.seed, kinds=self.kinds)
+
+    @property
+    def histories(self) -> tuple[SampledParameterHistory, ...]:
+        """The sampled histories: one per optimizer with trainable parameters, or one for all.
+
+        Example:
+            >>> ModelAutocorrelation().histories  # before fit
+            ()
+        """
+        return self._histories.histories
 
     @property
     def history(self) -> SampledParameterHistory | None:
@@ -205,7 +192,7 @@ class ModelAutocorrelation(LearnscopeCallback):
         with trainable parameters, in optimizer order) with several.
         """
         if self.histories:
-            return _state_of(self.histories, self._one_for_all)
+            return self._histories.state_dict()
         return dict(self._saved_state) if self._saved_state is not None else {}
 
     @override
@@ -221,15 +208,15 @@ class ModelAutocorrelation(LearnscopeCallback):
     @override
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Choose the sampled slices and allocate the histories on the parameters' device."""
-        self._last_analysis = None
-        self.histories = ()
+        self._clock.reset()
+        self._histories = OptimizerHistories(self._settings())
         self._watch = None
         with self.guard(_PART, "fit start"):
             shards = parameter_shards(pl_module)
             if not trainer.is_global_zero and not is_sharded(shards):
                 return
             self._watch = TrainableWatch(pl_module.named_parameters(), trainer.optimizers)
-            self._sample(shards, list(trainer.optimizers))
+            self._histories.sample(shards, list(trainer.optimizers))
             if self.histories and self._saved_state is not None:
                 self._adopt_saved_slices()
             if not self.histories:
@@ -246,18 +233,24 @@ class ModelAutocorrelation(LearnscopeCallback):
             return
         with self.guard(_PART):
             step = trainer.global_step
+            first_call = self._clock.optimizer_call(step)  # later: LBFGS closure evaluations
             change = self._watch.poll()
             if change is not None:
                 self._follow(trainer, pl_module, change, step)
-            if not self.histories:
+            histories = self._histories
+            if not histories.histories:
                 return
-            index = self._history_of(optimizer)
-            if index is not None and self._last_recorded[index] != step:
-                self.histories[index].record()
-                self._last_recorded[index] = step
-            if self._due(step):
-                self._last_analysis = step
-                self._analyse(trainer, step)
+            index = histories.index_of(optimizer)
+            if index is not None and self._clock.optimizer_call(
+                step, (histories.generation, index)
+            ):
+                histories.histories[index].record()
+            n = self.analyze_every_n_steps
+            due = first_call and self._clock.is_check_step(n, step, offset=n - 1)
+            if due and histories.ready(max(self.lags)):
+                summary = histories.summarize(step, self.lags)
+                if trainer.is_global_zero:  # one that cannot chart it gets its scalars
+                    self.writers(trainer, _SHOWS).write_autocorrelation(summary)
 
     @override
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
@@ -270,97 +263,20 @@ class ModelAutocorrelation(LearnscopeCallback):
         super().on_exception(trainer, pl_module, exception)
         self._release()
 
-    def _new_history(
-        self,
-        named_parameters: Iterable[tuple[str, Tensor]] | Iterable[ParameterShard],
-        slices: Sequence[SampledSlice] | None = None,
-    ) -> SampledParameterHistory:
-        return SampledParameterHistory(
-            named_parameters,
-            capacity=self.buffer_size,
-            elements_per_tensor=self.elements_per_tensor,
-            max_elements=self.max_elements,
-            group_depth=self.group_depth,
-            seed=self.seed,
-            kinds=self.kinds,
-            slices=slices,
-        )
-
-    def _per_optimizer(self, shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> None:
-        """One history per optimizer, of its own parameters, sharing one element budget."""
-        stepped_by = _stepped_by(optimizers)  # id(parameter) -> the first optimizer holding it
-        stepped = [
-            shard
-            for shard in shards
-            if shard.requires_grad and shard.numel > 0 and id(shard.holder) in stepped_by
-        ]
-        if not stepped:  # none yet: fine-tuning may add them to an optimizer later
-            return
-        plan = plan_slices(
-            stepped,
-            elements_per_tensor=self.elements_per_tensor,
-            max_elements=self.max_elements,
-            seed=self.seed,
-        )
-        histories, indices = [], []
-        self._optimizers, self._parameter_history = [], {}
-        for index, optimizer in enumerate(optimizers):
-            own = [shard for shard in stepped if stepped_by[id(shard.holder)] == index]
-            names = {shard.name for shard in own}
-            slices = [piece for piece in plan if piece.name in names]
-            if not slices:  # no trainable parameter, or none sampled: nothing to record
-                continue
-            self._optimizers.append((optimizer, len(histories)))
-            self._parameter_history.update({id(s.holder): len(histories) for s in own})
-            histories.append(self._new_history(own, slices))
-            indices.append(index)
-        self.histories = tuple(histories)
-        self._optimizer_indices = tuple(indices)
-
-    def _history_of(self, optimizer: Any) -> int | None:
-        """The history an optimizer's step records into (None: it has none)."""
-        if self._one_for_all:
-            return 0
-        for known, index in self._optimizers:
-            if known is optimizer:
-                return index
-        # A wrapper of one of the optimizers: the history of its first sampled parameter.
-        for group in getattr(optimizer, "param_groups", ()):
-            for parameter in group["params"]:
-                index = self._parameter_history.get(id(parameter))
-                if index is not None:
-                    return index
-        return None
-
     def _release(self) -> None:
         """Drop the buffers and every reference to the optimizers, keeping the slices."""
-        if self.histories:
-            self._saved_state = _state_of(self.histories, self._one_for_all)
-        self.histories = ()
-        self._last_recorded = []
-        self._optimizers, self._parameter_history = [], {}
+        state = self._histories.release()
+        if state is not None:
+            self._saved_state = state
         self._watch = None
-
-    def _sample(self, shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> None:
-        """Sample the parameters that train now (none: no history) in new histories."""
-        self._one_for_all = len(optimizers) <= 1
-        self._sampled = _sampled_key(shards, optimizers)
-        self.histories, self._optimizer_indices = (), ()
-        self._optimizers, self._parameter_history = [], {}
-        if self._sampled and self._one_for_all:
-            self.histories = (self._new_history(shards),)
-            self._optimizer_indices = (0,)
-        elif self._sampled:
-            self._per_optimizer(shards, optimizers)
-        self._last_recorded = [None] * len(self.histories)
 
     def _follow(self, trainer: Any, pl_module: Any, change: TrainableChange, step: int) -> None:
         """Sample anew when the parameters that train (or their optimizers) changed."""
         shards = parameter_shards(pl_module)
         optimizers = list(trainer.optimizers)
-        if _sampled_key(shards, optimizers) == self._sampled:
+        if self._histories.samples(shards, optimizers):
             return  # such as a param group of parameters that were sampled already
-        self._sample(shards, optimizers)
+        self._histories.sample(shards, optimizers)
         if self.histories:
             tensors = sum(len(history.state_dict()["names"]) for history in self.histories)
             what = (
@@ -378,95 +294,7 @@ class ModelAutocorrelation(LearnscopeCallback):
             what,
         )
 
-    def _due(self, step: int) -> bool:
-        return (
-            (step + 1) % self.analyze_every_n_steps == 0
-            and step != self._last_analysis
-            and any(history.num_steps > max(self.lags) for history in self.histories)
-        )
-
-    def _group_names(self) -> list[list[str]]:
-        """Each history's group names; a name two histories share gets ``-optimizer{i}``."""
-        count = Counter(name for history in self.histories for name in history.group_names)
-        return [
-            [f"{name}-optimizer{index}" if count[name] > 1 else name for name in h.group_names]
-            for h, index in zip(self.histories, self._optimizer_indices, strict=True)
-        ]
-
-    def _analyse(self, trainer: Any, step: int) -> None:
-        """Summarise on the device, move the summary to the host, hand it to every writer."""
-        ready = [
-            (h, names)
-            for h, names in zip(self.histories, self._group_names(), strict=True)
-            if h.num_steps > max(self.lags)
-        ]
-        sources = [
-            ({kind: h.history(kind) for kind in h.kinds}, h.group_index, n) for h, n in ready
-        ]
-        sharded = [h.sharded_columns for h, _ in ready]
-        summary = summarize_several(sources, step=step, lags=self.lags, sharded=sharded)
-        if trainer.is_global_zero:
-            self._write(trainer, summary)
-
-    def _write(self, trainer: Any, summary: AutocorrelationSummary) -> None:
-        """Hand the summary to every writer; one that cannot chart it gets its scalars."""
-        self.writers(trainer, _SHOWS).write_autocorrelation(summary)
-
     def _adopt_saved_slices(self) -> None:
         assert self.histories and self._saved_state is not None
-        saved = self._saved_state
-        states = saved["histories"] if "histories" in saved else [saved.get("history")]
-        if len(states) != len(self.histories):
-            log.warning(
-                "learnscope: ModelAutocorrelation cannot follow the elements of the checkpoint "
-                "(it has %d sampled histories, this run %d, one per optimizer); it samples new "
-                "ones with seed %d",
-                len(states),
-                len(self.histories),
-                self.seed,
-            )
-            return
-        for index, (history, state) in enumerate(zip(self.histories, states, strict=True)):
-            try:
-                history.load_state_dict(state)
-            except ValueError as error:
-                log.warning(
-                    "learnscope: ModelAutocorrelation cannot follow the elements of the checkpoint"
-                    "%s (%s); it samples new ones with seed %d",
-                    "" if self._one_for_all else f" for optimizer {self._optimizer_indices[index]}",
-                    error,
-                    history.seed,
-                )
-
-
-def _stepped_by(optimizers: Sequence[Any]) -> dict[int, int]:
-    """``id(parameter)`` -> the position of the first optimizer that holds it."""
-    stepped_by: dict[int, int] = {}
-    for index, optimizer in enumerate(optimizers):
-        for group in optimizer.param_groups:
-            for parameter in group["params"]:
-                stepped_by.setdefault(id(parameter), index)
-    return stepped_by
-
-
-def _sampled_key(shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> tuple[Any, ...]:
-    """What is sampled: the trainable parameters (with several optimizers, each one's own).
-
-    Empty when nothing is to be sampled.
-    """
-    trainable = [shard for shard in shards if shard.requires_grad and shard.numel > 0]
-    if len(optimizers) <= 1:
-        return tuple(shard.name for shard in trainable)
-    stepped_by = _stepped_by(optimizers)
-    return tuple(
-        (shard.name, stepped_by[id(shard.holder)])
-        for shard in trainable
-        if id(shard.holder) in stepped_by
-    )
-
-
-def _state_of(histories: Sequence[SampledParameterHistory], one_for_all: bool) -> dict[str, Any]:
-    """The checkpoint state: ``{"history": ...}`` for one history of every optimizer step."""
-    if one_for_all:
-        return {"history": histories[0].state_dict()}
-    return {"histories": [history.state_dict() for history in histories]}
+        for problem in self._histories.adopt(self._saved_state):
+            log.warning("learnscope: %s", problem)
