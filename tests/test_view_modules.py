@@ -11,15 +11,25 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from browser import chromium, unavailable_reason
-from record_entries import ALL_CALLBACKS, drifting_points, run_entry, snapshot_entry, write
+from record_entries import (
+    ALL_CALLBACKS,
+    autocorrelation_entry,
+    drifting_points,
+    findings_entry,
+    run_entry,
+    snapshot_entry,
+    write,
+)
 
 from learnscope.plugins import view_modules
-from learnscope.plugins.view_page import page_html
+from learnscope.plugins.view_page import export_html, page_html
 
 NODE = shutil.which("node")
 
@@ -141,3 +151,56 @@ def test_every_served_module_loads_in_the_browser_without_errors(tmp_path: Path)
         logged = driver.get_log("browser")  # the JSON page's favicon.ico is no module
         errors = [e for e in logged if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]]
         assert errors == []
+
+
+_CLICK_FINDING = """
+const row = [...document.querySelectorAll('tr.ls-click[title="show this step"]')]
+  .find((r) => r.cells[0].textContent === String(arguments[0]));
+row.click();
+const acf = document.querySelector('input[aria-label="analysis step"]');
+return {position: window.learnscopeView.state.position, analysis: +acf.value};
+"""
+
+
+def _open_page(driver: Any, page: Path) -> None:
+    driver.get(page.as_uri())
+    deadline = time.monotonic() + 60
+    while not driver.execute_script(
+        "return !!(window.learnscopeView && learnscopeView.state.ready)"
+    ):
+        assert time.monotonic() < deadline, "the page never got ready"
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_a_finding_moves_the_panels_through_the_step_cursor(tmp_path: Path) -> None:
+    """A finding's row shows the newest snapshot at or before its step, and the analysis at
+    or before that snapshot's step (not the finding's); without snapshots, the finding's."""
+    ids = [f"p{i}" for i in range(30)]
+    views = drifting_points(30, 3)
+    acf = np.array([[1.0, 0.8, 0.5], [1.0, 0.2, 0.1]])
+    analyses = [autocorrelation_entry(s, "params", ["a", "b"], acf, [0.8, 0.2]) for s in (15, 22)]
+    found = findings_entry(25, ("x", "a", "at 12", 12, "info"), ("y", "b", "at 25", 25, "error"))
+    snapshots = [snapshot_entry("enc", 10 * (s + 1), views[s], ids) for s in range(3)]
+    write(tmp_path / "logs" / "full", run_entry(*ALL_CALLBACKS), *snapshots, *analyses, found)
+    write(tmp_path / "logs" / "none", run_entry(*ALL_CALLBACKS), *analyses, found)
+    pages = {}
+    for run in ("full", "none"):
+        pages[run] = tmp_path / f"{run}.html"
+        assert export_html(tmp_path / "logs" / run, pages[run]).runs == [run]
+    with chromium() as driver:
+        _open_page(driver, pages["full"])
+        assert driver.execute_script(_CLICK_FINDING, 25) == {"position": 1, "analysis": 0}
+        assert driver.execute_script(_CLICK_FINDING, 12) == {"position": 0, "analysis": 0}
+        driver.execute_script("document.querySelector('input[aria-label=\"step\"]').value = 2;"
+                              "document.querySelector('input[aria-label=\"step\"]')"
+                              ".dispatchEvent(new Event('input'))")  # fmt: skip
+        assert (
+            driver.execute_script(
+                "return +document.querySelector('input[aria-label=\"analysis step\"]').value"
+            )
+            == 1
+        )  # the slider at step 30: the analysis at step 22
+        _open_page(driver, pages["none"])
+        assert driver.execute_script(_CLICK_FINDING, 25)["analysis"] == 1
+        assert driver.execute_script(_CLICK_FINDING, 12)["analysis"] == 0
