@@ -7,10 +7,13 @@ import hashlib
 import os
 import re
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _HASHED = re.compile(r"-[0-9a-f]{8}\Z")  # how a name changed by safe_name ends
@@ -111,13 +114,16 @@ ORPHAN_AGE_S = 300.0
 
 
 def remove_orphan_temporaries(run_dir: Path, min_age_s: float = ORPHAN_AGE_S) -> list[Path]:
-    """Remove temporaries that :func:`write_atomic` left behind in a crash.
+    """Remove temporaries that :func:`write_atomic` left behind in a crash, and stale locks.
 
     Only files named as :func:`write_atomic` names its temporaries are considered, directly in
     ``run_dir`` and anywhere under ``run_dir/projector``. One is removed when its writer
     process, on this host, is no longer running, or when it is older than ``min_age_s`` seconds
     (a temporary of another host, or of the older naming without a process id; no atomic
-    write takes minutes). Any failure to list or remove is ignored.
+    write takes minutes). The lock files of learnscope's shared files in ``run_dir``
+    (``.<name>.lock``, see :func:`locked`) left by a killed process go too, each only when no
+    process holds its lock (the remover takes the lock, as :func:`locked` does to release it).
+    Any failure to list or remove is ignored.
 
     Args:
         run_dir: A run directory learnscope writes in.
@@ -158,7 +164,49 @@ def remove_orphan_temporaries(run_dir: Path, min_age_s: float = ORPHAN_AGE_S) ->
                     removed.append(path)
             except OSError:
                 continue
+    for name in STALE_LOCK_NAMES:
+        path = run_dir / f".{name}.lock"
+        if remove_unheld_lock(path):
+            removed.append(path)
     return removed
+
+
+# The shared files of a run directory that learnscope updates under a lock (see run_files).
+STALE_LOCK_NAMES = (PROJECTOR_CONFIG, LAYOUT_FILE, RECORD_FILE)
+
+
+def remove_unheld_lock(path: Path) -> bool:
+    """Remove the lock file ``path`` of :func:`locked` when no process holds its lock.
+
+    Returns:
+        Whether it was removed (``False`` when missing, held, or on any failure).
+
+    Example:
+        >>> import tempfile
+        >>> lock = Path(tempfile.mkdtemp()) / ".config.lock"
+        >>> _ = lock.write_bytes(b"")
+        >>> remove_unheld_lock(lock), lock.exists()
+        (True, False)
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live process: BlockingIOError
+        now, held = os.stat(path), os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino) or not stat.S_ISREG(held.st_mode):
+            return False
+        os.unlink(path)  # while locked, as locked() releases: a waiter then retries
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _running(pid: int) -> bool:

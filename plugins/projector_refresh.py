@@ -86,9 +86,12 @@ class ProjectorRefresh:
             self._timer.start()
 
     def close(self) -> None:
-        """Remove this writer's marker run now."""
+        """Remove this writer's marker run now; the timer's thread has ended when this returns."""
         with self._lock:
+            timer = self._timer
             self._cancel_timer()
+            if timer is not None and timer is not threading.current_thread():
+                timer.join(timeout=10)  # cancelled: it wakes and ends at once
             _remove_markers(self.run_dir, self._own)
 
     def _cancel_timer(self) -> None:

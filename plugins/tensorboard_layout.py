@@ -12,20 +12,30 @@ Categories and charts keep the order in which they were first added (for autocor
 module order of the groups). Charts that an older version of learnscope wrote and a newer one
 replaces are named with :func:`retire_charts`; they leave the layout at the next merge (and a
 category left empty goes too), so a run resumed with a newer version does not show both.
+
+A file that cannot be read as a layout (cut short by a crash, edited by hand, not a regular
+file) is moved aside to ``learnscope_custom_scalars.json.corrupt-<UTC time>`` with a warning
+naming both files, and a new layout is started; its version goes on from the one the damaged
+file (or this process) last had, so TensorBoard shows the new layout.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
+import stat
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from learnscope.files import locked, write_atomic
 from learnscope.run_files import LAYOUT_FILE
+
+log = logging.getLogger("learnscope")
 
 LAYOUT_TAG = "custom_scalars__config__"
 
@@ -94,7 +104,7 @@ def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str
         if cached is not None and cached[0] == stamp:
             state = cached[1]
         else:
-            state = json.loads(path.read_text()) if stamp else {"version": 0, "layout": {}}
+            state = _read(path, cached) if stamp else {"version": 0, "layout": {}}
         layout = state["layout"]
         changed = _drop_retired(layout, charts)
         for category, titled in charts.items():
@@ -110,6 +120,49 @@ def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str
         if len(_CACHE) > _CACHE_RUNS:
             del _CACHE[next(iter(_CACHE))]
         return state if changed else None
+
+
+def _read(path: Path, cached: tuple[Any, dict[str, Any]] | None) -> dict[str, Any]:
+    """The layout in ``path``; a new one when it cannot be read, the old file moved aside."""
+    text = ""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read
+            raise ValueError("not a regular file")
+        text = path.read_text(encoding="utf-8")
+        state = json.loads(text)
+        layout = state.get("layout") if isinstance(state, dict) else None
+        if not (
+            isinstance(state.get("version"), int)
+            and isinstance(layout, dict)
+            and all(isinstance(charts, dict) for charts in layout.values())
+        ):
+            raise ValueError("not a learnscope layout (version and layout)")
+        return state
+    except (ValueError, AttributeError) as error:  # JSONDecodeError, UnicodeDecodeError
+        found = re.match(r'\s*\{\s*"version"\s*:\s*(\d+)', text)
+        version = max(int(found[1]) if found else 0, cached[1]["version"] if cached else 0)
+        _move_aside(path, error)
+        return {"version": version, "layout": {}}
+
+
+def _move_aside(path: Path, error: Exception) -> Path:
+    """Rename the unreadable layout ``path`` to ``<name>.corrupt-<UTC time>``, with a warning."""
+    moment = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.corrupt-{moment}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{moment}-{n}")
+    os.replace(path, aside)
+    log.warning(
+        "learnscope: the Custom Scalars layout %s cannot be read (%s: %s); it is moved aside to "
+        "%s and a new layout is started",
+        path,
+        type(error).__name__,
+        error,
+        aside.name,
+    )
+    return aside
 
 
 def _drop_retired(layout: dict[str, Any], charts: dict[str, dict[str, Chart]]) -> bool:
