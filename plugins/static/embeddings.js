@@ -1,15 +1,13 @@
 // The embedding-evolution panel: the scatter with its slider, play, trails, hover, pin, movers.
 
-import { OTHER_COLOUR, viridis } from './colours.js';
+import { OTHER_COLOUR, colourScheme, groupByColour, viridis } from './colours.js';
 import { columnText, el, setupCanvas, statusText } from './dom.js';
-import { neighbourChange } from './movers.js';
+import { MoversList } from './movers.js';
 import {
-  colourScheme, drawPath, drawPoints, drawRing, drawTrails, frameMapping, groupByColour,
-  nearestPoint, screenPositions,
+  drawPath, drawPoints, drawRing, drawTrails, frameMapping, nearestPoint, screenPositions,
 } from './scatter.js';
 
 const SECONDS_PER_SNAPSHOT = 0.8;
-const NEIGHBOURS = 10;
 
 /**
  * The embeddings of a view (prepared: frames decoded) in one section. It writes what it shows
@@ -57,16 +55,8 @@ export class EmbeddingPanel {
     this.legend = el('div', { class: 'ls-legend' });
     this.pinInfo = el('div');
     this.note = el('div', { style: 'color:#616161' });
-    this.moverFrom = el('select', { 'aria-label': 'movers from' });
-    this.moverTo = el('select', { 'aria-label': 'movers to' });
-    this.moverList = el('div', { class: 'ls-movers' });
-    const side = el('div', { class: 'ls-side' }, [
-      this.note, this.legend, this.pinInfo,
-      el('h2', { text: `Movers: ${NEIGHBOURS} nearest neighbours replaced` }),
-      el('div', { class: 'ls-bar' }, ['from ', this.moverFrom, ' to ', this.moverTo,
-        el('button', { text: 'find', onclick: () => this.findMovers() })]),
-      this.moverList,
-    ]);
+    this.movers = new MoversList((k) => this.pin(k), () => this.findMovers());
+    const side = el('div', { class: 'ls-side' }, [this.note, this.legend, this.pinInfo, ...this.movers.nodes]);
     this.element.append(el('div', { class: 'ls-row' }, [this.canvas, side]));
   }
 
@@ -81,16 +71,10 @@ export class EmbeddingPanel {
     e.columns.forEach((c, i) => this.colourSelect.append(el('option', { value: i, text: c.name })));
     if (!e.columns.length) this.colourSelect.append(el('option', { value: -1, text: '(none)' }));
     this.slider.max = e.steps.length - 1;
-    for (const s of [this.moverFrom, this.moverTo]) {
-      s.textContent = '';
-      e.steps.forEach((step, i) => s.append(el('option', { value: i, text: `step ${step}` })));
-    }
-    this.moverFrom.value = Math.max(0, e.steps.length - 2);
-    this.moverTo.value = e.steps.length - 1;
+    this.movers.showSteps(e.steps);
     this.note.textContent = `${n.toLocaleString()} points` +
       (e.points_total > n ? ` of ${e.points_total.toLocaleString()} (a fixed subsample by id)` : '') +
       `, ${e.steps.length} snapshot${e.steps.length === 1 ? '' : 's'}`;
-    this.moverList.textContent = '';
     this.sprite = null;
     if (e.sprite) {
       const img = new Image();
@@ -248,23 +232,6 @@ export class EmbeddingPanel {
   }
 
   findMovers() {
-    const e = this.current;
-    const a = +this.moverFrom.value, b = +this.moverTo.value;
-    const n = e.ids.length;
-    const change = neighbourChange(e.frames[a], e.frames[b], n, Math.min(NEIGHBOURS, n - 1));
-    const order = Array.from({ length: n }, (_, i) => i).sort((i, j) => change[j] - change[i]);
-    const top = order.slice(0, 20);
-    this.state.movers = top.map((k) => ({ id: e.ids[k], change: change[k] }));
-    const label = e.columns[0];
-    this.moverList.textContent = '';
-    this.moverList.append(el('table', {}, [
-      el('tr', {}, [el('th', { text: 'id' }), el('th', { text: label ? label.name : '' }),
-        el('th', { text: 'replaced' })]),
-      ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.pin(k) }, [
-        el('td', { text: e.ids[k] }),
-        el('td', { text: label ? columnText(label, k) : '' }),
-        el('td', { text: `${Math.round(change[k] * 100)}%` }),
-      ])),
-    ]));
+    this.state.movers = this.movers.find(this.current);
   }
 }

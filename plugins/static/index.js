@@ -5,14 +5,94 @@
 //    render(): the data comes from the plugin's routes ./runs and ./view?run=...;
 //  * a standalone page (learnscope export, the W&B panel) holds the modules joined into one
 //    inline script beside a JSON script element "learnscope-data"; the view then mounts itself.
+// The view is a run picker, the run's messages and three panels (embeddings.js,
+// autocorrelation.js, findings.js) that follow one shared step cursor (cursor.js).
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
+// window.learnscopeView is the view: its ``state`` (point counts, frames drawn, hovered and
+// pinned point, ...) and the embedding panel's canvas, positions and controls, for tests.
 
-import { LearnscopeView } from './app.js';
+import { AutocorrelationPanel } from './autocorrelation.js';
+import { StepCursor } from './cursor.js';
 import { el } from './dom.js';
-import { inlineSource, serverSource } from './model.js';
+import { EmbeddingPanel } from './embeddings.js';
+import { FindingsPanel } from './findings.js';
+import { inlineSource, newestRun, prepareEmbedding, runList, serverSource } from './model.js';
+import { styleElement } from './styles.js';
 
 const INLINE_DATA = 'learnscope-data';
+
+/** The view of a data source {runs(), view(name)} in ``root``. */
+export class LearnscopeView {
+  constructor(root, source) {
+    this.root = root;
+    this.source = source;
+    this.state = {
+      ready: false, run: null, key: null, points: 0, pointsTotal: 0, steps: [], position: 0,
+      playing: false, frames: 0, drawnPoints: 0, hovered: null, pinned: null, colourBy: null,
+      movers: [], error: null,
+    };
+    this.embedding = null;
+    root.classList.add('ls-root');
+    root.append(styleElement());
+    this.header = el('div', { class: 'ls-bar' });
+    this.messages = el('div');
+    this.body = el('div');
+    this.tip = el('div', { class: 'ls-tip' });
+    root.append(this.header, this.messages, this.body, this.tip);
+  }
+
+  /** List the runs and open the newest. */
+  async start() {
+    const runs = runList(await this.source.runs());
+    const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run' },
+      runs.map((r) => el('option', { value: r.name, text: r.name })));
+    this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
+      el('label', {}, ['run ', select]));
+    if (!runs.length) {
+      this.messages.append(el('div', { class: 'ls-msg', text: 'No run with learnscope data.' }));
+      this.state.ready = true;
+      return;
+    }
+    const newest = newestRun(runs);
+    select.value = newest.name;
+    await this.loadRun(newest.name);
+  }
+
+  async loadRun(run) {
+    this.pause();
+    this.embedding = null;
+    Object.assign(this.state, { ready: false, run, key: null, points: 0, pointsTotal: 0, steps: [],
+      position: 0, drawnPoints: 0, hovered: null, pinned: null, colourBy: null, movers: [] });
+    this.body.textContent = 'Loading…';
+    const view = await this.source.view(run);
+    this.view = view;
+    this.messages.textContent = '';
+    for (const m of view.messages) this.messages.append(el('div', { class: 'ls-msg', text: m }));
+    this.body.textContent = '';
+    const cursor = new StepCursor();
+    const embeddings = view.embeddings.map(prepareEmbedding);
+    const panel = new EmbeddingPanel({ view, embeddings, state: this.state, cursor, tip: this.tip });
+    this.embedding = embeddings.length ? panel : null;
+    const acf = new AutocorrelationPanel({ view, cursor });
+    const findings = new FindingsPanel({ view, cursor, steps: this.current ? this.current.steps : [] });
+    this.body.append(panel.element, acf.element, findings.element);
+    this.state.readyMs = Math.round(performance.now()); // since this page (or iframe) started
+    this.state.ready = true;
+  }
+
+  // The embedding panel, as the tests and the benchmark reach it.
+  get current() { return this.embedding && this.embedding.current; }
+  get canvas() { return this.embedding && this.embedding.canvas; }
+  get ctx() { return this.embedding && this.embedding.ctx; }
+  get pos() { return this.embedding && this.embedding.pos; }
+  get width() { return this.embedding && this.embedding.width; }
+  get height() { return this.embedding && this.embedding.height; }
+  play() { if (this.embedding) this.embedding.play(); }
+  pause() { if (this.embedding) this.embedding.pause(); }
+  findMovers() { if (this.embedding) this.embedding.findMovers(); }
+  pin(k) { if (this.embedding) this.embedding.pin(k); }
+}
 
 /** Mount the view in ``container`` with a data source {runs(): [{name, time}], view(name)}. */
 export async function mount(container, source) {

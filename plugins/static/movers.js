@@ -1,4 +1,10 @@
-// Movers: the points whose nearest neighbours changed most between two snapshots.
+// Movers: the points whose nearest neighbours changed most between two snapshots, and the list
+// of them beside the scatter.
+
+import { columnText, el } from './dom.js';
+
+const NEIGHBOURS = 10;
+const LISTED = 20;
 
 /** For each point, indices of its k nearest neighbours (2D, brute force), as an Int32Array. */
 export function nearestNeighbours(frame, n, k) {
@@ -38,4 +44,55 @@ export function neighbourChange(frameA, frameB, n, k) {
     out[i] = 1 - kept / k;
   }
   return out;
+}
+
+/**
+ * The movers box: two snapshots to compare, a find button (calls ``onFind``), and the top
+ * movers (a row calls ``onPick`` with its point).
+ */
+export class MoversList {
+  constructor(onPick, onFind) {
+    this.onPick = onPick;
+    this.from = el('select', { 'aria-label': 'movers from' });
+    this.to = el('select', { 'aria-label': 'movers to' });
+    this.list = el('div', { class: 'ls-movers' });
+    this.nodes = [
+      el('h2', { text: `Movers: ${NEIGHBOURS} nearest neighbours replaced` }),
+      el('div', { class: 'ls-bar' }, ['from ', this.from, ' to ', this.to,
+        el('button', { text: 'find', onclick: onFind })]),
+      this.list,
+    ];
+  }
+
+  /** Offer the snapshots of ``steps``: from the one before the last to the last. */
+  showSteps(steps) {
+    for (const s of [this.from, this.to]) {
+      s.textContent = '';
+      steps.forEach((step, i) => s.append(el('option', { value: i, text: `step ${step}` })));
+    }
+    this.from.value = Math.max(0, steps.length - 2);
+    this.to.value = steps.length - 1;
+    this.list.textContent = '';
+  }
+
+  /** List the top movers of embedding ``e`` between the chosen snapshots; them as {id, change}. */
+  find(e) {
+    const a = +this.from.value, b = +this.to.value;
+    const n = e.ids.length;
+    const change = neighbourChange(e.frames[a], e.frames[b], n, Math.min(NEIGHBOURS, n - 1));
+    const order = Array.from({ length: n }, (_, i) => i).sort((i, j) => change[j] - change[i]);
+    const top = order.slice(0, LISTED);
+    const label = e.columns[0];
+    this.list.textContent = '';
+    this.list.append(el('table', {}, [
+      el('tr', {}, [el('th', { text: 'id' }), el('th', { text: label ? label.name : '' }),
+        el('th', { text: 'replaced' })]),
+      ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.onPick(k) }, [
+        el('td', { text: e.ids[k] }),
+        el('td', { text: label ? columnText(label, k) : '' }),
+        el('td', { text: `${Math.round(change[k] * 100)}%` }),
+      ])),
+    ]));
+    return top.map((k) => ({ id: e.ids[k], change: change[k] }));
+  }
 }

@@ -1,9 +1,5 @@
 // Drawing the embedding scatter: from a snapshot's coordinates (in spreads) to canvas pixels.
 
-import { OTHER_COLOUR, categoryColour, viridis } from './colours.js';
-
-const NUMERIC_BINS = 32;
-
 /** One scale for x and y (the frame keeps its shape), the frame centred on the canvas. */
 export function frameMapping(bounds, width, height) {
   const [x0, x1, y0, y1] = bounds;
@@ -37,55 +33,6 @@ export function screenPositions(e, position, mapping, out) {
     pos[2 * k + 1] = top + (y1 - y) * scale;
   }
   return pos;
-}
-
-/**
- * The colours of ``n`` points by ``column`` (none: one colour): ``colours``, each point's index
- * into them (``bucket``), and what the legend shows (``categories`` [{name, colour}] with
- * ``others``, or the numeric ``range``).
- */
-export function colourScheme(column, n) {
-  const bucket = new Int32Array(n);
-  if (column && column.kind === 'categorical') {
-    // The categories in "coloured" (the most frequent, as in the Images-tab picture) get a
-    // colour each; the points of any other category, or of none (-1), are "other".
-    const coloured = column.coloured || column.categories.map((_, i) => i);
-    const colourOf = new Map(coloured.map((c, i) => [c, i]));
-    const other = coloured.length;
-    const colours = coloured.map((_, i) => categoryColour(i)).concat([OTHER_COLOUR]);
-    let others = 0;
-    for (let i = 0; i < n; i++) {
-      const c = colourOf.get(column.codes[i]);
-      bucket[i] = c === undefined ? other : c;
-      if (bucket[i] === other) others++;
-    }
-    const categories = coloured.map((c, i) => ({ name: column.categories[c], colour: colours[i] }));
-    return { colours, bucket, categories, others };
-  }
-  if (column) {
-    let lo = Infinity, hi = -Infinity;
-    for (const v of column.values) {
-      if (v == null || !Number.isFinite(v)) continue;
-      if (v < lo) lo = v; if (v > hi) hi = v;
-    }
-    if (!Number.isFinite(lo)) { lo = 0; hi = 1; }
-    const colours = Array.from({ length: NUMERIC_BINS }, (_, i) => viridis(i / (NUMERIC_BINS - 1)));
-    colours.push(OTHER_COLOUR); // no number (NaN): grey
-    for (let i = 0; i < n; i++) {
-      const v = column.values[i];
-      bucket[i] = v == null || !Number.isFinite(v) ? NUMERIC_BINS
-        : Math.round(((v - lo) / (hi - lo || 1)) * (NUMERIC_BINS - 1));
-    }
-    return { colours, bucket, range: [lo, hi] };
-  }
-  return { colours: ['#1f77b4'], bucket };
-}
-
-/** The points of each colour (one fillStyle and one path per colour when drawing). */
-export function groupByColour(bucket, count) {
-  const groups = Array.from({ length: count }, () => []);
-  for (let i = 0; i < bucket.length; i++) groups[bucket[i]].push(i);
-  return groups.map((g) => Int32Array.from(g));
 }
 
 /** Draw the points at ``pos`` as squares of half-size ``r``, by colour; how many were drawn. */
