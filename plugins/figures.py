@@ -2,9 +2,12 @@
 
 matplotlib (Agg) is imported only when a picture is drawn, and never through ``pyplot``: each
 picture is its own ``Figure`` on a ``FigureCanvasAgg``, so drawing touches no global state and
-may run on a writer's background thread. One picture is drawn at a time (matplotlib's font
-objects are shared). Without matplotlib (a core-only install), pictures are skipped with one
-warning that says what to install, and everything else is still written.
+may run on a writer's background thread. Pictures are rasterised one at a time on one drawing
+thread per process (``learnscope-draw``, a daemon started by the first picture): matplotlib
+keeps the font files it opens per drawing thread, so drawing on each fit's writer thread would
+keep one more set of font files open for every fit. Without matplotlib (a core-only install),
+pictures are skipped with one warning that says what to install, and everything else is still
+written.
 
 Functions return ``uint8 [H, W, 3]`` pixels, what :class:`learnscope.records.RenderedImage`
 holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``Figure`` itself.
@@ -12,12 +15,14 @@ holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``F
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import logging
 import math
+import queue
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -75,7 +80,9 @@ _KIND_WORDS = {"params": "parameters", "grads": "gradients"}
 _LINE_STYLES = ("-", "--", ":")  # after ten groups the colours repeat with another line style
 _MAX_MARKERS = 25  # markers per ACF line
 
-_drawing = threading.Lock()
+_drawing = threading.Lock()  # starting the drawing thread
+_drawer: threading.Thread | None = None
+_draw_queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
 _warning = threading.Lock()
 _warned = False
 # The last acf_images result: TensorBoard and wandb writers of one run draw the same summary.
@@ -157,10 +164,35 @@ def figure_pixels(figure: Figure) -> np.ndarray:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = FigureCanvasAgg(figure)
-    with _drawing:
+
+    def rasterise() -> np.ndarray:
         canvas.draw()
-        rgba = np.asarray(canvas.buffer_rgba())
-    return np.array(rgba[:, :, :3])
+        return np.array(np.asarray(canvas.buffer_rgba())[:, :, :3])
+
+    return _on_drawing_thread(rasterise)
+
+
+def _on_drawing_thread(work: Callable[[], np.ndarray]) -> np.ndarray:
+    """Run ``work`` on the process's drawing thread and return its result (or raise its error)."""
+    global _drawer
+    if threading.current_thread() is _drawer:
+        return work()
+    with _drawing:
+        if _drawer is None or not _drawer.is_alive():
+            _drawer = threading.Thread(target=_draw_forever, name="learnscope-draw", daemon=True)
+            _drawer.start()
+    done: concurrent.futures.Future[np.ndarray] = concurrent.futures.Future()
+    _draw_queue.put((work, done))
+    return done.result()
+
+
+def _draw_forever() -> None:
+    while True:
+        work, done = _draw_queue.get()
+        try:
+            done.set_result(work())
+        except BaseException as error:  # handed to the caller, who raises it
+            done.set_exception(error)
 
 
 def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figure:
