@@ -8,17 +8,30 @@
 2. A run whose snapshots have 100,000 points: the exported page opens with a fixed 5,000-point
    subsample (and says so); the same page with all 100,000 points (``--max-points 100000``) is
    opened too, and its frame rate measured.
+3. The tab's load time for a run of 50 snapshots of 100,000 points (5,000 drawn): from the
+   iframe's start to the points drawn (``performance.now()`` in the iframe when the view is
+   ready), for the front end as ES modules and, side by side, the previous single-module front
+   end (``plugins/static/learnscope_view.js`` at ``--previous``, served as ``/index.js`` by the
+   same plugin), each in its own ``tensorboard``, both running and opened in turns; the first
+   open reads the record, the others are served from the plugin's kept view (median of the
+   other ``--opens - 1``).
 
 Usage: python benchmarks/dynamics_view.py [--screenshot /tmp/shots/learnscope_tab.png]
+       python benchmarks/dynamics_view.py --only-tab-load [--previous COMMIT] [--opens 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +41,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from browser import chromium  # noqa: E402
-from tb_server import tensorboard  # noqa: E402
+from tb_server import TensorBoardServer, free_port, tensorboard  # noqa: E402
 
 from learnscope.plugins import dynamics_data  # noqa: E402
 from learnscope.plugins.tensorboard import TensorBoardWriter  # noqa: E402
@@ -106,12 +119,115 @@ def open_tab(driver: Any, base: str) -> tuple[float, dict[str, Any]]:
     return time.perf_counter() - start, state
 
 
+# TensorBoard whose learnscope tab serves the modules of another folder (sys.argv[1]).
+_OTHER_FRONT_END = (
+    "import sys; from pathlib import Path; from learnscope.plugins import view_modules; "
+    "folder = Path(sys.argv.pop(1)); shipped = view_modules.module_sources; "
+    "view_modules.module_sources = lambda f=folder: shipped(f); "
+    "from tensorboard import main; sys.argv[0] = 'tensorboard'; main.run_main()"
+)
+
+
+@contextlib.contextmanager
+def tensorboard_with_front_end(logdir: Path, folder: Path) -> Iterator[TensorBoardServer]:
+    """``tensorboard --logdir logdir`` whose learnscope tab serves the modules in ``folder``."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _OTHER_FRONT_END, str(folder), "--logdir", str(logdir),
+         "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        server = TensorBoardServer(f"http://127.0.0.1:{port}")
+        server.wait_for("/data/plugins_listing", lambda v: "learnscope" in v, timeout=90)
+        yield server
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def previous_front_end(commit: str, folder: Path) -> Path:
+    """The single-module front end at ``commit``, written as ``folder/index.js``."""
+    root = Path(__file__).resolve().parent.parent
+    text = subprocess.run(
+        ["git", "show", f"{commit}:plugins/static/learnscope_view.js"],
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "index.js").write_text(text, encoding="utf-8")
+    return folder
+
+
+def tab_load(servers: dict[str, TensorBoardServer], opens: int) -> dict[str, dict[str, Any]]:
+    """Open each server's tab ``opens`` times, taking turns: iframe start to points drawn."""
+    ready: dict[str, list[float]] = {label: [] for label in servers}
+    whole: dict[str, list[float]] = {label: [] for label in servers}
+    for server in servers.values():
+        server.wait_for("/data/plugins_listing", lambda v: v.get("learnscope", {}).get("enabled"))
+    with chromium() as driver:
+        for _ in range(opens):
+            for label, server in servers.items():
+                took, state = open_tab(driver, server.base)
+                assert state["drawnPoints"] == state["points"] == 5_000, state
+                ready[label].append(state["readyMs"] / 1000)
+                whole[label].append(took)
+    return {
+        label: {
+            "first": ready[label][0],
+            "again": statistics.median(ready[label][1:]),
+            "spread": (min(ready[label][1:]), max(ready[label][1:])),
+            "page again": statistics.median(whole[label][1:]),
+        }
+        for label in servers
+    }
+
+
+def tab_load_figures(root: Path, previous: str, opens: int) -> dict[str, Any]:
+    """Issue 20's figure: the tab on 50 snapshots of 100,000 points, new and previous front end.
+
+    Both front ends are served at once (two ``tensorboard`` processes on the same log
+    directory) and opened in turns, so both see the same load of the machine.
+    """
+    results: dict[str, Any] = {}
+    start = time.perf_counter()
+    write_run(root / "tab" / "run", 100_000, 50, seed=2)
+    results["write 100,000 x 50 (s)"] = round(time.perf_counter() - start, 1)
+    record = root / "tab" / "run" / "learnscope_record.jsonl"
+    results["run record (MB)"] = round(record.stat().st_size / 1e6, 1)
+    old = previous_front_end(previous, root / "previous_front_end")
+    with contextlib.ExitStack() as stack:
+        servers = {
+            "ES modules": stack.enter_context(tensorboard(root / "tab")),
+            f"previous single module ({previous})": stack.enter_context(
+                tensorboard_with_front_end(root / "tab", old)
+            ),
+        }
+        figures = tab_load(servers, opens)
+    shutil.rmtree(root / "tab", ignore_errors=True)  # 0.3 GB
+    for label, figure in figures.items():
+        low, high = figure["spread"]
+        results[f"100,000 x 50, tab iframe start to 5,000 points drawn, {label}"] = (
+            f"first open {figure['first']:.2f} s (reads the record), again {figure['again']:.2f}"
+            f" s (median of {opens - 1}: {low:.2f}-{high:.2f}), whole page again "
+            f"{figure['page again']:.2f} s"
+        )
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--screenshot", help="also save a screenshot of the demo-sized tab")
+    parser.add_argument("--only-tab-load", action="store_true", help="only the 100,000 x 50 tab")
+    parser.add_argument("--previous", default="ea9ab0b", help="commit of the previous front end")
+    parser.add_argument("--opens", type=int, default=11, help="tab opens per front end")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dynamics-view-"))
     results: dict[str, Any] = {}
+    if args.only_tab_load:
+        for name, value in tab_load_figures(root, args.previous, args.opens).items():
+            print(f"| {name} | {value} |")
+        return
 
     start = time.perf_counter()
     write_run(root / "big" / "run", 5_000, 50)
@@ -152,6 +268,8 @@ def main() -> None:
             f"{opened:.2f} s with {state['points']:,} of {state['pointsTotal']:,} points, "
             f"{fps:.0f} fps"
         )
+
+    results.update(tab_load_figures(root, args.previous, args.opens))
 
     if args.screenshot:
         from learnscope.lightning_glue.demo import run_demo
