@@ -23,15 +23,18 @@ class StepClock:
     :meth:`end_batch` in ``on_train_batch_end`` and :meth:`optimizer_call` in
     ``on_before_optimizer_step``, each with ``trainer.global_step``. It then answers:
 
-    * :attr:`batch_step`, the global step the current batch belongs to (the step its
-      optimizer call will have: the batch started at it);
+    * ``batch_step``, the global step the current batch belongs to (the step its
+      optimizer call will have: the batch started at it; 0 before any batch);
     * :meth:`is_check_step`, whether a step is a check step for a period;
-    * :attr:`first_micro_batch` (the batch is the first of its step) and the value
+    * ``first_micro_batch`` (the batch is the first of its step) and the value
       :meth:`end_batch` returns (the batch was the last: the global step moved on during it);
     * :meth:`optimizer_call`, whether a call is the first of its step (for one optimizer, or
       for any), so that ``LBFGS``'s later closure evaluations are told apart;
-    * :attr:`ended_unseen`, the step before this batch's ended without a batch end seeing
-      it, so what a check gathered from it is incomplete.
+    * ``ended_unseen``, the step before this batch's ended without a batch end seeing it, so
+      what a check gathered from it is incomplete.
+
+    The answers are plain attributes (read on every step, so no property calls); only the
+    clock's methods set them.
 
     Example:
         >>> clock = StepClock()
@@ -54,10 +57,11 @@ class StepClock:
     """
 
     def __init__(self) -> None:
-        self._batch_step: int | None = None  # global step when the current batch started
-        self._first_micro_batch = False
+        self.batch_step = 0  # global step when the current batch started
+        self.first_micro_batch = False
+        self.ended_unseen = False
+        self._started = False  # a batch started since the clock was made or reset
         self._step_over = True  # the last batch end saw the global step move on
-        self._ended_unseen = False
         self._calls: dict[Hashable, int] = {}  # optimizer key -> global step of its last call
 
     def reset(self) -> None:
@@ -73,44 +77,13 @@ class StepClock:
         """
         self.__init__()
 
-    @property
-    def batch_step(self) -> int:
-        """The global step of the current (or last) training batch; 0 before any.
-
-        Example:
-            >>> StepClock().batch_step
-            0
-        """
-        return 0 if self._batch_step is None else self._batch_step
-
-    @property
-    def first_micro_batch(self) -> bool:
-        """Whether the current batch is the first of its step.
-
-        Example:
-            >>> StepClock().first_micro_batch
-            False
-        """
-        return self._first_micro_batch
-
-    @property
-    def ended_unseen(self) -> bool:
-        """Whether the step before the current batch's ended without a batch end seeing it.
-
-        Example:
-            >>> StepClock().ended_unseen
-            False
-        """
-        return self._ended_unseen
-
     def start_batch(self, global_step: int) -> None:
         """A training batch starts at ``global_step`` (``on_train_batch_start``)."""
-        previous = self._batch_step
-        self._first_micro_batch = previous != global_step
-        self._ended_unseen = (
-            previous is not None and self._first_micro_batch and not self._step_over
-        )
-        self._batch_step = global_step
+        first = not self._started or self.batch_step != global_step
+        self.ended_unseen = first and self._started and not self._step_over
+        self.first_micro_batch = first
+        self.batch_step = global_step
+        self._started = True
         self._step_over = False
 
     def end_batch(self, global_step: int) -> bool:
@@ -118,7 +91,7 @@ class StepClock:
 
         It was when the global step moved on during the batch (the optimizer stepped).
         """
-        self._step_over = global_step != self._batch_step
+        self._step_over = global_step != self.batch_step
         return self._step_over
 
     def is_check_step(self, every_n_steps: int, step: int | None = None, offset: int = 0) -> bool:

@@ -193,13 +193,13 @@ class TrainingHelper(LearnscopeCallback):
         """Decide whether this batch belongs to a check step; start the step's checks."""
         clock = self._clock
         clock.start_batch(trainer.global_step)
-        step = clock.batch_step
-        self._loss.start_batch()
-        if self.is_on(_TRACE):
+        step, measuring = clock.batch_step, self._measuring()
+        self._loss.start_batch(keep=measuring)
+        if self._trace.requested and self.is_on(_TRACE):
             self._trace.arm_if_requested()
         if clock.ended_unseen:
             self._collapse.drop()  # rows of a step whose end went unseen are never judged
-        if not self._measuring():
+        if not measuring:
             return
         if clock.first_micro_batch:
             self._loss.start_step()
@@ -216,8 +216,7 @@ class TrainingHelper(LearnscopeCallback):
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
         """Keep the batch's first loss on check steps; name a non-finite module when tracing."""
         self._finish_trace()
-        if self._measuring():
-            self._loss.take(loss)
+        self._loss.take(loss)  # the batch's first, on check steps
 
     @override
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:

@@ -363,6 +363,34 @@ def test_a_checkpoint_of_another_optimizer_layout_is_not_followed(
     ]
 
 
+class NarrowCriticGAN(GAN):
+    """The GAN with a narrower discriminator: the generator's slices still fit, not the critic's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.discriminator = nn.Sequential(nn.Linear(6, 2), nn.Tanh(), nn.Linear(2, 1))
+
+
+def test_a_checkpoint_history_that_does_not_fit_its_optimizer_is_named(
+    tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
+) -> None:
+    gan = ModelAutocorrelation(buffer_size=16, lags=(1,))
+    fit(tmp_path, GAN, gan, max_steps=2)
+    saved = gan.state_dict()
+    callback = ModelAutocorrelation(buffer_size=16, lags=(1,), seed=5)
+    callback.load_state_dict(saved)
+    _, truth = fit(tmp_path, NarrowCriticGAN, callback, max_steps=4)
+    (message,) = [r.getMessage() for r in learnscope_log.records]
+    assert message.startswith(
+        "learnscope: ModelAutocorrelation cannot follow the elements of the checkpoint for "
+        "optimizer 1 ("
+    )
+    assert message.endswith("); it samples new ones with seed 5")
+    generator, discriminator = truth.histories
+    assert generator.slices == first_histories(saved)[0].slices  # followed
+    assert discriminator.slices != first_histories(saved)[1].slices
+
+
 def test_summarize_several_is_summarize_per_source_in_one_summary() -> None:
     noise = torch.randn(80, 6, generator=torch.Generator().manual_seed(0)).cumsum(0)
     first = (

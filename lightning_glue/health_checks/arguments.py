@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -69,6 +69,8 @@ def check_arguments(
 class Ranks:
     """Where the checks run: rank zero reports; with sharded parameters every rank measures.
 
+    ``measure``: whether this rank measures gradients on check steps (a field, read each step).
+
     Example:
         >>> Ranks(zero=False, sharded=True).measure
         True
@@ -76,8 +78,7 @@ class Ranks:
 
     zero: bool = True
     sharded: bool = False
+    measure: bool = field(init=False)
 
-    @property
-    def measure(self) -> bool:
-        """Whether this rank measures gradients on check steps."""
-        return self.zero or self.sharded
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "measure", self.zero or self.sharded)

@@ -64,12 +64,12 @@ class StepLoss:
         """The first micro-batch of a check step."""
         self._parts = []
 
-    def start_batch(self) -> None:
-        """Any training batch."""
-        self._taken = False
+    def start_batch(self, keep: bool = True) -> None:
+        """Any training batch; ``keep``: it belongs to a check step, keep its first loss."""
+        self._taken = not keep
 
     def take(self, loss: torch.Tensor) -> None:
-        """A backward's loss: kept when it is the batch's first."""
+        """A backward's loss: kept when it is the first of a batch that keeps one."""
         if not self._taken:
             self._taken = True
             self._parts.append(loss.detach())

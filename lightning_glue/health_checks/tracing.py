@@ -30,12 +30,8 @@ class NonFiniteTrace:
 
     def __init__(self) -> None:
         self._tracer: NonFiniteOutputTracer | None = None
-        self._requested = False
-
-    @property
-    def armed(self) -> bool:
-        """Whether the hooks are on now."""
-        return self._tracer is not None and self._tracer.armed
+        self.requested = False  # a check asked for the hooks in the next batch
+        self.armed = False  # the hooks are on now
 
     def attach(self, model: nn.Module) -> None:
         """Trace ``model``'s modules (the hooks are armed only on request)."""
@@ -43,19 +39,20 @@ class NonFiniteTrace:
 
     def request(self) -> None:
         """Arm the hooks for the next training batch."""
-        self._requested = True
+        self.requested = True
 
     def arm_if_requested(self) -> None:
         """At a batch's start: arm the hooks if a check asked for it."""
-        if self._requested and self._tracer is not None:
-            self._requested = False
+        if self.requested and self._tracer is not None:
+            self.requested = False
             self._tracer.arm()
+            self.armed = True
 
     def finish(self, step: int) -> list[Finding]:
         """Remove the hooks; the module they found not finite, as an error finding."""
-        if not self.armed:
+        if not self.armed or self._tracer is None:
             return []
-        assert self._tracer is not None
+        self.armed = False
         found = self._tracer.disarm()
         if found is None:
             return []
@@ -64,5 +61,6 @@ class NonFiniteTrace:
 
     def disarm(self) -> None:
         """Remove the hooks, finding nothing."""
+        self.armed = False
         if self._tracer is not None:
             self._tracer.disarm()
