@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -90,8 +91,8 @@ def append_entries(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
     cut short (by a crash) is first ended with a newline.
 
     Raises:
-        OSError: When the file cannot be written (the disk is full, say); nothing of the
-            entries is then left in the file but possibly a cut line, which readers ignore.
+        OSError: When the file cannot be written (the disk is full, say); the file is then cut
+            back to its length before the call, so nothing of the entries is left in it.
     """
     text = "".join(json.dumps(_finite(e), separators=(",", ":")) + "\n" for e in entries)
     if not text:
@@ -104,8 +105,13 @@ def append_entries(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data
             view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            try:
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # no cut line left, and its pages free again
+                raise
         finally:
             os.close(fd)
 

@@ -18,6 +18,7 @@ as text in training order, which is the order of the Projector's tensor menu.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import io
 import logging
@@ -305,6 +306,23 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> SnapshotFiles:
     folder = (PROJECTOR_FOLDER, *tag_folder(snapshot.key), step_name(snapshot.step))
     entry = pb.EmbeddingInfo(tensor_name=name, tensor_shape=[snapshot.num_points, snapshot.dim])
 
+    try:
+        return _write_files(run_dir, snapshot, folder, entry)
+    except OSError:  # a full disk: the files of a snapshot not in the config go again
+        for written in (entry.tensor_path, entry.metadata_path, entry.sprite.image_path):
+            if written:
+                with contextlib.suppress(OSError):
+                    (run_dir / written).unlink()
+        with contextlib.suppress(OSError):
+            inside(run_dir, *folder).rmdir()  # only when empty
+        raise
+
+
+def _write_files(
+    run_dir: Path, snapshot: EmbeddingSnapshot, folder: tuple[str, ...], entry: Any
+) -> SnapshotFiles:
+    """Write the snapshot's files into ``folder``, filling in ``entry``, and merge ``entry``."""
+    name = entry.tensor_name
     data, suffix = tensor_bytes(snapshot.vectors_numpy())
     entry.tensor_path = _write(run_dir, folder, f"tensor.{suffix}", data)
     columns = snapshot.metadata_columns()

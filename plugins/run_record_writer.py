@@ -31,6 +31,7 @@ import numpy as np
 
 from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
 from learnscope.plugins.base import Writer
+from learnscope.plugins.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS
 from learnscope.records import (
     AutocorrelationSummary,
@@ -73,6 +74,9 @@ class RunRecordWriter(Writer):
     Args:
         directory: The run directory (TensorBoard's, or a wandb run's files folder). It must
             exist when a record is written: a removed directory is not made again.
+        reserve: The free-space reserve of the writer this record belongs to (see
+            :mod:`learnscope.plugins.disk_reserve`): no entry is written while the free space
+            is below it. ``None``: no reserve.
 
     Example:
         >>> import tempfile
@@ -81,8 +85,9 @@ class RunRecordWriter(Writer):
         'learnscope_record.jsonl'
     """
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, reserve: DiskReserve | None = None) -> None:
         self.run_dir = Path(directory)
+        self.reserve = reserve
         self.path = self.run_dir / RECORD_FILE
         self._step: int | None = None  # the latest step written, for an end entry at close
         self._ended = True  # nothing to end until something is written
@@ -134,6 +139,8 @@ class RunRecordWriter(Writer):
             return
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"the run directory {self.run_dir} is gone; not re-making it")
+        if self.reserve is not None and not self.reserve.allows(0, "the run record"):
+            return
         append_entries(self.path, entries)
         self._ended = entries[-1]["kind"] == "end"
         if step is not None:

@@ -11,6 +11,7 @@ from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
 from learnscope.plugins import projector_files, tensorboard_layout
 from learnscope.plugins.base import Writer
+from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.event_file import EventFile
 from learnscope.plugins.figures import png_bytes
 from learnscope.plugins.projector_refresh import ProjectorRefresh
@@ -47,7 +48,10 @@ class TensorBoardWriter(Writer):
     writes it directly (:class:`~learnscope.plugins.event_file.EventFile`): a failure (a full
     disk, a removed directory) is raised by the call that wrote the record, and never reaches
     the logger's ``SummaryWriter``, which would store it and re-raise it in Lightning's
-    ``log_metrics`` and ``finalize``, taking the fit down.
+    ``log_metrics`` and ``finalize``, taking the fit down. While the run directory's file system
+    has less free space than learnscope's reserve (:mod:`learnscope.write_limits`), the writer
+    writes nothing there (its event file is opened once there is room), so the last free pages
+    stay for the training's own logs and checkpoints.
 
     Args:
         log_dir_or_summary_writer: A run directory (an event file of its own is opened there,
@@ -68,7 +72,7 @@ class TensorBoardWriter(Writer):
         if isinstance(log_dir_or_summary_writer, str | Path):
             self.run_dir = Path(log_dir_or_summary_writer)
             self.summary: Any = None
-            self._events: EventFile | None = EventFile(self.run_dir, SUFFIX)
+            self._events: EventFile | None = None  # opened below, or when the disk has room
         else:
             self.summary = log_dir_or_summary_writer
             self.run_dir = Path(self.summary.get_logdir())
@@ -77,12 +81,17 @@ class TensorBoardWriter(Writer):
         # see remove_orphan_temporaries for which go.
         remove_orphan_temporaries(self.run_dir)
         self._refresh = ProjectorRefresh(self.run_dir)  # running servers see new snapshots
-        self.record = RunRecordWriter(self.run_dir)
+        self.reserve = DiskReserve(self.run_dir)  # learnscope leaves the disk's last space
+        self.record = RunRecordWriter(self.run_dir, self.reserve)
+        if self.summary is None and self.reserve.allows(0, "learnscope's event file"):
+            self._events = EventFile(self.run_dir, SUFFIX)
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
 
-        Then add it to the run record, with the sprite the projector got.
+        Then add it to the run record, with the sprite the projector got. A snapshot that
+        would leave less than the free-space reserve (see :mod:`learnscope.write_limits`) is
+        skipped, the first one with a warning.
 
         Raises:
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
@@ -90,6 +99,10 @@ class TensorBoardWriter(Writer):
         """
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"the run directory {self.run_dir} is gone; not re-making it")
+        if not self.reserve.allows(snapshot_bytes(snapshot), f"snapshot {snapshot.key}"):
+            return
+        if self.summary is None and self._events is None:  # the projector lists runs by it
+            self._events = EventFile(self.run_dir, SUFFIX)
         files = projector_files.write_snapshot(self.run_dir, snapshot)
         self._refresh.announce()
         sprite = None
@@ -181,6 +194,8 @@ class TensorBoardWriter(Writer):
         """
         from torch.utils.tensorboard.summary import custom_scalars
 
+        if not self.reserve.allows(0, "the Custom Scalars layout"):
+            return
         state = tensorboard_layout.merge_charts(self.run_dir, charts)
         if state is not None:
             self.add_summary(custom_scalars(state["layout"]), state["version"])
@@ -191,12 +206,15 @@ class TensorBoardWriter(Writer):
         Raises:
             FileNotFoundError: The run directory is gone; nothing is written into the void.
         """
-        if self._events is None:
+        if self.summary is not None:
             self.summary._get_file_writer().add_summary(summary, step)
             return
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"the run directory {self.run_dir} is gone")
-        self._events.add_summary(summary, step)
+        if self.reserve.allows(0, f"{summary.value[0].tag if summary.value else 'a summary'}"):
+            if self._events is None:
+                self._events = EventFile(self.run_dir, SUFFIX)
+            self._events.add_summary(summary, step)
 
     def flush(self) -> None:
         """Flush a given ``SummaryWriter`` (an own event file holds every record already)."""
@@ -211,7 +229,7 @@ class TensorBoardWriter(Writer):
             self._refresh.close()
             if self._events is not None:
                 self._events.close()
-            else:
+            elif self.summary is not None:
                 self.summary.flush()
 
     def describe(self) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from learnscope.optional import import_optional
 from learnscope.plugins.base import Writer
+from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.run_record_writer import RunRecordWriter
 from learnscope.plugins.wandb_scatter import pca_scatter_chart
 from learnscope.records import (
@@ -62,7 +63,8 @@ class WandbWriter(Writer):
     def __init__(self, run: Any) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
-        self.record = RunRecordWriter(Path(run.dir))
+        self.reserve = DiskReserve(Path(run.dir))  # large records leave the disk's last space
+        self.record = RunRecordWriter(Path(run.dir), self.reserve)
         self._view_due: int | None = None  # step of a snapshot not yet in the view panel
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
@@ -77,8 +79,12 @@ class WandbWriter(Writer):
         ``metadata_<name>`` (see :func:`table_column_names`), with one warning per writer and
         embedding.
 
-        The run record gets the whole snapshot, every row.
+        The run record gets the whole snapshot, every row. A snapshot that would leave less
+        than the free-space reserve (see :mod:`learnscope.write_limits`) is skipped, the first
+        one with a warning.
         """
+        if not self.reserve.allows(snapshot_bytes(snapshot), f"snapshot {snapshot.key}"):
+            return
         whole = snapshot  # the run record keeps every row
         if snapshot.num_points > MAX_TABLE_ROWS:
             log.warning(

@@ -40,12 +40,22 @@ from test_log_dir_faults import Quiet, learnscope_callbacks
 from tiny_models import AfterFirstEpoch, loaders, trainer
 
 from learnscope.plugins import projector_files
+from learnscope.write_limits import set_write_limits
 
 DISK_KIB = 1024
 LEFT_AT_START = 16 * 1024
 EPOCHS, STEPS_PER_EPOCH = 2, 12  # 192 training rows in batches of 16
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="tmpfs mounts are Linux only")
+
+
+@pytest.fixture(autouse=True)
+def no_reserve() -> Iterator[None]:
+    """No free-space reserve: these fits show how learnscope meets ENOSPC itself (the reserve,
+    which keeps learnscope off a nearly full disk, is tested in ``test_disk_reserve.py``)."""
+    previous = set_write_limits(reserve_fraction=0.0, reserve_min_bytes=0)
+    yield
+    set_write_limits(**previous.as_dict())
 
 
 @contextlib.contextmanager

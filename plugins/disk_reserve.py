@@ -1,0 +1,126 @@
+"""A free-space reserve: learnscope's large records never take the last free space of a disk.
+
+Before a large write (a snapshot's tensor, metadata and sprite, a wandb table), a writer asks
+its :class:`DiskReserve` whether the write leaves the reserve of the directory's file system
+free: ``max(reserve_fraction * size of the file system, reserve_min_bytes)``, 1% and 64 MiB by
+default (see :mod:`learnscope.write_limits`). When it would not, the record is skipped, and the
+first skip of a writer says so in one warning; the training's own logs and checkpoints keep the
+room. Small records (scalars, histograms, pictures, the run record's entries) are skipped too
+while the free space is below the reserve: on a nearly full disk learnscope writes nothing.
+The file system is asked at most every 0.2 s; the bytes allowed meanwhile are counted off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from learnscope.write_limits import write_limits
+
+if TYPE_CHECKING:
+    from learnscope.records import EmbeddingSnapshot
+
+log = logging.getLogger("learnscope")
+
+ASK_EVERY_S = 0.2  # how often the file system is asked for its free space
+LARGE_BYTES = 1 << 20  # a record this large always asks
+
+
+class DiskReserve:
+    """Whether writes into one directory leave the reserve of its file system free.
+
+    Args:
+        directory: Where the writer puts its files.
+
+    Example:
+        >>> import tempfile
+        >>> reserve = DiskReserve(Path(tempfile.mkdtemp()))
+        >>> reserve.allows(1024, "a small record")
+        True
+        >>> reserve.allows(1 << 62, "an impossibly large record")
+        False
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.skipped = 0  # records skipped so far
+        self._asked = -1.0  # when the file system was last asked (time.monotonic)
+        self._free = self._total = 0  # what it said, less the bytes allowed since
+
+    def allows(self, nbytes: int, what: str) -> bool:
+        """Whether writing ``nbytes`` more leaves the reserve free; when not, the first says so.
+
+        A directory whose file system cannot be asked (gone, not made yet) allows the write:
+        the write itself then fails or succeeds as it would.
+
+        Args:
+            nbytes: About how many bytes the record takes on disk.
+            what: The record, for the message, such as ``"snapshot encoder step 40"``.
+        """
+        limits = write_limits()
+        if limits.reserve_fraction == 0 and limits.reserve_min_bytes == 0:
+            return True  # no reserve: a write that does not fit fails as it would
+        now = time.monotonic()
+        if now - self._asked > ASK_EVERY_S or nbytes >= LARGE_BYTES:
+            try:
+                fs = os.statvfs(self.directory)
+            except OSError:
+                return True
+            self._asked = now
+            self._free, self._total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
+        free, total = self._free, self._total
+        reserve = limits.reserve_bytes(total)
+        if free - nbytes >= reserve:
+            self._free -= nbytes
+            return True
+        self.skipped += 1
+        if self.skipped == 1:
+            log.warning(
+                "learnscope: %s is not written: %s has %s free and learnscope leaves %s "
+                "(%g%% of %s, at least %s) for the training's own logs and checkpoints; later "
+                "records that do not fit are skipped too, without a message (the reserve is "
+                "set with learnscope.write_limits.set_write_limits)",
+                f"{what} ({_size(nbytes)})" if nbytes else what,
+                self.directory,
+                _size(free),
+                _size(reserve),
+                100 * limits.reserve_fraction,
+                _size(total),
+                _size(limits.reserve_min_bytes),
+            )
+        return False
+
+
+def snapshot_bytes(snapshot: EmbeddingSnapshot) -> int:
+    """About how many bytes a writer puts on disk for ``snapshot`` (vectors twice, images, text).
+
+    Example:
+        >>> import torch
+        >>> from learnscope.records import EmbeddingSnapshot
+        >>> snapshot_bytes(EmbeddingSnapshot("enc", 0, torch.zeros(100, 8)))
+        6400
+    """
+    vectors = int(np.prod(snapshot.vectors.shape)) * 4  # float32 tensor, and the record's copy
+    images = 0 if snapshot.images is None else int(np.prod(np.shape(snapshot.images)))
+    text = 16 * snapshot.num_points * len(snapshot.metadata)  # metadata TSV and the record
+    return 2 * vectors + images + text
+
+
+def _size(nbytes: int) -> str:
+    """Bytes for a person.
+
+    Example:
+        >>> _size(64 << 20), _size(1536)
+        ('64.0 MiB', '1.5 KiB')
+    """
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover - unreachable
