@@ -141,22 +141,28 @@ def test_the_first_ctrl_c_during_the_end_abandons_the_queue_at_once(tmp_path: Pa
     assert status == 1  # Lightning's answer to a Ctrl-C, as for one during training
 
 
-def writer_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("learnscope-writer")]
+def writer_threads(before: frozenset[threading.Thread] = frozenset()) -> list[threading.Thread]:
+    """learnscope's writer threads alive now, but those of ``before`` (other tests' leftovers)."""
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("learnscope-writer") and t not in before
+    ]
 
 
 def test_a_hook_called_after_fit_leaves_no_writer_thread(tmp_path: Path) -> None:
     helper = TrainingHelper(check_every_n_steps=2)
     model = TinyClassifier()
     fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="tb"), [helper], max_epochs=1)
+    before = frozenset(writer_threads())
     fit.fit(model, *loaders(n_train=32, n_val=16))
-    assert writer_threads() == []
+    assert writer_threads(before) == []
     helper.on_train_end(fit, model)  # as Lightning's own loop tests drive hooks by hand
-    assert writer_threads()  # the findings are being written
+    assert writer_threads(before)  # the findings are being written
     end = time.monotonic() + 15
-    while writer_threads() and time.monotonic() < end:
+    while writer_threads(before) and time.monotonic() < end:
         time.sleep(0.1)
-    assert writer_threads() == [], "a learnscope-writer thread outlived its work"
+    assert writer_threads(before) == [], "a learnscope-writer thread outlived its work"
 
 
 class Slow(Writer):
@@ -171,6 +177,7 @@ class Slow(Writer):
 def test_close_abandons_what_is_left_at_its_limit_and_the_worker_ends(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    before = frozenset(writer_threads())
     slow = Slow()
     background = BackgroundWriters([slow])
     for step in range(50):
@@ -183,9 +190,9 @@ def test_close_abandons_what_is_left_at_its_limit_and_the_worker_ends(
     messages = [r.getMessage() for r in caplog.records if "abandoning" in r.getMessage()]
     assert len(messages) == 1 and "scalars" in messages[0]
     end = time.monotonic() + 5
-    while writer_threads() and time.monotonic() < end:
+    while writer_threads(before) and time.monotonic() < end:
         time.sleep(0.05)
-    assert writer_threads() == []
+    assert writer_threads(before) == []
     written = len(slow.steps)
     time.sleep(0.5)
     assert len(slow.steps) == written  # nothing abandoned is written later
