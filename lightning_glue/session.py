@@ -12,7 +12,10 @@ logger what that logger cannot show, and, when the last callback leaves, hands t
 leaving waits until everything queued is written. A callback reused with another trainer
 joins that trainer's session and writes to that trainer's loggers. Only the process of global rank
 zero gets writers; on the others the session holds none. Under ``Trainer(fast_dev_run=...)``,
-which turns Lightning's loggers off, the session holds no writer and says so in one line.
+which turns Lightning's loggers off, the session holds no writer and says so in one line. A
+hook called after the trainer's fit (or validate, test, predict) ended, as code that drives
+Lightning's loops by hand does, gets a session that writes nothing (said once at info level):
+no writer thread, event file or run-record entry is left behind by a run that is over.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ class WriterSession:
         is_global_zero: Whether this process writes (global rank zero).
         fast_dev_run: The trainer runs with ``fast_dev_run``: nothing is written, and nothing
             is said about what the loggers (Lightning's stand-in ``DummyLogger``) cannot show.
+        ended: The trainer's run is over (a hook called after ``fit`` returned): nothing is
+            written, and nothing said.
 
     Example:
         >>> class CSVLogger:
@@ -50,10 +55,14 @@ class WriterSession:
     """
 
     def __init__(
-        self, loggers: Sequence[Any], is_global_zero: bool, fast_dev_run: bool = False
+        self,
+        loggers: Sequence[Any],
+        is_global_zero: bool,
+        fast_dev_run: bool = False,
+        ended: bool = False,
     ) -> None:
-        self.fast_dev_run = fast_dev_run
-        self.loggers = [] if fast_dev_run else list(loggers)
+        self.fast_dev_run = fast_dev_run or ended  # either way: no writer, nothing said
+        self.loggers = [] if self.fast_dev_run else list(loggers)
         self.is_global_zero = is_global_zero
         self.members: set[int] = set()  # ids of the callbacks that joined
         self.interrupted = False  # a callback left through on_exception
@@ -181,9 +190,18 @@ def join(trainer: Any, callback: object) -> WriterSession:
     session = _SESSIONS.get(trainer)
     if session is None:
         fast_dev_run = bool(getattr(trainer, "fast_dev_run", False))
-        session = WriterSession(trainer.loggers, bool(trainer.is_global_zero), fast_dev_run)
+        ended = _ended(trainer)
+        session = WriterSession(
+            trainer.loggers, bool(trainer.is_global_zero), fast_dev_run, ended=ended
+        )
         _SESSIONS[trainer] = session
-        if fast_dev_run and session.is_global_zero:
+        if ended:
+            log.info(
+                "learnscope: a callback hook ran after the trainer's run ended (%s); "
+                "nothing is written for it",
+                trainer.state.status.value,
+            )
+        elif fast_dev_run and session.is_global_zero:
             log.warning(
                 "learnscope: fast_dev_run is on, so Lightning's loggers are off and learnscope "
                 "writes nothing in this run"
@@ -191,6 +209,19 @@ def join(trainer: Any, callback: object) -> WriterSession:
         session.start(_attached(trainer, callback))
     session.members.add(id(callback))
     return session
+
+
+def _ended(trainer: Any) -> bool:
+    """Whether ``trainer`` is a Lightning trainer whose last run is over (finished, interrupted).
+
+    Example:
+        >>> class Trainer:  # no Lightning state: not over
+        ...     pass
+        >>> _ended(Trainer())
+        False
+    """
+    status = getattr(getattr(trainer, "state", None), "status", None)
+    return getattr(status, "value", None) in ("finished", "interrupted")
 
 
 def _attached(trainer: Any, callback: object) -> list[CallbackSettings]:

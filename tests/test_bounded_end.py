@@ -165,6 +165,24 @@ def test_a_hook_called_after_fit_leaves_no_writer_thread(tmp_path: Path) -> None
     assert writer_threads(before) == [], "a learnscope-writer thread outlived its work"
 
 
+def test_a_hook_called_after_fit_opens_no_file(tmp_path: Path) -> None:
+    """A hook after the fit ended writes nothing: no new event file, no descriptor kept open."""
+    helper = TrainingHelper(check_every_n_steps=2)
+    model = TinyClassifier()
+    logger = TensorBoardLogger(str(tmp_path), name="tb")
+    fit = trainer(tmp_path, logger, [helper], max_epochs=1)
+    fit.fit(model, *loaders(n_train=32, n_val=16))
+    run = Path(logger.log_dir)
+    files = sorted(p.name for p in run.iterdir())
+    record = (run / "learnscope_record.jsonl").read_bytes()
+    descriptors = len(os.listdir("/proc/self/fd"))
+    helper.on_train_end(fit, model)
+    helper.on_train_end(fit, model)
+    assert sorted(p.name for p in run.iterdir()) == files
+    assert (run / "learnscope_record.jsonl").read_bytes() == record  # no second run started
+    assert len(os.listdir("/proc/self/fd")) <= descriptors
+
+
 class Slow(Writer):
     def __init__(self) -> None:
         self.steps: list[int] = []
