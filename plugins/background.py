@@ -33,6 +33,7 @@ import atexit
 import collections
 import functools
 import logging
+import math
 import threading
 import time
 import weakref
@@ -49,8 +50,7 @@ log = logging.getLogger("learnscope")
 
 Job = Callable[[Writers], None]
 
-PROGRESS_AFTER_S = 5.0  # the end of a fit says what it waits for once it waited this long
-PROGRESS_EVERY_S = 60.0  # and again this often
+PROGRESS_AFTER_S = 5.0  # the end of a fit says once what it waits for when it waited this long
 IDLE_EXIT_S = 2.0  # the worker thread ends after this long with nothing to do
 LEFT_BEHIND_JOIN_S = 1.0  # how long an abandoned worker is given to finish its write
 
@@ -204,7 +204,9 @@ class BackgroundWriters(Writer):
                 self._changed.notify_all()
                 thread = self._thread
             if thread is not None:
-                thread.join(LEFT_BEHIND_JOIN_S if abandoned else limit)
+                thread.join(
+                    LEFT_BEHIND_JOIN_S if abandoned else None if math.isinf(limit) else limit
+                )
                 if thread.is_alive() and not abandoned:
                     self._abandon(f"the end of the fit waited {limit:g} s for learnscope's writes")
                 if thread.is_alive():
@@ -236,8 +238,9 @@ class BackgroundWriters(Writer):
                         now - start,
                         limit,
                     )
-                    report = now + PROGRESS_EVERY_S
-                self._changed.wait(min(start + limit, report) - now)
+                    report = math.inf  # one line
+                left = min(start + limit, report) - now
+                self._changed.wait(None if math.isinf(left) else left)
             self._raise_failure()
         return True
 

@@ -7,6 +7,8 @@ does. Each fit that may hang runs in a child process under a time limit.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import queue
 import signal
@@ -23,6 +25,7 @@ from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import TrainingHelper
 from learnscope.plugins import Writer
+from learnscope.plugins import background as background_module
 from learnscope.plugins.background import BackgroundWriters
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and signals as on Linux")
@@ -214,3 +217,19 @@ def test_close_abandons_what_is_left_at_its_limit_and_the_worker_ends(
     written = len(slow.steps)
     time.sleep(0.5)
     assert len(slow.steps) == written  # nothing abandoned is written later
+
+
+def test_a_long_wait_says_once_what_it_waits_for(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(background_module, "PROGRESS_AFTER_S", 0.2)
+    slow = Slow()
+    background = BackgroundWriters([slow])
+    for step in range(8):  # 1.6 s of writes
+        background.write_scalars({"x": 1.0}, step)
+    with caplog.at_level(logging.WARNING, logger="learnscope"):
+        background.close(timeout_s=math.inf)  # no limit: waits for all of them
+    assert slow.steps == list(range(8))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "waiting for" in said[0], said
+    assert "record(s): " in said[0] and "scalars" in said[0] and " MB" in said[0]
