@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
+from learnscope.files import remove_unheld_lock
 from learnscope.plugins.base import Writer
 from learnscope.plugins.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS
@@ -88,6 +89,7 @@ class RunRecordWriter(Writer):
     def __init__(self, directory: str | Path, reserve: DiskReserve | None = None) -> None:
         self.run_dir = Path(directory)
         self.reserve = reserve
+        remove_unheld_lock(self.run_dir / f".{RECORD_FILE}.lock")  # left by a killed writer
         self.path = self.run_dir / RECORD_FILE
         self._step: int | None = None  # the latest step written, for an end entry at close
         self._ended = True  # nothing to end until something is written

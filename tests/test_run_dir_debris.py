@@ -23,10 +23,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from learnscope.plugins import tensorboard_layout
 from learnscope.plugins.projector_refresh import ProjectorRefresh
+from learnscope.plugins.run_record_writer import RunRecordWriter
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.plugins.tensorboard_layout import LAYOUT_TAG, multiline
 from learnscope.records import EmbeddingSnapshot
-from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG
+from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="flock and signals as on Linux")
 
@@ -175,3 +176,18 @@ def test_a_layout_fifo_is_moved_aside_without_blocking(tmp_path: Path) -> None:
     threading.Thread(target=merge, daemon=True).start()
     assert done.wait(timeout=10), "reading a FIFO layout blocked"
     assert (run / LAYOUT_FILE).is_file()
+
+
+def test_a_record_lock_left_by_a_sigkilled_writer_goes_when_a_record_writer_starts(
+    tmp_path: Path,
+) -> None:
+    """As in a wandb run's files folder, where only the run record is locked."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    lock = folder / f".{RECORD_FILE}.lock"
+    holder = hold_lock(lock)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    assert lock.exists()
+    RunRecordWriter(folder)
+    assert not lock.exists()
