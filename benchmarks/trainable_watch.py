@@ -53,8 +53,9 @@ def main() -> None:
 
         trainer = SimpleNamespace(global_step=1, is_global_zero=True, optimizers=[optimizer])
         helper = TrainingHelper(check_every_n_steps=1000, embedding_module=None)
-        helper._round.complete = True  # after the first round, on an ordinary step
-        helper._stepped.add(id(optimizer))
+        helper._unused.load_state_dict({"unused_checked": True})  # after the first round
+        helper._gradients.note_step(optimizer)
+        helper.on_train_batch_start(trainer, model, None, 0)  # an ordinary step's batch
         helper._watch = TrainableWatch(model.named_parameters(), [optimizer])
 
         def hook(
