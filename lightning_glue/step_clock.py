@@ -97,12 +97,18 @@ class StepClock:
     def is_check_step(self, every_n_steps: int, step: int | None = None, offset: int = 0) -> bool:
         """Whether ``step`` (by default the batch's) is a check step: ``step % every == offset``.
 
+        Before any batch there is no batch step, so no check step by default.
+
         Example:
             >>> clock = StepClock()
-            >>> clock.is_check_step(10, step=19, offset=9)  # steps n - 1, 2n - 1...
-            True
+            >>> clock.is_check_step(10), clock.is_check_step(10, step=19, offset=9)  # n - 1...
+            (False, True)
         """
-        return (self.batch_step if step is None else step) % every_n_steps == offset
+        if step is None:
+            if not self._started:
+                return False
+            step = self.batch_step
+        return step % every_n_steps == offset
 
     def optimizer_call(self, global_step: int, optimizer: Hashable = _WHOLE_STEP) -> bool:
         """Note an ``on_before_optimizer_step``; whether it is the first of ``global_step``.
