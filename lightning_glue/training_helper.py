@@ -122,6 +122,7 @@ class TrainingHelper(LearnscopeCallback):
         )  # fmt: skip
         self._watch: TrainableWatch | None = None  # notices parameters that start training
         self._loaded = False  # state came from load_state_dict before this fit's setup
+        self._said_off = False  # the warning that the embedding checks are off was given
 
     @property
     def findings(self) -> list[Finding]:
@@ -144,6 +145,10 @@ class TrainingHelper(LearnscopeCallback):
             self._gradients.forget_optimizers()
         self._clock.reset()
         encoder = self._gradients.encoder = checks.resolve_encoder(pl_module, self.embedding_module)
+        if encoder is None and self.embedding_module is not None and not self._said_off:
+            self._said_off = True  # once per callback, on rank zero
+            if trainer.is_global_zero:
+                log.warning(checks.missing_encoder(pl_module))
         self._gradients.heads = checks.resolve_heads(pl_module, encoder, self.head_modules)
         self._collapse.module = encoder
         with self.guard(_TRACE, "setup"):

@@ -35,6 +35,7 @@ from learnscope.lightning_glue.health_checks.gradients import GradientCheck, Ste
 from learnscope.lightning_glue.health_checks.inputs import input_findings
 from learnscope.lightning_glue.health_checks.modules import (
     DEFAULT_EMBEDDING_MODULE,
+    missing_encoder,
     resolve_encoder,
     resolve_heads,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "check_arguments",
     "collapse_report",
     "input_findings",
+    "missing_encoder",
     "resolve_encoder",
     "resolve_heads",
 ]

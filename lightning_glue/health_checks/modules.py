@@ -27,8 +27,8 @@ def _unknown(model: nn.Module, what: str, name: str) -> ValueError:
 def resolve_encoder(model: nn.Module, name: str | None) -> str | None:
     """The embedding module's name, ``None`` for no embedding checks.
 
-    The default ``"encoder"``, when the model has none, turns the checks off with one info
-    message; another missing name fails.
+    The default ``"encoder"``, when the model has none, turns the checks off (the callback
+    says so once, with :func:`missing_encoder`); another missing name fails.
 
     Args:
         model: The LightningModule.
@@ -51,13 +51,36 @@ def resolve_encoder(model: nn.Module, name: str | None) -> str | None:
     if name in _module_names(model):
         return name
     if name == DEFAULT_EMBEDDING_MODULE:
-        log.info(
-            "learnscope: %s has no sub-module 'encoder'; TrainingHelper's embedding-collapse "
-            "and head checks are off (pass embedding_module= to turn them on)",
-            type(model).__name__,
-        )
         return None
     raise _unknown(model, "embedding_module", name)
+
+
+def missing_encoder(model: nn.Module) -> str:
+    """The warning for a model without the default ``encoder``: what is off, what to pass.
+
+    Names the model's top-level modules that hold parameters, and the argument to pass.
+
+    Example:
+        >>> model = nn.ModuleDict({"backbone": nn.Linear(2, 2), "head": nn.Linear(2, 1)})
+        >>> print(missing_encoder(model))  # doctest: +ELLIPSIS
+        learnscope: TrainingHelper: ModuleDict has no sub-module 'encoder', so the \
+embedding-collapse and head checks are off (no health/collapse/... scalars); its top-level \
+modules are 'backbone', 'head': pass TrainingHelper(embedding_module='backbone') (the module \
+whose output is the embedding), or embedding_module=None to turn them off without this warning
+    """
+    names = [n for n, child in model.named_children() if next(child.parameters(), None) is not None]
+    what = (
+        f"learnscope: TrainingHelper: {type(model).__name__} has no sub-module 'encoder', so the "
+        "embedding-collapse and head checks are off (no health/collapse/... scalars); "
+    )
+    if not names:
+        return what + "it has no sub-module with parameters: pass embedding_module=None"
+    listed = ", ".join(repr(name) for name in names)
+    return (
+        f"{what}its top-level modules are {listed}: pass "
+        f"TrainingHelper(embedding_module={names[0]!r}) (the module whose output is the "
+        "embedding), or embedding_module=None to turn them off without this warning"
+    )
 
 
 def resolve_heads(
