@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import TinyClassifier, blobs, trainer
+from torch import nn
+from torch.utils.data import DataLoader
 
 from learnscope.lightning_glue.health_checks import CollapseCapture, StepLoss
+from learnscope.lightning_glue.training_helper import TrainingHelper
 
 
 def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:
@@ -49,3 +54,32 @@ def test_the_step_loss_is_the_mean_of_each_micro_batch_first_loss() -> None:
     assert value is not None
     assert float(value) == pytest.approx(sum(firsts) / len(firsts), rel=1e-6)
     assert loss.value(trainer, model=None) is None  # emptied
+
+
+class UnusedLayer(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = nn.Linear(8, 8)
+
+
+def test_checkpoint_state_keeps_its_format(tmp_path: Path) -> None:
+    """The keys and values older checkpoints hold, written and read back the same."""
+    helper = TrainingHelper(check_every_n_steps=5)
+    run = trainer(tmp_path, False, [helper], max_steps=5, max_epochs=-1)
+    run.fit(UnusedLayer(), DataLoader(blobs(96), batch_size=16))
+    state = helper.state_dict()
+    assert list(state) == ["findings", "unused_checked", "unused_names"]
+    assert state["unused_checked"] is True
+    assert state["unused_names"] == ["unused.weight", "unused.bias"]
+    assert [(f.code, f.subject) for f in helper.findings] == [("unused-parameter", "unused")]
+    old = {  # a checkpoint of before: the same three keys, plain JSON-like values
+        "findings": state["findings"],
+        "unused_checked": True,
+        "unused_names": ["unused.weight", "unused.bias"],
+    }
+    resumed = TrainingHelper(check_every_n_steps=5)
+    resumed.load_state_dict(old)
+    assert resumed.state_dict() == state
+    assert resumed.findings == helper.findings
+    fresh = TrainingHelper().state_dict()
+    assert fresh == {"findings": fresh["findings"], "unused_checked": False, "unused_names": []}
