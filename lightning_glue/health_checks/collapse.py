@@ -13,6 +13,7 @@ from learnscope.collapse import EmbeddingRowBuffer
 from learnscope.embedding_layout import embedding_layout, keep_edges, row_mask
 from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import collapse_findings
+from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.lightning_glue.health_checks.report import CheckReport
 
 Guard = Callable[[str], contextlib.AbstractContextManager[Any]]
@@ -21,7 +22,9 @@ Guard = Callable[[str], contextlib.AbstractContextManager[Any]]
 class CollapseCapture:
     """The embedding rows of a check step's training batches, in one buffer.
 
-    A forward hook on the embedding module copies the detached output of each training batch
+    The embedding module's forward hook, shared with every callback on that module
+    (:class:`~learnscope.lightning_glue.encoder_capture.EncoderCapture`), gives the output of
+    each training batch
     of the step (every micro-batch, the first forward of each) into an
     :class:`~learnscope.collapse.EmbeddingRowBuffer` of at most ``rows_per_dim`` times the
     dimension rows (and at most ``max_rows``). Rows of different steps are never mixed: a step
@@ -70,11 +73,10 @@ class CollapseCapture:
         self.edge_index_fn, self.graph_index_fn, self.ids_fn = edge_index_fn, graph_index_fn, ids_fn
         self.rows_per_dim, self.max_rows = rows_per_dim, max_rows
         self.module: str | None = None  # the embedding module's name, set at attach
-        self._hook: torch.utils.hooks.RemovableHandle | None = None
+        self._capture: EncoderCapture | None = None  # the module's shared forward hook
         self._guard: Guard | None = None  # the callback's guard of this check
         self._buffer: EmbeddingRowBuffer | None = None
         self._collecting = False  # the step's batches are captured
-        self._waiting = False  # the current batch's first forward is still to come
         self._batch: Any = None
         self._step = 0
         self._rows_checked = False  # spatial and mask_fn were checked on a real output
@@ -86,19 +88,19 @@ class CollapseCapture:
         """
         self.detach()
         self.module, self._guard, self._rows_checked = name, guard, False
-        self._hook = module.register_forward_hook(self._on_output)
+        self._capture = EncoderCapture.of(module).join(self, self._on_captured)
 
     def detach(self) -> None:
-        """Remove the hook; what was captured is dropped."""
-        if self._hook is not None:
-            self._hook.remove()
-        self._hook = self._guard = None
-        self._collecting = self._waiting = False
+        """Leave the module's capture; what was captured is dropped."""
+        if self._capture is not None:
+            self._capture.leave(self)
+        self._capture = self._guard = None
+        self._collecting = False
         self._batch = None
 
     def start_step(self) -> None:
         """The first micro-batch of a check step: capture its batches, from an empty buffer."""
-        self._collecting = self._hook is not None
+        self._collecting = self._capture is not None
         if self._buffer is not None:
             self._buffer.reset()
 
@@ -108,22 +110,23 @@ class CollapseCapture:
 
     def start_batch(self, batch: Any, step: int) -> None:
         """A training batch of the step starts: its first forward is captured."""
-        if self._collecting:
-            self._waiting, self._batch, self._step = True, batch, step
+        if self._collecting and self._capture is not None:
+            self._batch, self._step = batch, step
+            self._capture.arm(self)
 
     def end_batch(self, step_over: bool) -> EmbeddingRowBuffer | None:
         """The batch ended; at the step's last micro-batch, the buffer when it holds rows."""
-        self._waiting, self._batch = False, None
+        if self._capture is not None:
+            self._capture.disarm(self)
+        self._batch = None
         if not (self._collecting and step_over):
             return None
         self._collecting = False
         buffer = self._buffer
         return buffer if buffer is not None and buffer.num_rows > 0 else None
 
-    def _on_output(self, module: nn.Module, args: Any, output: Any) -> None:
-        if not self._waiting:
-            return  # the common case: no check step, or a second forward in the batch
-        self._waiting = False
+    def _on_captured(self, captured: CapturedOutput) -> None:
+        """The first forward of a batch of the step (the capture calls this only then)."""
         if self._buffer is not None and self._buffer.is_full:
             return
         guard = self._guard or (lambda record: contextlib.nullcontext())
@@ -132,7 +135,7 @@ class CollapseCapture:
         rows: tuple[torch.Tensor, torch.Tensor | None] | None = None
         done = False
         with guard(record):
-            value = self._selected(output)
+            value = self._selected(captured)
             if self._rows_checked:
                 rows = self._rows(value)
             done = True
@@ -148,8 +151,8 @@ class CollapseCapture:
         if not done:  # the guard switched the check off
             self._collecting = False
 
-    def _selected(self, output: Any) -> torch.Tensor:
-        selected = self.select(output) if self.select is not None else output
+    def _selected(self, captured: CapturedOutput) -> torch.Tensor:
+        selected = captured.selected(self.select)
         if not isinstance(selected, torch.Tensor) or selected.ndim < 2:
             raise TypeError(
                 f"TrainingHelper: module {self.module!r} gave "
