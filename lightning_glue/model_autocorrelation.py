@@ -57,8 +57,9 @@ class ModelAutocorrelation(LearnscopeCallback):
     (``K`` = 65,536; 64 MiB without gradients), whatever the model's size; 49 MiB for a
     12M-parameter transformer with 98 tensors.
 
-    **What it shows.** Every ``analyze_every_n_steps`` optimizer steps (at global steps
-    ``n - 1``, ``2n - 1``..., decided from ``trainer.global_step``), once a history holds more
+    **What it shows.** Every ``analyze_every_n_steps`` optimizer steps (named by the global
+    step after the optimizer step it ends: ``n``, ``2n``..., ``trainer.global_step`` once that
+    step is done, the steps of the projector's snapshots), once a history holds more
     than ``max(lags)`` steps, the ACF of every sampled element is computed on the device
     (:func:`learnscope.autocorrelation.summarize_several`; means removed, never rescaled, so
     anti-correlation keeps its sign), and only the summary comes to the host, in one
@@ -248,7 +249,7 @@ class ModelAutocorrelation(LearnscopeCallback):
             n = self.analyze_every_n_steps
             due = first_call and self._clock.is_check_step(n, step, offset=n - 1)
             if due and histories.ready(max(self.lags)):
-                summary = histories.summarize(step, self.lags)
+                summary = histories.summarize(step + 1, self.lags)  # the step it ends
                 if trainer.is_global_zero:  # one that cannot chart it gets its scalars
                     self.writers(trainer, _SHOWS).write_autocorrelation(summary)
 

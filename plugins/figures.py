@@ -55,11 +55,19 @@ log = logging.getLogger("learnscope")
 
 INSTALL = "pip install 'learnscope[tensorboard]' (or 'learnscope[wandb]')"
 DPI = 100
-ACF_SIZE = (6.4, 4.0)  # inches at 100 dpi: 640 x 400 pixels
-ACF_AXES = (70 / 640, 50 / 400, 340 / 640, 315 / 400)  # left, bottom, width, height; legend right
-SCATTER_SIZE = (6.4, 5.0)  # 640 x 500 pixels
-SCATTER_AXES = (64 / 640, 50 / 500, 390 / 640, 390 / 500)  # a square; legend or colour bar right
-COLOUR_BAR = (474 / 640, 50 / 500, 16 / 640, 390 / 500)
+# Pictures are drawn for TensorBoard's image cards, which show them 280 to 350 pixels wide: 400
+# pixels wide, every text at least 11 points (15 pixels, 10.7 once shrunk to 280), the legend or
+# colour bar under the plot. Sizes below are in pixels; a figure's height follows its legend.
+WIDTH = 400
+FONT = 11.0  # points: tick labels, legend entries
+LABEL_FONT = 11.5  # axis labels
+TITLE_FONT = 12.0
+_EM = DPI / 72  # pixels per point
+_CHAR = 0.64  # an upper bound of DejaVu Sans's mean character width, in em
+_LINE = 1.2  # matplotlib's line spacing, in em
+ACF_LEFT, ACF_WIDTH, ACF_HEIGHT = 72, 314, 220  # the ACF plot: its left edge, width, height
+SCATTER_LEFT, SCATTER_SIDE = 72, 314  # the PCA scatter: a square
+_BELOW_AXES = 52  # tick labels and the x label under a plot
 MAX_NAME = 18  # characters of a legend name; longer ones are shortened in the middle
 # matplotlib's "tab10" colours, so that no colour map has to be looked up by name.
 COLOURS = (
@@ -211,7 +219,8 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
         title: Written above the plot.
 
     Returns:
-        A 640 x 400 pixel ``Figure`` (at 100 dpi).
+        A ``Figure`` 400 pixels wide (at 100 dpi), the legend under the plot, as tall as its
+        legend needs (351 pixels for one group and the band).
 
     Example:
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4, 0.1]), -0.4, -0.5,
@@ -223,8 +232,18 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator, MultipleLocator
 
-    figure = Figure(figsize=ACF_SIZE, dpi=DPI, facecolor="white")
-    ax = figure.add_axes(ACF_AXES)
+    steps = sorted({g.num_steps for g in groups if g.num_steps is not None})
+    band = ""
+    if steps:
+        known = f"T={steps[0]}" if len(steps) == 1 else f"T={steps[0]}..{steps[-1]}"
+        band = f"white noise 95%\n±1.96/√T, {known}"
+    entries = [_legend_text(g) for g in groups] + ([band] if band else [])
+    title_lines = _wrap(title, TITLE_FONT)
+    top = _text_height(len(title_lines), TITLE_FONT) + 10
+    ncols, legend_height = _legend_shape(entries, handle_em=2.1, fit_columns=2)
+    height = top + ACF_HEIGHT + _BELOW_AXES + legend_height + 8
+    figure = Figure(figsize=(WIDTH / DPI, height / DPI), dpi=DPI, facecolor="white")
+    ax = figure.add_axes(_box(ACF_LEFT, height - top - ACF_HEIGHT, ACF_WIDTH, ACF_HEIGHT, height))
     ax.set_facecolor("white")
     max_lag = max([g.max_lag for g in groups] + [1])
     for i, group in enumerate(groups):
@@ -248,18 +267,9 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
             label=_legend_text(group),
             zorder=3,
         )
-    steps = sorted({g.num_steps for g in groups if g.num_steps is not None})
     if steps:
         half = 1.96 / math.sqrt(steps[0])
-        known = f"T={steps[0]}" if len(steps) == 1 else f"T={steps[0]}..{steps[-1]}"
-        ax.axhspan(
-            -half,
-            half,
-            color=BAND_COLOUR,
-            linewidth=0,
-            zorder=1,
-            label=f"white noise 95%\n±1.96/√T, {known}",
-        )
+        ax.axhspan(-half, half, color=BAND_COLOUR, linewidth=0, zorder=1, label=band)
     ax.axhline(0.0, color="#555555", linewidth=0.8, zorder=2)
     ax.set_xlim(0, max_lag)
     ax.set_ylim(-1.0, 1.0)
@@ -267,31 +277,34 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
     ax.yaxis.set_major_locator(MultipleLocator(0.5))
     ax.grid(color="#e8e8e8", linewidth=0.6, zorder=0)
     ax.set_axisbelow(True)
-    ax.tick_params(labelsize=11, colors="#222222")
-    ax.set_xlabel("lag (steps)", fontsize=11, color="#222222")
-    ax.set_ylabel("mean autocorrelation", fontsize=11, color="#222222")
-    ax.set_title(title, fontsize=13, color="black")
-    rows = len(groups) + bool(steps)
+    ax.tick_params(labelsize=FONT, colors="#222222")
+    ax.set_xlabel("lag (steps)", fontsize=LABEL_FONT, color="#222222")
+    ax.set_ylabel("mean autocorrelation", fontsize=LABEL_FONT, color="#222222")
+    ax.set_title("\n".join(title_lines), fontsize=TITLE_FONT, color="black")
     ax.legend(
         loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
+        bbox_to_anchor=(8 / WIDTH, (legend_height + 8) / height),
+        bbox_transform=figure.transFigure,
         frameon=False,
-        fontsize=10 if rows <= 14 else 8,
-        ncols=1 if rows <= 20 else 2,
+        fontsize=FONT,
+        ncols=ncols,
         handlelength=1.6,
+        handletextpad=0.5,
+        columnspacing=1.0,
         borderaxespad=0.0,
+        borderpad=0.0,
     )
     return figure
 
 
 def acf_chart(groups: Sequence[GroupAutocorrelation], title: str = "") -> np.ndarray:
-    """:func:`acf_figure` as ``uint8 [400, 640, 3]`` pixels.
+    """:func:`acf_figure` as ``uint8 [H, 400, 3]`` pixels.
 
     Example:
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4]), -0.4, -0.5, -0.3,
         ...                          None)
         >>> acf_chart([g], "gradients").shape
-        (400, 640, 3)
+        (333, 400, 3)
     """
     return figure_pixels(acf_figure(groups, title))
 
@@ -359,13 +372,14 @@ def scatter_figure(
         label_name: The name of the labels, the title of the legend or colour bar.
 
     Returns:
-        A 640 x 500 pixel ``Figure`` (at 100 dpi).
+        A ``Figure`` 400 pixels wide (at 100 dpi), the legend or colour bar under the plot, as
+        tall as they and the title need.
 
     Example:
         >>> figure = scatter_figure(np.array([[0.0, 0.0], [3.0, 1.0]]), ["cat", "dog"], "t",
         ...                         (-2.0, 2.0, -2.0, 2.0))
         >>> figure.axes[0].get_title().splitlines()
-        ['t', '1 point outside the frame, drawn as × on its edge']
+        ['t', '1 point outside: × on the edge']
     """
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -375,9 +389,6 @@ def scatter_figure(
     limits = limits or frame_limits(xy)
     finite = np.isfinite(xy).all(1)
     clipped, outside = clip_to_frame(xy, limits)
-    figure = Figure(figsize=SCATTER_SIZE, dpi=DPI, facecolor="white")
-    ax = figure.add_axes(SCATTER_AXES)
-    ax.set_facecolor("white")
     size = 14.0 if len(xy) <= 1000 else 6.0 if len(xy) <= 5000 else 2.0
     handles: list[Any] = []
     values = None
@@ -397,6 +408,30 @@ def scatter_figure(
             handles.append(_dot(OTHER, OTHER_COLOUR))
     else:
         style = {"color": COLOURS[0]}
+    count = int((finite & outside).sum())
+    title_lines = _wrap(title, TITLE_FONT)
+    names = [str(h.get_label()) for h in handles] + [f"{len(xy)} outside"]
+    if count:
+        title_lines.append(f"{count} point{'s' if count != 1 else ''} outside: × on the edge")
+        if values is None:  # a legend; a colour bar has no room for the entry
+            marker = Line2D([], [], color="#333333", marker="X", linestyle="", markersize=8)
+            handles.append(marker)
+            marker.set_label(f"{count} outside")
+    # Room for the line and the legend entry of points outside whether there are any or not:
+    # every picture of a tag the same size, its plot in the same place.
+    top = _text_height(len(title_lines) + (not count), TITLE_FONT) + 10
+    if values is not None:
+        under = 72  # a colour bar across the plot, its tick labels and its label
+    elif handles:
+        ncols, under = _legend_shape(names, handle_em=1.1, fit_columns=6, title=bool(label_name))
+        under += 8
+    else:
+        under = 0
+    height = top + SCATTER_SIDE + _BELOW_AXES + under + 6
+    figure = Figure(figsize=(WIDTH / DPI, height / DPI), dpi=DPI, facecolor="white")
+    bottom = height - top - SCATTER_SIDE
+    ax = figure.add_axes(_box(SCATTER_LEFT, bottom, SCATTER_SIDE, SCATTER_SIDE, height))
+    ax.set_facecolor("white")
     inside = finite & ~outside
     mapped = None
     for mask, marker, extra in ((inside, "o", 0.0), (finite & outside, "X", 3.0)):
@@ -417,14 +452,6 @@ def scatter_figure(
             zorder=3 if marker == "o" else 4,
             **chosen,
         )
-    count = int((finite & outside).sum())
-    if count:
-        words = f"{count} point{'s' if count != 1 else ''} outside the frame"
-        title = f"{title}\n{words}, drawn as × on its edge"
-        if values is None:  # a legend; a colour bar has no room for the entry
-            marker = Line2D([], [], color="#333333", marker="X", linestyle="", markersize=8)
-            handles.append(marker)
-            marker.set_label(f"{count} outside")
     ax.set_xlim(limits[0], limits[1])
     ax.set_ylim(limits[2], limits[3])
     ax.set_aspect("equal", adjustable="box")
@@ -433,25 +460,34 @@ def scatter_figure(
         axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
     ax.grid(color="#ececec", linewidth=0.6)
     ax.set_axisbelow(True)
-    ax.tick_params(labelsize=10, colors="#222222")
-    ax.set_xlabel("PCA x (spreads)", fontsize=11, color="#222222")
-    ax.set_ylabel("PCA y (spreads)", fontsize=11, color="#222222")
-    ax.set_title(title, fontsize=12, color="black")
+    ax.tick_params(labelsize=FONT, colors="#222222")
+    ax.set_xlabel("PCA x (spreads)", fontsize=LABEL_FONT, color="#222222")
+    ax.set_ylabel("PCA y (spreads)", fontsize=LABEL_FONT, color="#222222")
+    ax.set_title(  # from the top of the figure down
+        "\n".join(title_lines), fontsize=TITLE_FONT, y=1 + (top - 6) / SCATTER_SIDE, va="top", pad=0
+    )
     if values is not None and mapped is not None:
-        bar = figure.colorbar(mapped, cax=figure.add_axes(COLOUR_BAR))
-        bar.set_label(label_name or "label", fontsize=11)
-        bar.ax.tick_params(labelsize=10)
+        bar_box = _box(SCATTER_LEFT, bottom - _BELOW_AXES - 14, SCATTER_SIDE, 12, height)
+        bar = figure.colorbar(mapped, cax=figure.add_axes(bar_box), orientation="horizontal")
+        bar.set_label(label_name or "label", fontsize=LABEL_FONT)
+        bar.ax.tick_params(labelsize=FONT)
     if handles:
         ax.legend(
             handles=handles,
             title=label_name if values is None else None,
             loc="upper left",
-            bbox_to_anchor=(1.02, 1.0),
+            bbox_to_anchor=(8 / WIDTH, (under + 6) / height),
+            bbox_transform=figure.transFigure,
             frameon=False,
-            fontsize=11,
-            title_fontsize=11,
+            fontsize=FONT,
+            title_fontsize=FONT,
+            ncols=ncols,
+            alignment="left",
             borderaxespad=0.0,
+            borderpad=0.0,
+            handlelength=0.8,
             handletextpad=0.3,
+            columnspacing=1.0,
         )
     return figure
 
@@ -463,16 +499,69 @@ def scatter_image(
     limits: Limits | None = None,
     label_name: str | None = None,
 ) -> np.ndarray | None:
-    """:func:`scatter_figure` as ``uint8 [500, 640, 3]`` pixels, or ``None`` without matplotlib.
+    """:func:`scatter_figure` as ``uint8 [H, 400, 3]`` pixels, or ``None`` without matplotlib.
 
     Example:
         >>> image = scatter_image(np.array([[0.0, 0.0], [1.0, 1.0]]), ["cat", "dog"], "step 5")
         >>> image.shape, image.dtype
-        ((500, 640, 3), dtype('uint8'))
+        ((453, 400, 3), dtype('uint8'))
     """
     if not pictures_available():
         return None
     return figure_pixels(scatter_figure(xy, labels, title, limits, label_name))
+
+
+def _box(left: float, bottom: float, width: float, height: float, total: float) -> tuple:
+    """A box in pixels (from the bottom left) as a fraction of a figure ``total`` pixels tall."""
+    return (left / WIDTH, bottom / total, width / WIDTH, height / total)
+
+
+def _text_width(text: str, points: float) -> float:
+    """An upper bound of the width in pixels of one line of ``text``."""
+    return len(text) * _CHAR * points * _EM
+
+
+def _text_height(lines: int, points: float) -> int:
+    return math.ceil(lines * _LINE * points * _EM)
+
+
+def _wrap(text: str, points: float) -> list[str]:
+    """``text`` broken at spaces into lines that fit the figure's width (16 pixels spare)."""
+    import textwrap
+
+    fits = max(8, int((WIDTH - 16) / (0.56 * points * _EM)))  # 0.56 em: mixed text's widest
+    return [part for line in text.splitlines() for part in textwrap.wrap(line, fits) or [""]]
+
+
+def _legend_shape(
+    entries: Sequence[str], handle_em: float, fit_columns: int, title: bool = False
+) -> tuple[int, int]:
+    """How many columns a legend of ``entries`` under a plot has, and how tall it is (pixels).
+
+    As many columns as fit across the figure, at most ``fit_columns``, each as wide as its
+    widest entry; filled column by column, the first ones a row longer, as matplotlib does.
+    ``handle_em``: the handle and the space after it, in em.
+    """
+    if not entries:
+        return 1, 0
+    widths = [
+        max(_text_width(line, FONT) for line in entry.splitlines()) + handle_em * FONT * _EM
+        for entry in entries
+    ]
+    sizes = [entry.count("\n") + 1 for entry in entries]
+    for ncols in range(min(fit_columns, len(entries)), 0, -1):
+        rows, longer = divmod(len(entries), ncols)  # the first `longer` columns: a row more
+        columns, start = [], 0
+        for index in range(ncols):
+            end = start + rows + (index < longer)
+            columns.append(range(start, end))
+            start = end
+        across = sum(max(widths[i] for i in c) for c in columns) + (ncols - 1) * FONT * _EM
+        if across <= WIDTH - 16 or ncols == 1:
+            break
+    lines = max(sum(sizes[i] for i in c) for c in columns)
+    gaps = 0.5 * (max(len(c) for c in columns) - 1) * FONT * _EM  # label spacing, 0.5 em
+    return ncols, _text_height(lines + title, FONT) + math.ceil(gaps) + 4
 
 
 def _legend_text(group: GroupAutocorrelation) -> str:

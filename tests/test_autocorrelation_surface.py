@@ -269,7 +269,7 @@ def test_gan_has_one_history_per_optimizer(tmp_path: Path) -> None:
         assert (history.history("grads") != 0).all()
     # one summary per analysis with both groups, for both kinds
     analyses = [(step, m) for step, m in sink.metrics if any("autocorrelation/" in k for k in m)]
-    assert [step for step, _ in analyses] == [19, 39, 59]
+    assert [step for step, _ in analyses] == [20, 40, 60]
     for kind in ("params", "grads"):
         for group in ("generator", "discriminator"):
             assert f"autocorrelation/{kind}/{group}/lag_1" in analyses[-1][1]

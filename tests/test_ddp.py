@@ -115,12 +115,12 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
         str(out / "tb" / "version_0"), size_guidance={"scalars": 0, "tensors": 0}
     )
     events.Reload()
-    assert [s.step for s in events.Scalars("autocorrelation/params/encoder/lag_1")] == [3, 7]
+    assert [s.step for s in events.Scalars("autocorrelation/params/encoder/lag_1")] == [4, 8]
     assert len(events.Tensors("custom_scalars__config__")) == 1
     lag_1 = [
         h["trainer/global_step"] for h in history if "autocorrelation/params/encoder/lag_1" in h
     ]
-    assert lag_1 == [3, 7]
+    assert lag_1 == [4, 8]
 
 
 def test_unused_parameter_error_names_the_parameters(tmp_path: Path) -> None:

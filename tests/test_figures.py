@@ -67,7 +67,7 @@ def test_acf_figure_has_the_groups_in_order_and_the_white_noise_band_where_it_be
     assert ax.get_title() == "mean ACF of parameters, step 99"
 
     pixels = figure_pixels(figure)
-    assert pixels.shape == (400, 640, 3) and pixels.dtype == np.uint8
+    assert pixels.shape == (447, 400, 3) and pixels.dtype == np.uint8
     half = 1.96 / math.sqrt(128)
     x = 13.5  # between two round ticks, where no grid line runs and both lines are near 0
     inside = pixel_at(figure, pixels, x, 0.6 * half)
@@ -100,8 +100,8 @@ def test_acf_images_of_a_real_summary_one_per_kind_with_its_band() -> None:
     assert {grp.num_steps for grp in summary.groups} == {96}
     images = acf_images(summary, "ac")
     assert [(i.tag, i.step, i.pixels.shape) for i in images] == [
-        ("ac/params/acf", 95, (400, 640, 3)),
-        ("ac/grads/acf", 95, (400, 640, 3)),
+        ("ac/params/acf", 95, (385, 400, 3)),
+        ("ac/grads/acf", 95, (385, 400, 3)),
     ]
     assert not np.array_equal(images[0].pixels, images[1].pixels)
     again = acf_images(summary, "ac")  # a second writer of the same analysis: not drawn again
@@ -130,7 +130,7 @@ def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_e
     _, image_2 = compare_snapshot(snapshot(later, 20, labels), keys, projector._views)
     assert projector._views.limits["encoder/validate"] == limits  # not grown
     assert image_1 is not None and image_2 is not None
-    assert image_1.pixels.shape == image_2.pixels.shape == (500, 640, 3)
+    assert image_1.pixels.shape == image_2.pixels.shape == (471, 400, 3)
 
     # The same frame drawn for both: same axes box and limits, whatever the spread.
     xy_1 = rng.normal(size=(300, 2))
@@ -146,7 +146,7 @@ def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_e
         assert all(float(t * 2).is_integer() for t in ax.get_xticks())  # round ticks
     assert one.axes[0].get_position().bounds == two.axes[0].get_position().bounds
     assert "outside" not in one.axes[0].get_title()
-    assert two.axes[0].get_title() == "b\n4 points outside the frame, drawn as × on its edge"
+    assert two.axes[0].get_title() == "b\n4 points outside: × on the edge"
     assert legend_texts(two)[-1] == "4 outside" and legend_texts(two)[0] == "0"
     edge = two.axes[0].collections[-1].get_offsets()  # the × markers, drawn last
     assert len(edge) == 4
@@ -166,7 +166,7 @@ def test_scatter_legend_colours_and_numeric_labels() -> None:
 
     values = np.linspace(0.0, 1.0, 50).tolist()  # not categories: a colour bar
     numeric = scatter_figure(np.random.default_rng(1).normal(size=(50, 2)), values, "n")
-    assert len(numeric.axes) == 2 and numeric.axes[1].get_ylabel() == "label"
+    assert len(numeric.axes) == 2 and numeric.axes[1].get_xlabel() == "label"  # under the plot
     assert numeric.axes[0].get_legend() is None
 
 
@@ -215,3 +215,70 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
     assert len(warnings) == 1, warnings
     assert "pictures are skipped" in warnings[0]
     assert "pip install 'learnscope[tensorboard]'" in warnings[0]
+
+
+CARD = 280  # pixels: how wide TensorBoard's image cards show a picture, at their narrowest
+
+
+def assert_legible_at_card_size(figure: Any) -> None:
+    """Readable at ``CARD`` px wide: every text at least 10 px tall there, nothing cut off,
+    the legend below the plot, a natural width near the card's (no sideways scrolling)."""
+    from matplotlib.text import Text
+
+    pixels = figure_pixels(figure)
+    height, width = pixels.shape[:2]
+    assert 280 <= width <= 400, width
+    renderer = figure.canvas.get_renderer()
+    undrawn = set()  # labels of ticks beyond the axis's limits, which matplotlib leaves out
+    for axis in [a for ax in figure.axes for a in (ax.xaxis, ax.yaxis)]:
+        low, high = sorted(axis.get_view_interval())
+        for tick in axis.get_major_ticks():
+            if not low - 1e-9 <= tick.get_loc() <= high + 1e-9:
+                undrawn |= {id(tick.label1), id(tick.label2)}
+    texts = [
+        t
+        for t in figure.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and id(t) not in undrawn
+    ]
+    assert len(texts) > 8
+    for text in texts:
+        shown = text.get_fontsize() * figure.dpi / 72 * CARD / width
+        assert shown >= 10, (text.get_text(), text.get_fontsize(), width)
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= width and box.y0 >= 0 and box.y1 <= height, (
+            text.get_text(),
+            box,
+        )
+    under = figure.axes[0].xaxis.get_tightbbox(renderer).y0  # the x tick labels' and label's
+    for other in figure.axes[1:]:  # a colour bar: under the plot
+        assert other.get_tightbbox(renderer).y1 <= under + 1
+    legend = figure.axes[0].get_legend()
+    if legend is not None:
+        box = legend.get_window_extent(renderer)
+        assert box.y1 <= under + 1 and box.x0 >= 0 and box.x1 <= width, (box, under)
+
+
+def test_acf_figure_is_legible_at_card_size() -> None:
+    many = [
+        GroupAutocorrelation(f"decoder.layers.{i}.mlp", "grads", 0.5**LAG, 0.5, 0.4, 0.6, 1.9)
+        for i in range(7)
+    ]
+    for chosen in (groups(), groups()[:1], many + groups()):
+        figure = acf_figure(chosen, "mean ACF of gradients, step 160")
+        assert_legible_at_card_size(figure)
+        assert len(legend_texts(figure)) == len(chosen) + 1  # the band's entry
+
+
+def test_scatter_figure_is_legible_at_card_size() -> None:
+    rng = np.random.default_rng(0)
+    xy = rng.normal(size=(300, 2))
+    xy[:2] = [[30.0, 0.0], [0.0, -30.0]]
+    frame = (-5.0, 5.0, -5.0, 5.0)
+    title = "encoder/validate  step 160  spread 9.56"
+    digits = [i % 10 for i in range(300)]
+    names = [f"a_rather_long_class_name_{i % 12}" for i in range(300)]
+    values = rng.uniform(0, 1, 300).tolist()
+    for labels, name in ((digits, "label"), (names, "class"), (values, "dose"), (None, None)):
+        figure = scatter_figure(xy, labels, title, frame, name)
+        assert_legible_at_card_size(figure)
+        assert "2 points outside" in figure.axes[0].get_title()

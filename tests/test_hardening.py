@@ -107,7 +107,7 @@ def test_resumed_run_keeps_every_entry_and_continues_steps(
     assert images == steps
     if ModelAutocorrelation is not None:  # analyses go on; the layout of the first run stays
         lag_1 = events.Scalars("autocorrelation/params/encoder/lag_1")
-        assert [s.step for s in lag_1] == [3, 7, 11, 15, 19, 23]
+        assert [s.step for s in lag_1] == [4, 8, 12, 16, 20, 24]
         assert events.Tensors("custom_scalars__config__")
         layout = json.loads((tmp_path / "tb" / "version_0" / LAYOUT_FILE).read_text())
         assert "autocorrelation/params/encoder" in layout["layout"]
@@ -218,7 +218,7 @@ def test_csv_logger_gets_the_scalar_summaries_with_one_warning_per_callback(
         "they are not written there",
     ]
     if ModelAutocorrelation is not None:
-        assert logged_steps(rows, "autocorrelation/params/encoder/lag_1") == [3, 7, 11, 15, 19]
+        assert logged_steps(rows, "autocorrelation/params/encoder/lag_1") == [4, 8, 12, 16, 20]
         expected.append(
             "learnscope: LoggerMetricsWriter(CSVLogger) cannot show autocorrelation charts; it "
             "gets the autocorrelation/... scalars only"

@@ -45,7 +45,7 @@ def test_fit_with_tensorboard_wandb_and_csv(
             base = f"autocorrelation/{kind}/{group}"
             for name in ("lag_1", "lag_2", "lag_5", "rho1_median", "rho1_q25", "rho1_q75"):
                 assert f"{base}/{name}" in tags
-    assert [e.step for e in events.Scalars("autocorrelation/grads/head/lag_1")] == [9, 19]
+    assert [e.step for e in events.Scalars("autocorrelation/grads/head/lag_1")] == [10, 20]
     assert {"autocorrelation/params/acf", "autocorrelation/grads/acf"} <= set(
         events.Tags()["images"]
     )
@@ -63,7 +63,7 @@ def test_fit_with_tensorboard_wandb_and_csv(
     # wandb: the same scalars against the trainer step, and the line-series tables.
     wandb_run = wandb_run_dir(wandb_dir)
     rows = [r for r in wandb_history(wandb_run) if "autocorrelation/params/encoder/lag_1" in r]
-    assert [r["trainer/global_step"] for r in rows] == [9, 19]
+    assert [r["trainer/global_step"] for r in rows] == [10, 20]
     assert {k for k in rows[0] if k.startswith("autocorrelation/")} >= tags
     table = wandb_artifact_tables(wandb_run, "autocorrelation/params/acf_lines_table")[-1]
     assert {group for _, group, _ in table["data"]} == {"encoder", "head"}

@@ -136,7 +136,7 @@ def test_a_tensorboard_fit_with_three_callbacks_keeps_the_whole_run_in_the_recor
     logged = scalars(tb.log_dir)
     analyses = [e for e in entries if e["kind"] == "autocorrelation"]
     assert {e["what"] for e in analyses} == {"params", "grads"}
-    assert sorted({e["step"] for e in analyses}) == [3, 7, 11]
+    assert sorted({e["step"] for e in analyses}) == [4, 8, 12]
     compared = 0
     for entry in analyses:
         assert entry["lags"] == list(range(len(entry["acf"][0])))
