@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from readers import ProjectorReader
 from tiny_models import TinyClassifier, blobs, loaders, trainer
 
-from learnscope.lightning_glue import EmbeddingProjector
+from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.projection import AlignedPCA
 from learnscope.records import EmbeddingSnapshot
@@ -64,6 +64,31 @@ def test_two_projectors_on_one_encoder_share_one_hook_and_one_select(tmp_path: P
         expected = model.encoder(blobs(48, seed=1).tensors[0]).numpy()
     for name in reader.names(run):
         np.testing.assert_allclose(reader.tensor(run, name), expected, rtol=1e-5, atol=1e-6)
+
+
+class TrainHooksSeen(HooksSeen):
+    """The number of forward hooks on the encoder at every training and validation batch."""
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+        self.hooks.append(len(pl_module.encoder._forward_hooks))
+
+
+def test_the_projector_and_the_helper_share_one_hook_and_one_select(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    select = CountingSelect()
+    seen = TrainHooksSeen()
+    projector = EmbeddingProjector("encoder", select=select)
+    helper = TrainingHelper(check_every_n_steps=1, select=select)
+    model = TinyClassifier()
+    fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="tb"), [projector, helper, seen])
+    fit.fit(model, *loaders())
+
+    assert len(seen.hooks) == 20  # 12 training, 2 + 3 + 3 validation batches
+    assert set(seen.hooks) == {1}  # one hook for both callbacks, at every batch
+    # select runs once per batch a callback captured: every training batch (the helper checks
+    # every step) and every validation batch (the projector), never twice for one batch
+    assert select.calls == 20
+    assert len(model.encoder._forward_hooks) == 0
 
 
 def test_the_capture_gives_the_first_forward_to_each_armed_owner() -> None:
