@@ -27,10 +27,15 @@ function drawHeatmap(ctx, kind, step, width, height) {
   });
 }
 
+/** The lag-1 chart's plot area across a canvas ``lw`` wide (the group names on its right). */
+function lagOneBox(lw) {
+  return { left: 40, right: lw - 90 };
+}
+
 /** Draw the lag-1 medians of ``kind``'s groups over its steps, ``step`` marked. */
 function drawLagOne(ctx, kind, step, lw, lh) {
   ctx.clearRect(0, 0, lw, lh);
-  const left = 40, right = lw - 90, top = 10, bottom = lh - 22;
+  const { left, right } = lagOneBox(lw), top = 10, bottom = lh - 22;
   const s0 = kind.steps[0], s1 = kind.steps[kind.steps.length - 1];
   const sx = (s) => left + (s1 === s0 ? 0.5 : (s - s0) / (s1 - s0)) * (right - left);
   let lo = Infinity, hi = -Infinity;
@@ -72,9 +77,29 @@ function drawLagOne(ctx, kind, step, lw, lh) {
   });
 }
 
+// How to read each kind's charts: what a good and a bad value look like.
+const HINTS = {
+  params: 'Parameters: good: lag-1 near 1 (each step moves them a little); ' +
+    'bad: well below 1 (they jump from step to step).',
+  grads: 'Gradients: good: lag-1 near 0 (each step follows fresh batches); bad: below −0.3 ' +
+    '(they flip sign: overshooting, a lower learning rate?) or above 0.5 (stuck pushing one way).',
+};
+
+// The heatmap's cells: the first column's left edge, a column's and a row's pitch, a cell's size.
+const CELL = { left: 110, top: 22, dx: 52, dy: 24, w: 50, h: 22 };
+
+/** Where ``ev`` fell on ``canvas``, in CSS pixels from its content's top-left corner. */
+function localPoint(canvas, ev) {
+  const r = canvas.getBoundingClientRect();
+  return [ev.clientX - r.left - canvas.clientLeft, ev.clientY - r.top - canvas.clientTop];
+}
+
 /** The autocorrelation analyses of a view in one section, following the step ``cursor``. */
 export class AutocorrelationPanel {
   constructor({ view, cursor }) {
+    this.cursor = cursor;
+    this.selected = null; // the clicked cell: {kind, row, column}
+    this.selecting = false;
     this.element = el('section');
     this.element.append(el('h2', { text: 'Autocorrelation of parameters and gradients' }));
     const kinds = view.autocorrelation;
@@ -83,20 +108,36 @@ export class AutocorrelationPanel {
         text: statusText(view, 'autocorrelation', 'No autocorrelation analysis in this run.') }));
       return;
     }
+    this.element.append(el('div', { class: 'ls-hint', 'data-role': 'hint-autocorrelation',
+      text: 'How alike each value is to itself k steps before (red +1, blue −1); good and bad ' +
+        'values per kind below. Click a cell or a chart to select that analysis.' }));
     this.steps = [...new Set(kinds.flatMap((k) => k.steps))].sort((a, b) => a - b);
     this.slider = el('input', { type: 'range', min: 0, max: this.steps.length - 1, step: 1,
       value: this.steps.length - 1, 'aria-label': 'analysis step', oninput: () => this.draw(+this.slider.value) });
     this.label = el('span');
-    this.element.append(el('div', { class: 'ls-bar' }, ['analysis step ', this.slider, this.label]));
+    this.detail = el('span', { 'data-role': 'acf-selected' });
+    this.element.append(el('div', { class: 'ls-bar' },
+      ['analysis step ', this.slider, this.label, this.detail]));
     this.panels = kinds.map((kind) => {
-      const heat = el('canvas', { 'data-role': `acf-${kind.kind}` });
+      const heat = el('canvas', { 'data-role': `acf-${kind.kind}`, class: 'ls-pick' });
       const hw = 110 + 52 * kind.lags.length, hh = 40 + 24 * kind.groups.length;
-      const line = el('canvas');
-      const lw = 420, lh = Math.max(hh, 160);
+      const line = el('canvas', { 'data-role': `lag1-${kind.kind}`, class: 'ls-pick' });
+      const lw = 420, lh = Math.max(hh, 180);
+      const chart = el('div', { class: 'ls-chart' }, [
+        el('div', { class: 'ls-axis-y', 'data-role': `axis-y-${kind.kind}`, style: `height:${lh}px`,
+          text: 'lag-1 autocorrelation (median)' }),
+        el('div', {}, [line, el('div', { class: 'ls-axis-x', 'data-role': `axis-x-${kind.kind}`,
+          style: `width:${lw}px`, text: 'trainer step' })]),
+      ]);
+      const hint = HINTS[kind.kind];
       this.element.append(el('div', {}, [
         el('div', { text: `${kind.kind}: mean autocorrelation by lag, and lag-1 median over steps` }),
-        el('div', { class: 'ls-row' }, [heat, line])]));
-      return { kind, heatCtx: setupCanvas(heat, hw, hh), hw, hh, lineCtx: setupCanvas(line, lw, lh), lw, lh };
+        hint ? el('div', { class: 'ls-hint', 'data-role': `hint-acf-${kind.kind}`, text: hint }) : null,
+        el('div', { class: 'ls-row' }, [heat, chart])]));
+      const p = { kind, heatCtx: setupCanvas(heat, hw, hh), hw, hh, lineCtx: setupCanvas(line, lw, lh), lw, lh };
+      heat.addEventListener('click', (ev) => this.clickHeatmap(p, ...localPoint(heat, ev)));
+      line.addEventListener('click', (ev) => this.clickChart(p, localPoint(line, ev)[0]));
+      return p;
     });
     const legend = el('canvas');
     const ctx = setupCanvas(legend, 200, 12);
@@ -107,8 +148,41 @@ export class AutocorrelationPanel {
     cursor.subscribe((step) => this.follow(step));
   }
 
+  /** A click at (x, y) on ``p``'s heatmap: select its analysis, and the cell under it if any. */
+  clickHeatmap(p, x, y) {
+    const column = Math.floor((x - CELL.left) / CELL.dx), row = Math.floor((y - CELL.top) / CELL.dy);
+    const inCell = column >= 0 && column < p.kind.lags.length && row >= 0 &&
+      row < p.kind.groups.length && x - CELL.left - column * CELL.dx <= CELL.w &&
+      y - CELL.top - row * CELL.dy <= CELL.h;
+    this.select(+this.slider.value, inCell ? { kind: p.kind, row, column } : this.selected);
+  }
+
+  /** A click at ``x`` on ``p``'s lag-1 chart: select the analysis of the nearest step. */
+  clickChart(p, x) {
+    const steps = p.kind.steps, { left, right } = lagOneBox(p.lw);
+    const s0 = steps[0], s1 = steps[steps.length - 1];
+    const step = s0 + Math.max(0, Math.min(1, (x - left) / (right - left))) * (s1 - s0);
+    let nearest = steps[0];
+    for (const s of steps) if (Math.abs(s - step) < Math.abs(nearest - step)) nearest = s;
+    this.select(this.steps.indexOf(nearest), this.selected);
+  }
+
+  /** Show analysis ``index`` (a heatmap ``cell`` marked) and move the view's step cursor there. */
+  select(index, cell) {
+    this.selected = cell;
+    this.selecting = true; // the panels that follow the cursor answer; this one keeps its choice
+    try {
+      this.cursor.request(this.steps[index]);
+    } finally {
+      this.selecting = false;
+    }
+    this.slider.value = index;
+    this.draw(index);
+  }
+
   /** Show the latest analysis at or before trainer step ``step`` (else the first). */
   follow(step) {
+    if (this.selecting) return;
     let index = 0;
     for (let i = 0; i < this.steps.length; i++) if (this.steps[i] <= step) index = i;
     if (+this.slider.value !== index) { this.slider.value = index; this.draw(index); }
@@ -117,9 +191,21 @@ export class AutocorrelationPanel {
   draw(index) {
     const step = this.steps[index];
     this.label.textContent = `step ${step}`;
+    this.detail.textContent = '';
     for (const p of this.panels) {
       drawHeatmap(p.heatCtx, p.kind, step, p.hw, p.hh);
       drawLagOne(p.lineCtx, p.kind, step, p.lw, p.lh);
+      const cell = this.selected;
+      if (cell && cell.kind === p.kind) {
+        const si = p.kind.steps.indexOf(step);
+        const v = si < 0 ? null : p.kind.values[si][cell.row][cell.column];
+        const ctx = p.heatCtx;
+        ctx.strokeStyle = '#000';
+        ctx.lineWidth = 2;
+        ctx.strokeRect(CELL.left + CELL.dx * cell.column, CELL.top + CELL.dy * cell.row, CELL.w, CELL.h);
+        this.detail.textContent = `${p.kind.kind}, ${p.kind.groups[cell.row]}, ` +
+          `lag ${p.kind.lags[cell.column]} at step ${step}: ${v == null ? '–' : v.toFixed(2)}`;
+      }
     }
   }
 }

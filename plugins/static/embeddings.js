@@ -27,6 +27,10 @@ export class EmbeddingPanel {
         text: statusText(view, 'embeddings', 'No embedding snapshots with aligned PCA coordinates.') }));
       return;
     }
+    this.element.append(el('div', { class: 'ls-hint', 'data-role': 'hint-embeddings',
+      text: 'Each dot is one input at this step. Good: the clusters of each label pull apart ' +
+        'over the steps; bad: everything folds into one blob or a line (collapse). Click a dot ' +
+        'to pin it: its path, ■ at its start.' }));
     this.build();
     cursor.steer = (step) => this.goToStep(step);
     this.selectTag(0);
@@ -174,7 +178,8 @@ export class EmbeddingPanel {
     this.state.drawnPoints = drawPoints(ctx, pos, this.groups, this.colours, r);
     if (this.state.pinned != null) drawRing(ctx, pos, this.state.pinned, '#000');
     if (this.state.hovered != null) drawRing(ctx, pos, this.state.hovered, '#d50000');
-    if (this.state.pinned != null) drawPath(ctx, this.current, this.state.pinned, mapping);
+    this.state.pathStart = this.state.pinned == null ? null
+      : drawPath(ctx, this.current, this.state.pinned, mapping);
   }
 
   pointAt(ev) {
@@ -224,6 +229,7 @@ export class EmbeddingPanel {
     if (k != null) {
       this.pinInfo.append(el('h2', { text: 'Pinned point' }),
         ...this.describe(k).map((t) => el('div', { text: t })),
+        el('div', { style: 'color:#616161', text: `its path: ■ step ${this.current.steps[0]} to now` }),
         el('button', { text: 'unpin', onclick: () => this.pin(null) }));
       const thumb = this.thumbnail(k);
       if (thumb) this.pinInfo.append(thumb);

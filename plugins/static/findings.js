@@ -25,6 +25,9 @@ export class FindingsPanel {
     this.element = el('section');
     const findings = view.findings;
     this.element.append(el('h2', { text: `Findings (${findings.length})` }));
+    this.element.append(el('div', { class: 'ls-hint', 'data-role': 'hint-findings',
+      text: "What TrainingHelper's checks flagged. Good: none; bad: a warning or an error " +
+        '(its message says what to try). Click a row to show its step.' }));
     if (!findings.length) {
       this.element.append(el('div', { 'data-role': 'status-findings',
         text: statusText(view, 'findings', 'No findings: nothing looked wrong.') }));

@@ -29,8 +29,8 @@ export class LearnscopeView {
     this.source = source;
     this.state = {
       ready: false, run: null, key: null, points: 0, pointsTotal: 0, steps: [], position: 0,
-      playing: false, frames: 0, drawnPoints: 0, hovered: null, pinned: null, colourBy: null,
-      movers: [], error: null,
+      playing: false, frames: 0, drawnPoints: 0, hovered: null, pinned: null, pathStart: null,
+      colourBy: null, movers: [], error: null,
     };
     this.embedding = null;
     root.classList.add('ls-root');
@@ -63,7 +63,8 @@ export class LearnscopeView {
     this.pause();
     this.embedding = null;
     Object.assign(this.state, { ready: false, run, key: null, points: 0, pointsTotal: 0, steps: [],
-      position: 0, drawnPoints: 0, hovered: null, pinned: null, colourBy: null, movers: [] });
+      position: 0, drawnPoints: 0, hovered: null, pinned: null, pathStart: null, colourBy: null,
+      movers: [] });
     this.body.textContent = 'Loading…';
     const view = await this.source.view(run);
     this.view = view;

@@ -79,7 +79,7 @@ export function drawTrails(ctx, e, i, mapping, pos) {
   ctx.stroke();
 }
 
-/** Point ``k``'s way through every snapshot. */
+/** Point ``k``'s way through every snapshot, its start marked; the start's canvas position. */
 export function drawPath(ctx, e, k, mapping) {
   ctx.strokeStyle = 'rgba(0,0,0,0.6)';
   ctx.lineWidth = 1;
@@ -89,6 +89,10 @@ export function drawPath(ctx, e, k, mapping) {
     if (s === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
   });
   ctx.stroke();
+  const start = toScreen(e.bounds, mapping, e.frames[0], k);
+  ctx.fillStyle = '#000'; // the start: a black square
+  ctx.fillRect(start[0] - 3.5, start[1] - 3.5, 7, 7);
+  return start;
 }
 
 /** The point nearest (mx, my), within 8 pixels, or null. */

@@ -18,6 +18,12 @@ const CSS = `
 .ls-root tr.ls-click:hover { background: #f5f5f5; }
 .ls-root .ls-movers { max-height: 260px; overflow: auto; }
 .ls-root button { cursor: pointer; }
+.ls-root .ls-hint { color: #616161; font-size: 12px; margin: 0 0 4px; }
+.ls-root .ls-chart { display: flex; align-items: flex-start; gap: 2px; }
+.ls-root .ls-axis-y { writing-mode: vertical-rl; transform: rotate(180deg); text-align: center;
+  font-size: 11px; color: #616161; }
+.ls-root .ls-axis-x { text-align: center; font-size: 11px; color: #616161; }
+.ls-root canvas.ls-pick { cursor: pointer; }
 `;
 
 /** A <style> element with the view's rules (they apply inside an element of class ls-root). */
