@@ -104,3 +104,41 @@ def test_every_learnscope_name_in_the_readme_has_its_import_path() -> None:
     dotted = set(re.findall(r"learnscope(?:\.\w+)*\.([A-Za-z_]\w*)", text))
     missing = sorted(named - imported - dotted)
     assert not missing, [f"{name} (from {public[name]})" for name in missing]
+
+
+def test_the_first_screen_is_a_quick_start_whose_three_lines_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Install, demo, TensorBoard and the lines to add, before line 60; the lines, added to a
+    tiny model's trainer, fill a TensorBoard run."""
+    from tiny_models import TinyClassifier, loaders, trainer
+
+    lines = README.read_text().splitlines()
+    start = lines.index("## Quick start")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("## "))
+    assert start < 12 and end < 60, (start, end)
+    quick = "\n".join(lines[start:end])
+    for step in ('pip install "torch==2.13.0" -e ".[all]"', "learnscope demo", "--logdir runs"):
+        assert step in quick
+    (diff,) = re.findall(r"```diff\n(.*?)```", quick, flags=re.S)
+    added = [
+        line.strip()[1:].split("  #")[0].strip()  # without the comment
+        for line in diff.splitlines()
+        if line.strip()[:1] == "+"
+    ]
+    assert len(added) == 3
+    namespace: dict = {}
+    exec(added[0] + "\nfrom lightning.pytorch.loggers import TensorBoardLogger", namespace)
+    monkeypatch.chdir(tmp_path)
+    arguments = eval("dict(" + " ".join(added[1:]) + ")", namespace)
+    fit = trainer(tmp_path, arguments["logger"], arguments["callbacks"], max_epochs=2)
+    fit.fit(TinyClassifier(), *loaders())
+    reader = ProjectorReader(tmp_path / "runs")
+    (run,) = reader.runs()
+    assert reader.names(run) == [
+        "encoder/validate/step_000000006",
+        "encoder/validate/step_000000012",
+    ]
+    events = EventAccumulator(str(tmp_path / "runs" / run))
+    events.Reload()
+    assert any(tag.startswith("health/") for tag in events.Tags()["scalars"])
