@@ -71,14 +71,19 @@ def make_model(lr: float = 3e-3) -> Any:
     return DigitsClassifier()
 
 
-def callbacks() -> list[Any]:
-    """The learnscope callbacks the demo attaches."""
+def callbacks(all_scalars: bool = False) -> list[Any]:
+    """The learnscope callbacks the demo attaches (``all_scalars``: every autocorrelation lag)."""
     from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 
     return [
         TrainingHelper(check_every_n_steps=20),
         # 20 steps an epoch: analyse every 20 steps once 50+ steps are recorded (lags up to 20).
-        ModelAutocorrelation(analyze_every_n_steps=20, lags=(1, 2, 5, 10, 20), buffer_size=128),
+        ModelAutocorrelation(
+            analyze_every_n_steps=20,
+            lags=(1, 2, 5, 10, 20),
+            buffer_size=128,
+            all_scalars=all_scalars,
+        ),
         EmbeddingProjector(
             "encoder",
             metadata_fn=lambda batch: {"label": batch[1]},
@@ -96,13 +101,17 @@ class DemoRuns(NamedTuple):
     wandb: Path | None
 
 
-def run_demo(logdir: str | Path = "runs", epochs: int = 8, use_wandb: bool = False) -> DemoRuns:
+def run_demo(
+    logdir: str | Path = "runs", epochs: int = 8, use_wandb: bool = False, all_scalars: bool = False
+) -> DemoRuns:
     """Train the demo model and fill ``logdir`` with learnscope's TensorBoard data.
 
     Args:
         logdir: Where the TensorBoard run (and the offline wandb run) go.
         epochs: Training epochs; the default finishes in well under a minute on 2 CPU cores.
         use_wandb: Also log to an offline wandb run under ``logdir``.
+        all_scalars: Write every autocorrelation lag and quartile as a scalar, not only the
+            lag-1 median and tau (``ModelAutocorrelation(all_scalars=True)``).
 
     Returns:
         The TensorBoard run directory (``<logdir>/demo/version_<n>``) and the offline wandb run
@@ -127,7 +136,7 @@ def run_demo(logdir: str | Path = "runs", epochs: int = 8, use_wandb: bool = Fal
         accelerator="cpu",
         devices=1,
         logger=loggers,
-        callbacks=callbacks(),
+        callbacks=callbacks(all_scalars),
         log_every_n_steps=5,
         enable_checkpointing=False,
         enable_model_summary=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -69,9 +70,10 @@ class ModelAutocorrelation(LearnscopeCallback):
     summary; a group with parameters in two optimizers is split, each part named
     ``{group}-optimizer{i}`` with ``i`` the optimizer's position in ``configure_optimizers``.
     Each writer shows it as its dashboard can (``write_autocorrelation``): TensorBoard as
-    scalars ``autocorrelation/{kind}/{group}/lag_{k}`` (and ``tau``, ``rho1_median``,
-    ``rho1_q25``, ``rho1_q75``), Custom Scalars charts and an ACF image per kind; wandb as the
-    same scalars and a line-series chart per kind. Other loggers (CSV, MLflow...) get the
+    scalars ``autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau`` (with
+    ``all_scalars=True`` also ``.../lag_{k}``, ``.../rho1_q25``, ``.../rho1_q75``), Custom
+    Scalars charts and an ACF image per kind; wandb as the same scalars and a line-series chart
+    per kind. Other loggers (CSV, MLflow...) get the
     scalars.
 
     Only the process of global rank zero records and analyses (nothing here is a collective);
@@ -102,6 +104,10 @@ class ModelAutocorrelation(LearnscopeCallback):
         lags: The lags charted over steps; each below ``buffer_size``. The mean ACF is
             computed up to the largest.
         seed: Seed for choosing the sampled slices.
+        all_scalars: Write every figure as a scalar (each of ``lags``, the lag-1 quartiles);
+            by default only the lag-1 median and tau of each group, so that the user's own
+            metrics are not buried. The pictures, the Custom Scalars charts of what is logged
+            and the run record are the same either way.
 
     Raises:
         ValueError: On a non-positive size, an empty ``lags``, or a lag that is negative or
@@ -123,6 +129,7 @@ class ModelAutocorrelation(LearnscopeCallback):
         group_depth: int = 1,
         lags: Sequence[int] = (1, 2, 5, 10, 20, 50),
         seed: int = 0,
+        all_scalars: bool = False,
     ) -> None:
         super().__init__()
         sizes = {"buffer_size": buffer_size, "elements_per_tensor": elements_per_tensor}
@@ -146,6 +153,7 @@ class ModelAutocorrelation(LearnscopeCallback):
         self.group_depth = group_depth
         self.lags = tuple(sorted(set(lags)))
         self.seed = seed
+        self.all_scalars = bool(all_scalars)
         self._histories = OptimizerHistories(self._settings())  # one per optimizer, or one
         self._clock = StepClock()  # the first call of each step, for each history
         self._saved_state: dict[str, Any] | None = None  # loaded before the histories exist
@@ -251,6 +259,7 @@ class ModelAutocorrelation(LearnscopeCallback):
             if due and histories.ready(max(self.lags)):
                 summary = histories.summarize(step + 1, self.lags)  # the step it ends
                 if trainer.is_global_zero:  # one that cannot chart it gets its scalars
+                    summary = dataclasses.replace(summary, all_scalars=self.all_scalars)
                     self.writers(trainer, _SHOWS).write_autocorrelation(summary)
 
     @override

@@ -44,7 +44,9 @@ class TrainingHelper(LearnscopeCallback):
             (``None``: not checked); a missing name fails at ``setup``, unless the default.
         head_modules: The heads' dotted names (default: the encoder's siblings with parameters).
         input_checks: Callables ``batch -> str | None``, run on check steps.
-        histograms: Whether to write the gradient-norm histogram.
+        histograms: Whether to write ``health/grad_norm``, the histogram of the gradient norm
+            of each parameter tensor (unnamed); off by default, as a model of a few tensors
+            gives a few numbers per step that say nothing the per-group norms do not.
         warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
         edge_index_fn: ``batch -> edge_index`` ``[2, E]`` between the rows: oversmoothing checks.
         select: Picks the embedding tensor from the module's output (tuple, dict, dataclass).
@@ -76,7 +78,7 @@ class TrainingHelper(LearnscopeCallback):
         embedding_module: str | None = checks.DEFAULT_EMBEDDING_MODULE,
         head_modules: Sequence[str] | None = None,
         input_checks: Sequence[Callable[..., Any]] = (),
-        histograms: bool = True,
+        histograms: bool = False,
         warn_every_n_steps: int = 1000,
         edge_index_fn: Callable[..., Any] | None = None,
         *,

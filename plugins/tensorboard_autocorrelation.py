@@ -1,12 +1,13 @@
 """How TensorBoard shows an autocorrelation analysis: scalars, Custom Scalars charts, images.
 
-* Scalars ``autocorrelation/{kind}/{group}/lag_{k}``, ``.../tau``, ``.../rho1_median``,
-  ``.../rho1_q25``, ``.../rho1_q75`` (see ``AutocorrelationSummary.to_scalars``); the Scalars
-  tab shows each in a chart of its own.
+* Scalars ``autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau``, and with
+  ``all_scalars`` also ``.../lag_{k}``, ``.../rho1_q25``, ``.../rho1_q75`` (see
+  ``AutocorrelationSummary.to_scalars``); the Scalars tab shows each in a chart of its own.
 * Custom Scalars, one line per chart, one category per kind and module group,
   ``autocorrelation/{kind}/{group}``, in module order: a margin chart of the lag-1
-  autocorrelation (the median over the sampled elements, with their inter-quartile band) and,
-  once one has been logged, a chart of the group's integrated autocorrelation time tau.
+  autocorrelation (the median over the sampled elements, with their inter-quartile band; the
+  median alone when the quartiles are not logged) and, once one has been logged, a chart of
+  the group's integrated autocorrelation time tau.
   Custom Scalars colours lines by run and tells the lines of one run apart only by marker
   shape, so a chart of several lines cannot be read without hovering. A chart's y range is
   its own line's (and band's), so TensorBoard's default "Ignore outliers in chart scaling"
@@ -82,6 +83,8 @@ def autocorrelation_charts(
         band = [f"{base}/rho1_median", f"{base}/rho1_q25", f"{base}/rho1_q75"]
         if all(tag in scalars for tag in band):
             category[f"{name}: lag-1 autocorrelation, median and quartiles"] = margin(*band)
+        elif band[0] in scalars:  # few scalars (the default): the median's line
+            category[f"{name}: lag-1 autocorrelation, median"] = multiline(band[:1])
         if f"{base}/tau" in scalars:
             tau = multiline([f"{base}/tau"])
             category[f"{name}: integrated autocorrelation time tau (steps)"] = tau

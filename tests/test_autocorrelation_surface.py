@@ -248,7 +248,9 @@ def test_gradient_accumulation_records_once_per_optimizer_step(tmp_path: Path) -
 
 def test_gan_has_one_history_per_optimizer(tmp_path: Path) -> None:
     sink = Collect()
-    callback = ModelAutocorrelation(buffer_size=32, analyze_every_n_steps=20, lags=(1, 2))
+    callback = ModelAutocorrelation(
+        buffer_size=32, analyze_every_n_steps=20, lags=(1, 2), all_scalars=True
+    )
     run, truth = fit(tmp_path, GAN, callback, loggers=[sink], max_steps=60)
     generator, discriminator = truth.histories
     assert run.global_step == 60  # each optimizer.step() is a global step: 30 batches
@@ -340,7 +342,9 @@ def test_without_gradients_no_gradient_buffer_is_allocated(tmp_path: Path) -> No
 
 def test_a_root_parameter_is_in_the_root_group(tmp_path: Path) -> None:
     sink = Collect()
-    callback = ModelAutocorrelation(buffer_size=16, analyze_every_n_steps=10, lags=(1,))
+    callback = ModelAutocorrelation(
+        buffer_size=16, analyze_every_n_steps=10, lags=(1,), all_scalars=True
+    )
     _, truth = fit(tmp_path, ScaledClassifier, callback, loggers=[sink], max_steps=10)
     (history,) = truth.histories
     assert history.group_names == ["root", "encoder", "head"]

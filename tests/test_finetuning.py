@@ -81,7 +81,11 @@ class FreezeAllUntil(pl.Callback):
 
 def _fit(tmp_path: Path, tuner: pl.Callback, only_trainable: bool) -> dict[str, Any]:
     autocorrelation = ModelAutocorrelation(
-        buffer_size=8, elements_per_tensor=8, analyze_every_n_steps=4, lags=(1, 2)
+        buffer_size=8,
+        elements_per_tensor=8,
+        analyze_every_n_steps=4,
+        lags=(1, 2),
+        all_scalars=True,
     )
     helper = TrainingHelper(check_every_n_steps=2, embedding_module="backbone")
     projector = EmbeddingProjector("backbone")

@@ -28,7 +28,9 @@ def test_fit_with_tensorboard_wandb_and_csv(
     tensorboard = TensorBoardLogger(str(tmp_path), name="tb")
     wandb_logger = WandbLogger(project="t", save_dir=str(wandb_dir), offline=True)
     csv_logger = CSVLogger(str(tmp_path), name="csv")
-    callback = ModelAutocorrelation(buffer_size=16, analyze_every_n_steps=10, lags=(1, 2, 5))
+    callback = ModelAutocorrelation(
+        buffer_size=16, analyze_every_n_steps=10, lags=(1, 2, 5), all_scalars=True
+    )
     train, val = loaders()
     fit = trainer(
         tmp_path, [tensorboard, wandb_logger, csv_logger], [callback], max_steps=24, max_epochs=4
@@ -132,7 +134,9 @@ def test_sgd_on_a_noisy_quadratic(tmp_path: Path) -> None:
     steps = 300
     noise = TensorDataset(torch.randn(steps, 1024))
     sink = Collect()
-    callback = ModelAutocorrelation(analyze_every_n_steps=steps, lags=(1, 2), seed=1)
+    callback = ModelAutocorrelation(
+        analyze_every_n_steps=steps, lags=(1, 2), seed=1, all_scalars=True
+    )
     fit = trainer(tmp_path, [sink], [callback], max_steps=steps, max_epochs=1)
     fit.fit(NoisyQuadratic(), DataLoader(noise, batch_size=1))
 

@@ -71,7 +71,7 @@ def test_the_lightning_example_fills_every_tab(ran: list[tuple[str, Path]]) -> N
     events = EventAccumulator(str(cwd / "runs" / run))
     events.Reload()
     scalars = set(events.Tags()["scalars"])
-    assert {"autocorrelation/params/encoder/lag_1", "health/grad_norm/encoder"} <= scalars
+    assert {"autocorrelation/params/encoder/rho1_median", "health/grad_norm/encoder"} <= scalars
     assert "learnscope/findings/text_summary" in events.Tags()["tensors"]
     assert list((cwd / "wandb").glob("offline-run-*"))  # the WandbLogger ran, offline
 

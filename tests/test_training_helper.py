@@ -307,8 +307,8 @@ def test_module_names_are_checked_at_setup(
     caplog.set_level(logging.INFO, logger="learnscope")
     helper = TrainingHelper(check_every_n_steps=5)
     fit(tmp_path, NoEncoder(), helper)
-    (info,) = [r for r in caplog.records if r.name == "learnscope"]
-    assert info.levelno == logging.INFO and "no sub-module 'encoder'" in info.getMessage()
+    (warning,) = [r for r in caplog.records if r.name == "learnscope"]
+    assert warning.levelno == logging.WARNING and "no sub-module 'encoder'" in warning.getMessage()
     with pytest.raises(ValueError, match="check_every_n_steps"):
         TrainingHelper(check_every_n_steps=0)
     with pytest.raises(ValueError, match="small_grad_threshold"):
@@ -320,7 +320,7 @@ def test_dashboards_get_histograms_scalars_and_the_findings_table(
 ) -> None:
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     wb = WandbLogger(project="t", save_dir=str(wandb_dir))
-    helper = TrainingHelper(check_every_n_steps=5)
+    helper = TrainingHelper(check_every_n_steps=5, histograms=True)
     fit(tmp_path, ZeroBranch(), helper, loggers=[tb, wb])
 
     events = EventAccumulator(tb.log_dir, size_guidance={"histograms": 0, "tensors": 0})

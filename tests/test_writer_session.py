@@ -50,7 +50,7 @@ def test_every_callback_shares_one_writer_per_logger_and_teardown_closes_them(
 ) -> None:
     callbacks = [
         EmbeddingProjector(metadata_fn=labels),
-        ModelAutocorrelation(analyze_every_n_steps=4, buffer_size=8, lags=(1,)),
+        ModelAutocorrelation(analyze_every_n_steps=4, buffer_size=8, lags=(1,), all_scalars=True),
         TrainingHelper(check_every_n_steps=3),
     ]
     probe = SessionProbe(callbacks)

@@ -100,6 +100,9 @@ class AutocorrelationSummary:
         step: The training step the history ends at.
         lags: The lags worth charting over steps (each at most the groups' ``max_lag``).
         groups: One entry per (kind, group).
+        all_scalars: Whether :meth:`to_scalars` gives every figure (each lag and the lag-1
+            quartiles) or only the lag-1 median and tau of each group. The summary itself
+            (pictures, run record) always holds everything.
 
     Example:
         >>> import numpy as np
@@ -113,6 +116,7 @@ class AutocorrelationSummary:
     step: int
     lags: tuple[int, ...]
     groups: tuple[GroupAutocorrelation, ...] = field(default_factory=tuple)
+    all_scalars: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lags", tuple(int(lag) for lag in self.lags))
@@ -128,11 +132,11 @@ class AutocorrelationSummary:
     def to_scalars(self, prefix: str = "autocorrelation") -> dict[str, float]:
         """Flatten the summary into scalar metrics, one name per number.
 
-        Names are ``{prefix}/{kind}/{group}/lag_{k}`` for each of ``lags``, and
-        ``.../tau``, ``.../rho1_median``, ``.../rho1_q25``, ``.../rho1_q75``, and
-        ``.../non_finite_elements`` for a group with elements left out for NaN or Inf. A tau of
-        ``None`` and NaN values (groups whose elements all stayed constant) are left out, so
-        a chart shows a gap instead of a made-up number.
+        Names are ``{prefix}/{kind}/{group}/rho1_median`` and ``.../tau``, and
+        ``.../non_finite_elements`` for a group with elements left out for NaN or Inf; with
+        ``all_scalars`` also ``.../lag_{k}`` for each of ``lags``, ``.../rho1_q25`` and
+        ``.../rho1_q75``. A tau of ``None`` and NaN values (groups whose elements all stayed
+        constant) are left out, so a chart shows a gap instead of a made-up number.
 
         Args:
             prefix: The first component of every name.
@@ -150,14 +154,20 @@ class AutocorrelationSummary:
             autocorrelation/grads/head/rho1_median
             autocorrelation/grads/head/rho1_q25
             autocorrelation/grads/head/rho1_q75
+            >>> few = AutocorrelationSummary(7, (1,), (g,), all_scalars=False)
+            >>> sorted(few.to_scalars())
+            ['autocorrelation/grads/head/rho1_median']
         """
         scalars: dict[str, float] = {}
         for group in self.groups:
             base = f"{prefix}/{group.kind}/{group.group}"
-            values = {f"lag_{lag}": float(group.mean_acf[lag]) for lag in self.lags}
+            values: dict[str, float] = {}
+            if self.all_scalars:
+                values = {f"lag_{lag}": float(group.mean_acf[lag]) for lag in self.lags}
             values["rho1_median"] = group.rho1_median
-            values["rho1_q25"] = group.rho1_q25
-            values["rho1_q75"] = group.rho1_q75
+            if self.all_scalars:
+                values["rho1_q25"] = group.rho1_q25
+                values["rho1_q75"] = group.rho1_q75
             if group.tau is not None:
                 values["tau"] = group.tau
             if group.non_finite_elements:

@@ -111,7 +111,11 @@ def all_callbacks() -> list[Any]:
     except ImportError:
         pass
     else:
-        callbacks.append(ModelAutocorrelation(buffer_size=8, analyze_every_n_steps=4, lags=(1, 2)))
+        callbacks.append(
+            ModelAutocorrelation(
+                buffer_size=8, analyze_every_n_steps=4, lags=(1, 2), all_scalars=True
+            )
+        )
     return callbacks
 
 

@@ -67,7 +67,12 @@ def fit(out: Path, devices: int) -> dict[str, Any]:
     )
     helper = TrainingHelper(check_every_n_steps=2, embedding_module="encoder")
     autocorrelation = ModelAutocorrelation(
-        buffer_size=8, elements_per_tensor=16, analyze_every_n_steps=4, lags=(1, 2), seed=3
+        buffer_size=8,
+        elements_per_tensor=16,
+        analyze_every_n_steps=4,
+        lags=(1, 2),
+        seed=3,
+        all_scalars=True,
     )
     strategy: Any = "auto"
     if devices > 1:
