@@ -68,6 +68,9 @@ class WriterSession:
         self.interrupted = False  # a callback left through on_exception
         self._writers: BackgroundWriters | None = None
         self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
+        self.written: dict[str, int] = dict.fromkeys(
+            ("write_embedding", "write_autocorrelation", "findings"), 0
+        )  # what the writers were given, when closed
 
     def writers(self) -> BackgroundWriters:
         """The writers, one per logger, made on the first call; none on ranks other than zero."""
@@ -146,7 +149,7 @@ class WriterSession:
     def close(self, step: int | None = None) -> None:
         """End the run at ``step`` (when given), write what is queued, then close the writers.
 
-        A logger's own writer stays open.
+        A logger's own writer stays open. What was written is then in :attr:`written`.
         """
         if self._writers is not None:
             try:
@@ -155,7 +158,59 @@ class WriterSession:
                     self._writers.write_run_end(RunEnd(step, status))
             finally:
                 self._writers.close()
+                parts = (self._writers.inline, self._writers.queued)
+                for method in ("write_embedding", "write_autocorrelation"):
+                    self.written[method] = max(part.records[method] for part in parts)
+                self.written["findings"] = max(len(part.findings) for part in parts)
                 self._writers = None
+
+    def summary(self, stage: str = "fit") -> str | None:
+        """One line on what was written, where, and the commands that open it; after :meth:`close`.
+
+        ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
+
+        Example:
+            >>> class CSVLogger:
+            ...     save_dir = "logs"
+            ...     def log_metrics(self, metrics, step):
+            ...         pass
+            >>> session = WriterSession([CSVLogger()], is_global_zero=True)
+            >>> session.close(step=5)
+            >>> print(session.summary())
+            learnscope wrote 0 embedding snapshots, 0 autocorrelation analyses and 0 findings \
+in this fit, to CSVLogger (logs)
+        """
+        if not self.is_global_zero or self.fast_dev_run or not self.loggers:
+            return None
+        written = self.written
+        line = (
+            f"learnscope wrote {written['write_embedding']} embedding snapshots, "
+            f"{written['write_autocorrelation']} autocorrelation analyses and "
+            f"{written['findings']} findings in this {stage}"
+            + (" (interrupted)" if self.interrupted else "")
+        )
+        places, commands = [], []
+        for logger in self.loggers:
+            name = type(logger).__name__
+            if "TensorBoard" in name and getattr(logger, "log_dir", None):
+                root = getattr(logger, "save_dir", None) or logger.log_dir
+                places.append(f"{logger.log_dir}")
+                commands.append(
+                    f"tensorboard --logdir {root} (its learnscope tab, Projector, Custom "
+                    f"Scalars); learnscope export {root} --html view.html (one page)"
+                )
+            elif name == "WandbLogger":
+                run = getattr(logger, "_experiment", None)  # never starts a run
+                url = getattr(run, "url", None) if run is not None else None
+                what = f"the W&B run {getattr(run, 'name', None) or '(not started)'}"
+                places.append(f"{what} ({url})" if url else what)
+            else:
+                where = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
+                places.append(f"{name} ({where})" if where else name)
+        line += ", to " + ", ".join(places)
+        if commands:
+            line += ". Open it with: " + "; ".join(commands)
+        return line
 
 
 # Records that a writer which cannot show them still gets in another form (see plugins.base).
@@ -266,3 +321,18 @@ def leave(trainer: Any, callback: object, interrupted: bool = False) -> None:
     if not session.members:
         del _SESSIONS[trainer]
         session.close(int(getattr(trainer, "global_step", 0) or 0))
+        stage = getattr(getattr(getattr(trainer, "state", None), "fn", None), "value", None)
+        line = session.summary() if stage == "fit" else None
+        if line is not None:
+            _lightning_log(trainer).info(line)
+
+
+def _lightning_log(trainer: Any) -> logging.Logger:
+    """A child of the trainer's Lightning package logger, which shows info lines by default.
+
+    Example:
+        >>> _lightning_log(object()).name
+        'lightning.pytorch.learnscope'
+    """
+    package = "pytorch_lightning" if type(trainer).__module__.startswith("pytorch_") else None
+    return logging.getLogger(f"{package or 'lightning.pytorch'}.learnscope")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 from collections.abc import Iterable, Sequence
@@ -70,6 +71,7 @@ class Writers(Writer):
         self._in_a_row: dict[tuple[int, str], int] = {}  # (writer id, method) -> failures
         self._off: set[tuple[int, str]] = set()  # kinds of record switched off per writer
         self._findings: dict[tuple[str, str], Finding] = {}  # the run's table, first-seen order
+        self.records: collections.Counter[str] = collections.Counter()  # method -> calls
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Merge ``findings`` into the run's table and hand the whole table to every writer.
@@ -108,6 +110,7 @@ class Writers(Writer):
         self._call("close")
 
     def _call(self, method: str, *args: Any) -> None:
+        self.records[method] += 1
         for writer in list(self.active):
             key = (id(writer), method)
             if key in self._off:
