@@ -31,9 +31,11 @@ shapes. A ``mask_fn`` key other than the default must be in the batch. Without `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from learnscope.embedding_layout import (
@@ -126,9 +128,21 @@ class RowReader:
             TypeError: ``select`` (or the output without it) is not a tensor.
             ValueError: The output's shape does not give rows with this ``spatial``.
         """
-        value = captured.selected(self.select)
+        if self.select is None:
+            value = captured.output
+        else:
+            with _naming(
+                "select", self.who, f"the output of module {self.module!r}", captured.output
+            ):
+                value = captured.selected(self.select)
         if not isinstance(value, torch.Tensor):
-            hint = "" if self.select is not None else "; pass select= to pick the embedding tensor"
+            if self.select is not None:
+                raise TypeError(
+                    f"{self.who}: select gave {describe(value)}, not a tensor, from the output "
+                    f"of module {self.module!r} ({describe(captured.output)}); it must return "
+                    "the embedding tensor, [rows, dim] or [batch, ..., dim]"
+                )
+            hint = "; pass select= to pick the embedding tensor"
             raise TypeError(f"{self.owner} gave a {type(value).__name__}, not a tensor{hint}")
         layout = embedding_layout(value.detach(), self.spatial, self.owner)
         return layout._replace(rows=layout.rows.clone()) if copy else layout
@@ -149,8 +163,19 @@ class RowReader:
         """
         output = layout.rows
         samples = self.samples(output, batch)
-        metadata = self.metadata_fn(batch) if self.metadata_fn is not None else None
-        images = self.images_fn(batch) if self.images_fn is not None else None
+        metadata = images = None
+        if self.metadata_fn is not None:
+            with _naming("metadata_fn", self.who, "a batch", batch):
+                metadata = check_metadata(self.metadata_fn(batch), self.who, batch)
+        if self.images_fn is not None:
+            with _naming("images_fn", self.who, "a batch", batch):
+                images = self.images_fn(batch)
+            if not isinstance(images, torch.Tensor) or images.ndim != 4:
+                raise TypeError(
+                    f"{self.who}: images_fn got {describe(images)} from a batch of type "
+                    f"{type(batch).__name__}; it must return a tensor [B, C, H, W] of "
+                    "thumbnails (C in 1, 3 or 4), one per sample"
+                )
         count = samples.count if samples is not None else output.shape[0]
         keep = row_mask(self.mask_fn, batch, layout, self.owner)
         ids = self._ids(batch, count, dataset_ids)
@@ -185,7 +210,8 @@ class RowReader:
         """Which sample (graph, sequence) each embedding row of this batch belongs to."""
         rows = output.shape[0]
         if self.graph_index_fn is not None:
-            index = self.graph_index_fn(batch)
+            with _naming("graph_index_fn", self.who, "a batch", batch):
+                index = self.graph_index_fn(batch)
             length = len(index) if isinstance(index, torch.Tensor) and index.ndim == 1 else None
             if output.ndim != 2 or length != rows:
                 given = f"{length} values" if length is not None else _describe(index)
@@ -218,7 +244,14 @@ class RowReader:
         if self.ids_fn is None:
             return None
         if self.ids_fn != DATASET_INDEX:
-            ids = self.ids_fn(batch)  # type: ignore[operator]
+            with _naming("ids_fn", self.who, "a batch", batch):
+                ids = self.ids_fn(batch)  # type: ignore[operator]
+            if not _is_column(ids, iterable=True):
+                raise TypeError(
+                    f"{self.who}: ids_fn got {describe(ids)} from a batch of type "
+                    f"{type(batch).__name__}; it must return one id per sample or per row "
+                    "(a list, a 1-D tensor or array)"
+                )
             return ids.detach().reshape(-1) if isinstance(ids, torch.Tensor) else list(ids)
         return dataset_ids(count) if dataset_ids is not None else torch.arange(count)
 
@@ -227,3 +260,82 @@ def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}"
     return f"a {type(value).__name__}"
+
+
+def describe(value: Any) -> str:
+    """What a user's function returned, in a few words, for messages.
+
+    Example:
+        >>> describe([1, 2]), describe(torch.tensor(3)), describe("ab"), describe(None)
+        ('a list of 2 items', 'a 0-d tensor (one value)', "a str 'ab'", 'None')
+    """
+    if value is None:
+        return "None"
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        kind = "tensor" if isinstance(value, torch.Tensor) else "array"
+        if value.ndim == 0:
+            return f"a 0-d {kind} (one value)"
+        return f"a {kind} of shape {tuple(value.shape)}"
+    if isinstance(value, (str, bytes)):
+        text = repr(value)
+        return f"a {type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
+    if isinstance(value, (list, tuple, dict)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    return f"a {type(value).__name__}"
+
+
+def _is_column(values: Any, iterable: bool = False) -> bool:
+    """Whether ``values`` is a column of values, one per sample or row.
+
+    A tensor or array of at least one dimension, or else a sized collection (with ``iterable``:
+    any iterable) that is not a string or a mapping.
+    """
+    if isinstance(values, (torch.Tensor, np.ndarray)):
+        return values.ndim >= 1
+    if isinstance(values, (str, bytes, Mapping)):
+        return False
+    return isinstance(values, Iterable) if iterable else hasattr(values, "__len__")
+
+
+def check_metadata(metadata: Any, who: str, batch: Any) -> Mapping[str, Any]:
+    """What ``metadata_fn`` returned, checked: a mapping of column name to a column of values.
+
+    Raises:
+        TypeError: Naming ``metadata_fn``, the batch's type, what it returned and what it must.
+
+    Example:
+        >>> check_metadata([1, 2], "Demo", batch=(1, 2))
+        Traceback (most recent call last):
+        ...
+        TypeError: Demo: metadata_fn got a list of 2 items from a batch of type tuple; it must \
+return a dict of column name to values, one value per sample or per row (a list, a 1-D tensor or \
+array), such as {"label": batch[1]}
+    """
+    must = (
+        "it must return a dict of column name to values, one value per sample or per row (a "
+        'list, a 1-D tensor or array), such as {"label": batch[1]}'
+    )
+    if not isinstance(metadata, Mapping):
+        raise TypeError(
+            f"{who}: metadata_fn got {describe(metadata)} from a batch of type "
+            f"{type(batch).__name__}; {must}"
+        )
+    for name, values in metadata.items():
+        if not isinstance(name, str) or not _is_column(values):
+            raise TypeError(
+                f"{who}: metadata_fn gave column {name!r} as {describe(values)}, from a batch "
+                f"of type {type(batch).__name__}; {must}"
+            )
+    return metadata
+
+
+@contextlib.contextmanager
+def _naming(name: str, who: str, what: str, argument: Any) -> Iterator[None]:
+    """An exception raised inside the user's function ``name`` gets a note naming it."""
+    try:
+        yield
+    except Exception as error:
+        error.add_note(
+            f"{who}: raised inside {name}, called with {what} of type {type(argument).__name__}"
+        )
+        raise

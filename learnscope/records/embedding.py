@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,12 @@ class EmbeddingSnapshot:
     def __post_init__(self) -> None:
         if not isinstance(self.tag, str) or not self.tag:
             raise ValueError(f"tag must be a non-empty string, got {self.tag!r}")
+        if isinstance(self.step, bool) or not isinstance(self.step, numbers.Integral):
+            raise TypeError(
+                f"step must be an int (the trainer's global step), got "
+                f"{type(self.step).__name__} {self.step!r} for {self.tag!r}"
+            )
+        object.__setattr__(self, "step", int(self.step))
         vectors = _as_numbers(self.vectors, f"vectors of {self.tag!r}")
         object.__setattr__(self, "vectors", vectors)
         if vectors.ndim != 2 or vectors.shape[0] == 0 or vectors.shape[1] == 0:
@@ -103,7 +110,9 @@ class EmbeddingSnapshot:
                 f"{type(self.metadata).__name__} for {self.tag!r}"
             )
         object.__setattr__(
-            self, "metadata", {name: _as_column(col) for name, col in self.metadata.items()}
+            self,
+            "metadata",
+            {name: _as_column(col, name) for name, col in self.metadata.items()},
         )
         n = self.num_points
         for name, column in self.metadata.items():
@@ -265,8 +274,14 @@ def _check_image_range(images: ArrayLike, tag: str) -> None:
         raise ValueError(f"images of {tag!r} must be floats in [0, 1], got {found}{hint}")
 
 
-def _as_column(column: Any) -> Any:
+def _as_column(column: Any, name: str = "") -> Any:
     """A metadata column with a length: an iterator (such as a generator) is read into a list."""
+    if isinstance(column, (torch.Tensor, np.ndarray)) and column.ndim == 0:
+        kind = "tensor" if isinstance(column, torch.Tensor) else "array"
+        raise TypeError(
+            f"metadata column {name!r} is a 0-d {kind} (one value); a column holds one value "
+            "per row (a list, a 1-D tensor or array)"
+        )
     if isinstance(column, (torch.Tensor, np.ndarray)) or hasattr(column, "__len__"):
         return column
     if isinstance(column, Iterable):
