@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 import torch
 
 from learnscope.import_path import resolve_function
+from learnscope.user_functions import calling
 
 SPATIAL_MODES = ("mean", "max", "pixels")
 DEFAULT_MASK = "attention_mask"  # Hugging Face's padding mask, 1 = real token
@@ -214,7 +215,8 @@ def row_mask(
     if mask_fn is None:
         return None
     if callable(mask_fn):
-        mask = mask_fn(batch)
+        with calling("mask_fn", owner.split(":")[0], batch):
+            mask = mask_fn(batch)
         source = "mask_fn"
     else:
         mask = _named(batch, mask_fn)

@@ -31,8 +31,7 @@ shapes. A ``mask_fn`` key other than the default must be in the batch. Without `
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,6 +56,7 @@ from learnscope.embedding_rows import (
 from learnscope.import_path import resolve_function
 from learnscope.lightning_glue.encoder_capture import CapturedOutput
 from learnscope.lightning_glue.loaders import DATASET_INDEX
+from learnscope.user_functions import calling, describe
 
 Loaders = list[int | str] | None  # the names of a stage's loaders, when it has several
 DatasetIds = Callable[[int], torch.Tensor]  # the dataset indices of the batch's next samples
@@ -131,9 +131,8 @@ class RowReader:
         if self.select is None:
             value = captured.output
         else:
-            with _naming(
-                "select", self.who, f"the output of module {self.module!r}", captured.output
-            ):
+            what = f"the output of module {self.module!r}"
+            with calling("select", self.who, captured.output, what):
                 value = captured.selected(self.select)
         if not isinstance(value, torch.Tensor):
             if self.select is not None:
@@ -165,10 +164,10 @@ class RowReader:
         samples = self.samples(output, batch)
         metadata = images = None
         if self.metadata_fn is not None:
-            with _naming("metadata_fn", self.who, "a batch", batch):
+            with calling("metadata_fn", self.who, batch):
                 metadata = check_metadata(self.metadata_fn(batch), self.who, batch)
         if self.images_fn is not None:
-            with _naming("images_fn", self.who, "a batch", batch):
+            with calling("images_fn", self.who, batch):
                 images = self.images_fn(batch)
             if not isinstance(images, torch.Tensor) or images.ndim != 4:
                 raise TypeError(
@@ -210,7 +209,7 @@ class RowReader:
         """Which sample (graph, sequence) each embedding row of this batch belongs to."""
         rows = output.shape[0]
         if self.graph_index_fn is not None:
-            with _naming("graph_index_fn", self.who, "a batch", batch):
+            with calling("graph_index_fn", self.who, batch):
                 index = self.graph_index_fn(batch)
             length = len(index) if isinstance(index, torch.Tensor) and index.ndim == 1 else None
             if output.ndim != 2 or length != rows:
@@ -244,7 +243,7 @@ class RowReader:
         if self.ids_fn is None:
             return None
         if self.ids_fn != DATASET_INDEX:
-            with _naming("ids_fn", self.who, "a batch", batch):
+            with calling("ids_fn", self.who, batch):
                 ids = self.ids_fn(batch)  # type: ignore[operator]
             if not _is_column(ids, iterable=True):
                 raise TypeError(
@@ -259,28 +258,6 @@ class RowReader:
 def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}"
-    return f"a {type(value).__name__}"
-
-
-def describe(value: Any) -> str:
-    """What a user's function returned, in a few words, for messages.
-
-    Example:
-        >>> describe([1, 2]), describe(torch.tensor(3)), describe("ab"), describe(None)
-        ('a list of 2 items', 'a 0-d tensor (one value)', "a str 'ab'", 'None')
-    """
-    if value is None:
-        return "None"
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        kind = "tensor" if isinstance(value, torch.Tensor) else "array"
-        if value.ndim == 0:
-            return f"a 0-d {kind} (one value)"
-        return f"a {kind} of shape {tuple(value.shape)}"
-    if isinstance(value, (str, bytes)):
-        text = repr(value)
-        return f"a {type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
-    if isinstance(value, (list, tuple, dict)):
-        return f"a {type(value).__name__} of {len(value)} items"
     return f"a {type(value).__name__}"
 
 
@@ -327,15 +304,3 @@ array), such as {"label": batch[1]}
                 f"of type {type(batch).__name__}; {must}"
             )
     return metadata
-
-
-@contextlib.contextmanager
-def _naming(name: str, who: str, what: str, argument: Any) -> Iterator[None]:
-    """An exception raised inside the user's function ``name`` gets a note naming it."""
-    try:
-        yield
-    except Exception as error:
-        error.add_note(
-            f"{who}: raised inside {name}, called with {what} of type {type(argument).__name__}"
-        )
-        raise

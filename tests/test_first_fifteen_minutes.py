@@ -81,7 +81,9 @@ def test_default_writes_lag1_median_and_tau_only(tmp_path: Path) -> None:
     ours = [t for t in tags if t.startswith("autocorrelation/")]
     assert ours and all(t.endswith(("/rho1_median", "/tau")) for t in ours), ours
     assert {t.rsplit("/", 1)[0] for t in ours} == {
-        f"autocorrelation/{kind}/{group}" for kind in ("params", "grads") for group in ("encoder", "head")
+        f"autocorrelation/{kind}/{group}"
+        for kind in ("params", "grads")
+        for group in ("encoder", "head")
     }
     assert not any("/lag_" in t or "_q25" in t or "_q75" in t for t in tags)
 
@@ -242,3 +244,30 @@ def test_select_of_training_helper_is_named(tmp_path: Path) -> None:
     helper = TrainingHelper(check_every_n_steps=1, select=lambda out: out.tolist())
     with pytest.raises(TypeError, match="select"):
         trainer(tmp_path, False, [helper], max_steps=2).fit(TinyClassifier(), loaders()[0])
+
+
+def test_training_helper_functions_are_named(tmp_path: Path) -> None:
+    helper = TrainingHelper(check_every_n_steps=1, edge_index_fn=lambda batch: [[0, 1], [1, 0]])
+    with pytest.raises(TypeError) as error:
+        trainer(tmp_path, False, [helper], max_steps=2).fit(TinyClassifier(), loaders()[0])
+    message = str(error.value)
+    assert "edge_index_fn got a list of 2 items from a batch of type list" in message
+    assert "[2, E]" in message
+
+    def needs_a_dict(batch: Any) -> str | None:
+        return None if batch["x"].abs().max() < 100 else "huge"
+
+    helper = TrainingHelper(check_every_n_steps=1, input_checks=[needs_a_dict])
+    with pytest.raises(TypeError) as raised:
+        trainer(tmp_path, False, [helper], max_steps=2).fit(TinyClassifier(), loaders()[0])
+    assert "inside the input check needs_a_dict, called with a batch of type list" in "\n".join(
+        raised.value.__notes__
+    )
+
+
+def test_mask_fn_that_raises_is_named(tmp_path: Path) -> None:
+    projector = EmbeddingProjector("encoder", mask_fn=lambda batch: batch["mask"])
+    with pytest.raises(TypeError) as error:
+        trainer(tmp_path, False, [projector]).fit(TinyClassifier(), *loaders())
+    notes = "\n".join(error.value.__notes__)
+    assert "EmbeddingProjector: raised inside mask_fn, called with a batch of type list" in notes

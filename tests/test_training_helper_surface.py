@@ -186,7 +186,7 @@ def test_gan_generator_is_used_and_a_spare_module_is_not(
     tmp_path: Path, learnscope_log: pytest.LogCaptureFixture, spare: bool
 ) -> None:
     tb = TensorBoardLogger(str(tmp_path), name="tb")
-    helper = TrainingHelper(check_every_n_steps=4)
+    helper = TrainingHelper(check_every_n_steps=4, embedding_module=None)  # a GAN: no embedding
     run = trainer(tmp_path, tb, [helper], max_steps=16, max_epochs=-1)
     torch.manual_seed(0)
     run.fit(Gan(spare), DataLoader(blobs(256), batch_size=32))

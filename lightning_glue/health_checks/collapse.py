@@ -15,6 +15,7 @@ from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.lightning_glue.health_checks.report import CheckReport
+from learnscope.user_functions import calling, describe
 
 Guard = Callable[[str], contextlib.AbstractContextManager[Any]]
 
@@ -173,7 +174,16 @@ class CollapseCapture:
         if self._buffer is None:
             wanted = int(self.rows_per_dim * rows.shape[-1])
             self._buffer = EmbeddingRowBuffer(max(2, min(wanted, self.max_rows)))
-        edges = self.edge_index_fn(self._batch) if self.edge_index_fn is not None else None
+        edges = None
+        if self.edge_index_fn is not None:
+            with calling("edge_index_fn", "TrainingHelper", self._batch):
+                edges = self.edge_index_fn(self._batch)
+            if not isinstance(edges, torch.Tensor) or edges.ndim != 2 or edges.shape[0] != 2:
+                raise TypeError(
+                    f"TrainingHelper: edge_index_fn got {describe(edges)} from a batch of type "
+                    f"{type(self._batch).__name__}; it must return the edges between the rows, "
+                    "an integer tensor [2, E] (source rows first)"
+                )
         if keep is not None:
             rows = rows[keep]
             if edges is not None:
@@ -187,7 +197,8 @@ class CollapseCapture:
         index, count = _graph_index(self.graph_index_fn, self._batch, len(rows))
         ids = None
         if self.ids_fn is not None:
-            ids = _graph_ids(self.ids_fn(self._batch))
+            with calling("ids_fn", "TrainingHelper", self._batch):
+                ids = _graph_ids(self.ids_fn(self._batch))
             if count is None:  # from graph_index_fn: read on the host, on check steps only
                 count = int(index.max()) + 1 if len(index) else 0
             if len(ids) != count:
@@ -209,7 +220,8 @@ def _graph_index(
     entry per row; otherwise the batch is one graph (index ``None``, one graph).
     """
     if graph_index_fn is not None:
-        index = graph_index_fn(batch)
+        with calling("graph_index_fn", "TrainingHelper", batch):
+            index = graph_index_fn(batch)
         is_index = isinstance(index, torch.Tensor) and index.ndim == 1
         if not is_index or index.is_floating_point() or len(index) != num_rows:
             given = f"{len(index)} values" if is_index else _describe(index)

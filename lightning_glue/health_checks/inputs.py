@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from learnscope.records import Finding
+from learnscope.user_functions import calling, describe
 
 
 def input_findings(checks: Sequence[Callable[..., Any]], batch: Any, step: int) -> list[Finding]:
@@ -29,10 +30,17 @@ def input_findings(checks: Sequence[Callable[..., Any]], batch: Any, step: int) 
     """
     findings = []
     for check in checks:
-        message = check(batch)
-        if message:
-            subject = getattr(check, "subject", None) or getattr(
-                check, "__name__", type(check).__name__
+        subject = getattr(check, "subject", None) or getattr(
+            check, "__name__", type(check).__name__
+        )
+        with calling(f"the input check {subject!s}", "TrainingHelper", batch):
+            message = check(batch)
+        if message is not None and not isinstance(message, str):
+            raise TypeError(
+                f"TrainingHelper: the input check {subject!s} got {describe(message)} from a "
+                f"batch of type {type(batch).__name__}; it must return a message (str) when "
+                "the batch looks wrong, else None"
             )
+        if message:
             findings.append(Finding("input-range", str(subject), message, step))
     return findings
