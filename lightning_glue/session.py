@@ -21,6 +21,7 @@ no writer thread, event file or run-record entry is left behind by a run that is
 from __future__ import annotations
 
 import logging
+import os
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -200,10 +201,7 @@ in this fit, to CSVLogger (logs)
                     f"Scalars); learnscope export {root} --html view.html (one page)"
                 )
             elif name == "WandbLogger":
-                run = getattr(logger, "_experiment", None)  # never starts a run
-                url = getattr(run, "url", None) if run is not None else None
-                what = f"the W&B run {getattr(run, 'name', None) or '(not started)'}"
-                places.append(f"{what} ({url})" if url else what)
+                places.append(_wandb_run(getattr(logger, "_experiment", None)))  # never starts one
             else:
                 where = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
                 places.append(f"{name} ({where})" if where else name)
@@ -325,6 +323,26 @@ def leave(trainer: Any, callback: object, interrupted: bool = False) -> None:
         line = session.summary() if stage == "fit" else None
         if line is not None:
             _lightning_log(trainer).info(line)
+
+
+def _wandb_run(run: Any) -> str:
+    """The W&B run in words: its name (or id) and address, or for an offline run its upload.
+
+    Example:
+        >>> _wandb_run(None)
+        'the W&B run (not started)'
+    """
+    if run is None:
+        return "the W&B run (not started)"
+    try:
+        label = getattr(run, "name", None) or getattr(run, "id", None)
+        url = getattr(run, "url", None)
+        if url:
+            return f"the W&B run {label} ({url})"
+        folder = os.path.dirname(str(run.dir))  # .../offline-run-<time>-<id>, without files/
+        return f"the offline W&B run {label} (upload: wandb sync {folder})"
+    except Exception:  # a finished or broken run: no more to say
+        return "the W&B run"
 
 
 def _lightning_log(trainer: Any) -> logging.Logger:

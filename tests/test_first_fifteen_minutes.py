@@ -137,6 +137,19 @@ def test_one_summary_at_the_end_of_a_fit(tmp_path: Path, lightning_log: Any) -> 
     assert f"learnscope export {tmp_path / 'logs'} --html" in line
 
 
+def test_summary_names_the_wandb_run(tmp_path: Path, wandb_dir: Path, lightning_log: Any) -> None:
+    from lightning.pytorch.loggers import WandbLogger
+
+    wandb_logger = WandbLogger(project="t", save_dir=str(wandb_dir))
+    fit = trainer(tmp_path, [wandb_logger], three_callbacks(), max_epochs=1)
+    fit.fit(TinyClassifier(), *loaders())
+    (line,) = summaries(lightning_log)
+    run = wandb_logger.experiment
+    assert f"the offline W&B run {run.name or run.id} (upload: wandb sync " in line
+    assert str(Path(run.dir).parent) in line
+    assert "1 embedding snapshots" in line and "tensorboard --logdir" not in line
+
+
 def test_no_summary_under_fast_dev_run(tmp_path: Path, lightning_log: Any) -> None:
     logger = TensorBoardLogger(str(tmp_path / "logs"), name="run")
     trainer(tmp_path, logger, three_callbacks(), fast_dev_run=2).fit(TinyClassifier(), *loaders())
