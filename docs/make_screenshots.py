@@ -7,9 +7,13 @@ Usage (after ``learnscope demo``, which fills ``runs/``)::
 It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debian's
 ``chromium`` and ``chromium-driver``, driven by selenium from the ``dev`` extra) and saves:
 
+* ``time_series.png``: the Time Series tab, TensorBoard's landing page,
+* ``scalars.png``: the Scalars tab,
 * ``projector.png``: the Projector tab with "Color by: label",
 * ``images.png``: the Images tab (the aligned PCA view and the ACF-against-lag pictures),
-* ``custom_scalars.png``: the Custom Scalars tab with "Ignore outliers in chart scaling" on.
+* ``custom_scalars.png``: the Custom Scalars tab with "Ignore outliers in chart scaling" on,
+* ``text.png``: the Text tab (the findings table),
+* ``learnscope_tab.png``: the learnscope tab, a point pinned and a heatmap cell selected.
 
 The run is served under the name ``demo`` from a relative path, so no temporary folder shows in
 the sidebar.
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import shutil
 import sys
 import tempfile
 import time
@@ -82,11 +86,15 @@ def run_dir_of(logdir: Path) -> Path:
 
 @contextlib.contextmanager
 def tensorboard(run_dir: Path, timeout: float = 90.0) -> Iterator[str]:
-    """Serve ``run_dir`` as the run ``demo`` on a free port; yield the page's address."""
+    """Serve a copy of ``run_dir`` as the run ``demo`` on a free port; yield the page's address.
+
+    A copy, not a link: the learnscope tab follows no folder link.
+    """
     with tempfile.TemporaryDirectory() as serve:
-        os.symlink(run_dir.resolve(), Path(serve) / RUN)  # the sidebar shows "demo" only
+        shutil.copytree(run_dir, Path(serve) / RUN)  # the sidebar shows "demo" only
         with tb_server.tensorboard(".", timeout, cwd=serve) as server:
             server.wait_for("/data/plugin/projector/runs", lambda runs: RUN in runs, timeout)
+            server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) > 0, timeout)
             yield server.base
 
 
@@ -176,7 +184,12 @@ def projector(driver: Any, base: str, out: Path | None, run: str = RUN) -> tuple
 
 
 def images(driver: Any, base: str, out: Path) -> None:
-    """Save the Images tab once both the PCA view and an ACF picture have loaded."""
+    """Save the Images tab once both the PCA view and an ACF picture have loaded.
+
+    The window is made tall enough for both categories while the picture is taken.
+    """
+    size = driver.get_window_size()
+    driver.set_window_size(size["width"], 1500)
     driver.get(f"{base}/#images")
     wait_until(
         lambda: (
@@ -187,6 +200,7 @@ def images(driver: Any, base: str, out: Path) -> None:
     )
     time.sleep(4)  # the images load
     driver.save_screenshot(str(out / "images.png"))
+    driver.set_window_size(size["width"], size["height"])
 
 
 def custom_scalars(driver: Any, base: str, out: Path) -> None:
@@ -207,15 +221,69 @@ def custom_scalars(driver: Any, base: str, out: Path) -> None:
     driver.save_screenshot(str(out / "custom_scalars.png"))
 
 
+def page(driver: Any, base: str, out: Path, tab: str, element: str, shows: str) -> None:
+    """Save TensorBoard's ``tab`` as ``{tab}.png`` once its ``element`` shows ``shows``."""
+    driver.get(f"{base}/#{tab}")
+    wait_until(
+        lambda: shows in driver.execute_script(DEEP_TEXT, deep(driver, element)),
+        f"{shows!r} in the {tab} tab",
+    )
+    time.sleep(5)  # the charts draw
+    driver.switch_to.default_content()
+    driver.save_screenshot(str(out / f"{tab}.png"))
+
+
+# In the learnscope tab's iframe: pin a point near the middle of the scatter and select the
+# heatmap cell of the last group at lag 1 for the gradients (see autocorrelation.js).
+_LEARNSCOPE_SHOW = """
+const v = window.learnscopeView;
+if (!v || !v.state.ready || !v.state.run) return false;
+if (v.current) v.pin(Math.floor(v.current.ids.length / 3));
+const heat = document.querySelector('canvas[data-role="acf-grads"]');
+if (heat) {
+  const r = heat.getBoundingClientRect(), rows = v.view.autocorrelation[0].groups.length;
+  const x = r.left + heat.clientLeft + 135, y = r.top + heat.clientTop + 22 + 24 * rows - 13;
+  heat.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: x, clientY: y}));
+}
+return true;
+"""
+
+
+def learnscope_tab(driver: Any, base: str, out: Path) -> None:
+    """Save the learnscope tab, a point pinned (its path) and a heatmap cell selected."""
+    driver.get(f"{base}/#learnscope")
+
+    def shown() -> bool:  # in the tab's iframe
+        driver.switch_to.default_content()
+        for frame in driver.execute_script(_DEEP_FIND_ALL, "iframe"):
+            driver.switch_to.frame(frame)
+            if driver.execute_script(_LEARNSCOPE_SHOW):
+                return True
+            driver.switch_to.default_content()
+        return False
+
+    wait_until(shown, "the learnscope view ready")
+    time.sleep(1)
+    driver.switch_to.default_content()
+    driver.save_screenshot(str(out / "learnscope_tab.png"))
+
+
+SHOTS = ("time_series", "scalars", "projector", "images", "custom_scalars", "text", "learnscope")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Make the three screenshots; print the Projector's tensor menu."""
+    """Make the screenshots; print the Projector's tensor menu."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("logdir", type=Path, help="the demo's log directory (runs)")
     parser.add_argument("--out", type=Path, default=Path("docs"), help="where the PNGs go")
-    parser.add_argument("--only", choices=["projector", "images", "custom_scalars"])
+    parser.add_argument("--only", choices=SHOTS)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    with tensorboard(run_dir_of(args.logdir)) as base, chromium() as driver:
+    with tensorboard(run_dir_of(args.logdir)) as base, chromium(1440, 1000) as driver:
+        if args.only in (None, "time_series"):
+            page(driver, base, args.out, "timeseries", "metrics-dashboard", "val")
+        if args.only in (None, "scalars"):
+            page(driver, base, args.out, "scalars", "tf-scalar-dashboard", "val")
         if args.only in (None, "projector"):
             menu, opened = projector(driver, base, args.out)
             print(f"Projector: opened {opened}; tensor menu: {', '.join(menu)}; saved the last")
@@ -223,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
             images(driver, base, args.out)
         if args.only in (None, "custom_scalars"):
             custom_scalars(driver, base, args.out)
+        if args.only in (None, "text"):
+            page(driver, base, args.out, "text", "tf-text-dashboard", "findings")
+        if args.only in (None, "learnscope"):
+            learnscope_tab(driver, base, args.out)
     print(f"screenshots saved in {args.out}")
     return 0
 
