@@ -59,7 +59,10 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
         "metadata_fn failed on rank 1) and is switched off; training goes on"
     ]
     assert logged_1[1] == "Traceback (most recent call last):"
-    assert logged_1[-1] == "RuntimeError: metadata_fn failed on rank 1"
+    assert logged_1[-2:] == [  # the error, and the note naming the function
+        "RuntimeError: metadata_fn failed on rank 1",
+        "EmbeddingProjector: raised inside metadata_fn, called with a batch of type list",
+    ]
     # health findings: found and warned once, on rank zero only
     assert rank0["findings"] == [["zero-gradient", "branch"]] and rank1["findings"] == []
     assert len([line for line in logged if "zero-gradient branch" in line]) == 1
