@@ -128,7 +128,13 @@ def run_demo_command(logdir: str, epochs: int, use_wandb: bool) -> int:
     """``learnscope demo``: train, then print how to look at the result."""
     import logging
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # learnscope's info lines, once: a root handler would print Lightning's lines a second time
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    learnscope_log = logging.getLogger("learnscope")
+    learnscope_log.addHandler(handler)
+    learnscope_log.setLevel(logging.INFO)
+    learnscope_log.propagate = False
     from learnscope.lightning_glue.demo import run_demo
 
     start = time.perf_counter()

@@ -185,9 +185,9 @@ in this fit, to CSVLogger (logs)
             return None
         written = self.written
         line = (
-            f"learnscope wrote {written['write_embedding']} embedding snapshots, "
-            f"{written['write_autocorrelation']} autocorrelation analyses and "
-            f"{written['findings']} findings in this {stage}"
+            f"learnscope wrote {_count(written['write_embedding'], 'embedding snapshot')}, "
+            f"{_count(written['write_autocorrelation'], 'autocorrelation analysis')} and "
+            f"{_count(written['findings'], 'finding')} in this {stage}"
             + (" (interrupted)" if self.interrupted else "")
         )
         places, commands = [], []
@@ -323,6 +323,18 @@ def leave(trainer: Any, callback: object, interrupted: bool = False) -> None:
         line = session.summary() if stage == "fit" else None
         if line is not None:
             _lightning_log(trainer).info(line)
+
+
+def _count(number: int, thing: str) -> str:
+    """``number`` things, in words.
+
+    Example:
+        >>> _count(1, "finding"), _count(0, "finding"), _count(2, "autocorrelation analysis")
+        ('1 finding', '0 findings', '2 autocorrelation analyses')
+    """
+    if number == 1:
+        return f"1 {thing}"
+    return f"{number} {thing[:-2] + 'es' if thing.endswith('is') else thing + 's'}"
 
 
 def _wandb_run(run: Any) -> str:

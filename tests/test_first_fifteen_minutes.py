@@ -147,7 +147,7 @@ def test_summary_names_the_wandb_run(tmp_path: Path, wandb_dir: Path, lightning_
     run = wandb_logger.experiment
     assert f"the offline W&B run {run.name or run.id} (upload: wandb sync " in line
     assert str(Path(run.dir).parent) in line
-    assert "1 embedding snapshots" in line and "tensorboard --logdir" not in line
+    assert "1 embedding snapshot," in line and "tensorboard --logdir" not in line
 
 
 def test_no_summary_under_fast_dev_run(tmp_path: Path, lightning_log: Any) -> None:
