@@ -15,7 +15,11 @@ zero gets writers; on the others the session holds none. Under ``Trainer(fast_de
 which turns Lightning's loggers off, the session holds no writer and says so in one line. A
 hook called after the trainer's fit (or validate, test, predict) ended, as code that drives
 Lightning's loops by hand does, gets a session that writes nothing (said once at info level):
-no writer thread, event file or run-record entry is left behind by a run that is over.
+no writer thread, event file or run-record entry is left behind by a run that is over. When
+the last callback leaves at the end of a fit, rank zero says in one info line, on a child of
+Lightning's logger (shown by default, as Lightning's own lines are), how many snapshots,
+analyses and findings were written, where, and the commands that open them
+(:meth:`WriterSession.summary`).
 """
 
 from __future__ import annotations
