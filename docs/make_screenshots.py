@@ -7,7 +7,7 @@ Usage (after ``learnscope demo``, which fills ``runs/``)::
 It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debian's
 ``chromium`` and ``chromium-driver``, driven by selenium from the ``dev`` extra) and saves:
 
-* ``time_series.png``: the Time Series tab, TensorBoard's landing page,
+* ``timeseries.png``: the Time Series tab, TensorBoard's landing page,
 * ``scalars.png``: the Scalars tab,
 * ``projector.png``: the Projector tab with "Color by: label",
 * ``images.png``: the Images tab (the aligned PCA view and the ACF-against-lag pictures),
