@@ -71,7 +71,7 @@ def test_a_tensorboard_fit_with_three_callbacks_keeps_the_whole_run_in_the_recor
 ) -> None:
     callbacks = [
         EmbeddingProjector(metadata_fn=meta, ids_fn="dataset_index", aligned_pca=True),
-        ModelAutocorrelation(analyze_every_n_steps=4, buffer_size=8, lags=(1,)),
+        ModelAutocorrelation(analyze_every_n_steps=4, buffer_size=8, lags=(1,), all_scalars=True),
         TrainingHelper(check_every_n_steps=3),
     ]
     tb = TensorBoardLogger(str(tmp_path), name="tb")
