@@ -143,7 +143,7 @@ def test_sgd_on_a_noisy_quadratic(tmp_path: Path) -> None:
     ((step, scalars),) = [
         (s, m) for s, m in sink.metrics if "autocorrelation/grads/slow/lag_1" in m
     ]
-    assert step == steps - 1
+    assert step == steps  # named by the step after the last optimizer step it holds
     expected = {("params", "slow"): 0.8, ("params", "fast"): 0.0}
     expected |= {("grads", "slow"): -0.1, ("grads", "fast"): -0.5}
     for (kind, group), rho1 in expected.items():
