@@ -82,7 +82,8 @@ const HINTS = {
   params: 'Parameters: good: lag-1 near 1 (each step moves them a little); ' +
     'bad: well below 1 (they jump from step to step).',
   grads: 'Gradients: good: lag-1 near 0 (each step follows fresh batches); bad: below −0.3 ' +
-    '(they flip sign: overshooting, a lower learning rate?) or above 0.5 (stuck pushing one way).',
+    '(they flip sign: overshooting, lower the learning rate) or above 0.5 (the same push step ' +
+    'after step: a higher one would go faster).',
 };
 
 // The heatmap's cells: the first column's left edge, a column's and a row's pitch, a cell's size.
