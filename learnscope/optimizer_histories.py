@@ -49,6 +49,27 @@ def check_positive_ints(owner: str, values: Mapping[str, Any]) -> None:
             raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
 
 
+def check_lags(owner: str, lags: Sequence[Any], buffer_size: int) -> tuple[int, ...]:
+    """The lags, sorted and distinct, when each is an int from 0 to ``buffer_size - 1``.
+
+    Raises:
+        ValueError: An empty ``lags``, one that is not an int, or one out of that range.
+
+    Example:
+        >>> check_lags("Callback", [5, 1, 1], buffer_size=8)
+        (1, 5)
+    """
+    lags = tuple(lags)
+    if not lags or any(isinstance(k, bool) or not isinstance(k, int) for k in lags):
+        raise ValueError(f"{owner}: lags must be a non-empty list of ints, got {lags}")
+    if min(lags) < 0 or max(lags) >= buffer_size:
+        raise ValueError(
+            f"{owner}: lags must be in 0..{buffer_size - 1} (below buffer_size={buffer_size}), "
+            f"got {lags}"
+        )
+    return tuple(sorted(set(lags)))
+
+
 @dataclass(frozen=True)
 class HistorySettings:
     """How each history samples and how many steps it keeps (see SampledParameterHistory).

@@ -15,6 +15,7 @@ from learnscope.lightning_glue.step_clock import StepClock
 from learnscope.optimizer_histories import (
     HistorySettings,
     OptimizerHistories,
+    check_lags,
     check_positive_ints,
 )
 from learnscope.sampled_history import SampledParameterHistory
@@ -73,8 +74,7 @@ class ModelAutocorrelation(LearnscopeCallback):
     scalars ``autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau`` (with
     ``all_scalars=True`` also ``.../lag_{k}``, ``.../rho1_q25``, ``.../rho1_q75``), Custom
     Scalars charts and an ACF image per kind; wandb as the same scalars and a line-series chart
-    per kind. Other loggers (CSV, MLflow...) get the
-    scalars.
+    per kind. Other loggers (CSV, MLflow...) get the scalars.
 
     Only the process of global rank zero records and analyses (nothing here is a collective);
     other ranks allocate nothing. With sharded parameters (FSDP) the slices are chosen by the
@@ -135,23 +135,13 @@ class ModelAutocorrelation(LearnscopeCallback):
         sizes = {"buffer_size": buffer_size, "elements_per_tensor": elements_per_tensor}
         sizes |= {"max_elements": max_elements, "analyze_every_n_steps": analyze_every_n_steps}
         check_positive_ints("ModelAutocorrelation", sizes | {"group_depth": group_depth})
-        lags = tuple(lags)
-        if not lags or any(isinstance(k, bool) or not isinstance(k, int) for k in lags):
-            raise ValueError(
-                f"ModelAutocorrelation: lags must be a non-empty list of ints, got {lags}"
-            )
-        if min(lags) < 0 or max(lags) >= buffer_size:
-            raise ValueError(
-                f"ModelAutocorrelation: lags must be in 0..{buffer_size - 1} "
-                f"(below buffer_size={buffer_size}), got {lags}"
-            )
         self.buffer_size = buffer_size
         self.elements_per_tensor = elements_per_tensor
         self.max_elements = max_elements
         self.analyze_every_n_steps = analyze_every_n_steps
         self.analyze_grads = analyze_grads
         self.group_depth = group_depth
-        self.lags = tuple(sorted(set(lags)))
+        self.lags = check_lags("ModelAutocorrelation", lags, buffer_size)
         self.seed = seed
         self.all_scalars = bool(all_scalars)
         self._histories = OptimizerHistories(self._settings())  # one per optimizer, or one

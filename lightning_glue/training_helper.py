@@ -44,9 +44,8 @@ class TrainingHelper(LearnscopeCallback):
             (``None``: not checked); a missing name fails at ``setup``, unless the default.
         head_modules: The heads' dotted names (default: the encoder's siblings with parameters).
         input_checks: Callables ``batch -> str | None``, run on check steps.
-        histograms: Whether to write ``health/grad_norm``, the histogram of the gradient norm
-            of each parameter tensor (unnamed); off by default, as a model of a few tensors
-            gives a few numbers per step that say nothing the per-group norms do not.
+        histograms: Whether to write ``health/grad_norm``, the histogram of the gradient norm of
+            each parameter tensor (off: a few unnamed numbers say less than the group norms).
         warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
         edge_index_fn: ``batch -> edge_index`` ``[2, E]`` between the rows: oversmoothing checks.
         select: Picks the embedding tensor from the module's output (tuple, dict, dataclass).
@@ -99,8 +98,8 @@ class TrainingHelper(LearnscopeCallback):
             embedding_rows_per_dim, max_embedding_rows, edge_index_fn, graph_index_fn, ids_fn,
             functions=(*input_checks, edge_index_fn, select, graph_index_fn, ids_fn),
         )  # fmt: skip
-        thresholds = dict(collapse_thresholds or {})
-        CollapseThresholds.from_mapping(thresholds)  # unknown names and bad values fail here
+        self.collapse_thresholds = dict(collapse_thresholds or {})
+        CollapseThresholds.from_mapping(self.collapse_thresholds)  # unknown or bad ones fail here
         self.spatial, self.mask_fn = check_spatial(spatial), check_mask_fn(mask_fn)
         self.check_every_n_steps = check_every_n_steps
         self.small_grad_threshold = small_grad_threshold
@@ -111,7 +110,6 @@ class TrainingHelper(LearnscopeCallback):
         self.max_head_to_encoder_ratio = max_head_to_encoder_ratio
         self.embedding_rows_per_dim = embedding_rows_per_dim
         self.max_embedding_rows = max_embedding_rows
-        self.collapse_thresholds = thresholds
         self._report, self._clock = checks.FindingReport(warn_every_n_steps), StepClock()
         self._unused, self._loss = checks.UnusedParameters(), checks.StepLoss()
         self._trace, self._ranks = checks.NonFiniteTrace(), checks.Ranks()
@@ -124,7 +122,6 @@ class TrainingHelper(LearnscopeCallback):
         )  # fmt: skip
         self._watch: TrainableWatch | None = None  # notices parameters that start training
         self._loaded = False  # state came from load_state_dict before this fit's setup
-        self._said_off = False  # the warning that the embedding checks are off was given
 
     @property
     def findings(self) -> list[Finding]:
@@ -147,10 +144,8 @@ class TrainingHelper(LearnscopeCallback):
             self._gradients.forget_optimizers()
         self._clock.reset()
         encoder = self._gradients.encoder = checks.resolve_encoder(pl_module, self.embedding_module)
-        if encoder is None and self.embedding_module is not None and not self._said_off:
-            self._said_off = True  # once per callback, on rank zero
-            if trainer.is_global_zero:
-                log.warning(checks.missing_encoder(pl_module))
+        if encoder is None and self.embedding_module is not None:  # the checks are off: say so
+            self._report.warn_once(checks.missing_encoder(pl_module), trainer.is_global_zero)
         self._gradients.heads = checks.resolve_heads(pl_module, encoder, self.head_modules)
         self._collapse.module = encoder
         with self.guard(_TRACE, "setup"):

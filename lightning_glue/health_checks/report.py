@@ -54,12 +54,19 @@ class FindingReport:
     def __init__(self, warn_every_n_steps: int) -> None:
         self._log = FindingLog(warn_every_n_steps)
         self._new = False  # findings were added since the dashboards last got the table
+        self._said: set[str] = set()  # messages given by warn_once
         self.rank_zero = True
 
     @property
     def findings(self) -> list[Finding]:
         """Every finding so far, one per (code, subject)."""
         return self._log.findings
+
+    def warn_once(self, message: str, rank_zero: bool) -> None:
+        """Log ``message`` at warning level, the first time it is given, on rank zero only."""
+        if rank_zero and message not in self._said:
+            self._said.add(message)
+            log.warning(message)
 
     def restart(self) -> None:
         """Start an empty table, as a new fit does."""
