@@ -7,7 +7,7 @@ Run from the repository root on a machine with one CUDA GPU::
 It writes into ``$OUT`` (default ``./gpu_proof_out``):
 
 * ``environment.txt``: ``nvidia-smi``, torch, CUDA and Lightning versions;
-* ``cuda_tests.txt`` and ``cuda_tests.xml``: ``tests/test_cuda.py`` (no host sync in the
+* ``cuda_tests.txt`` and ``cuda_tests.xml``: ``tests/callbacks/test_cuda.py`` (no host sync in the
   callbacks' hooks, and on whole ordinary steps, under ``torch.cuda.set_sync_debug_mode("error")``;
   Lightning ``FSDPStrategy`` and ``ModelParallelStrategy`` fits on the one GPU equal to the
   unsharded fit) and the four older CUDA-only tests;
@@ -33,10 +33,10 @@ from pathlib import Path
 
 TOTAL_SECONDS = 470  # under the 8 minutes a lent GPU gives one command
 OLDER_CUDA_TESTS = [
-    "tests/test_sampled_history.py::test_record_never_syncs_with_the_host",
-    "tests/test_autocorrelation.py::test_cuda_matches_cpu_and_stays_on_device",
-    "tests/test_autocorrelation.py::test_cuda_analysis_syncs_only_for_the_final_transfer",
-    "tests/test_collapse.py::test_cuda_input_matches_cpu",
+    "tests/core/test_sampled_history.py::test_record_never_syncs_with_the_host",
+    "tests/core/test_autocorrelation.py::test_cuda_matches_cpu_and_stays_on_device",
+    "tests/core/test_autocorrelation.py::test_cuda_analysis_syncs_only_for_the_final_transfer",
+    "tests/core/test_collapse.py::test_cuda_input_matches_cpu",
 ]
 ENVIRONMENT = """
 import torch, lightning
@@ -56,7 +56,7 @@ def parts(out: Path, dry_run: bool) -> list[tuple[str, list[str], dict[str, str]
         "-rs",
         "-p",
         "no:cacheprovider",
-        "tests/test_cuda.py",
+        "tests/callbacks/test_cuda.py",
         *OLDER_CUDA_TESTS,
         f"--junitxml={out / 'cuda_tests.xml'}",
     ]

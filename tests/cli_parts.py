@@ -1,4 +1,4 @@
-"""What a LightningCLI config names by import path in ``tests/test_lightning_cli.py``."""
+"""What a LightningCLI config names by import path in ``tests/project/test_lightning_cli.py``."""
 
 from __future__ import annotations
 

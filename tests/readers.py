@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import struct
 import time
 from pathlib import Path
@@ -184,3 +185,50 @@ def csv_metrics(path: Path, prefixes: tuple[str, ...]) -> dict[tuple[int, str], 
         for key, value in row.items()
         if value and key.startswith(prefixes)
     }
+
+
+class CustomScalarsReader:
+    """The real ``custom_scalars`` plugin over a multiplexer-backed data provider."""
+
+    def __init__(self, logdir: Path) -> None:
+        from tensorboard.backend.event_processing import data_provider
+        from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+        from tensorboard.plugins import base_plugin
+        from tensorboard.plugins.custom_scalar.custom_scalars_plugin import CustomScalarsPlugin
+        from werkzeug.test import Client
+
+        mux = pem.EventMultiplexer()
+        mux.AddRunsFromDirectory(str(logdir))
+        mux.Reload()
+        provider = data_provider.MultiplexerDataProvider(mux, str(logdir))
+        context = base_plugin.TBContext(logdir=str(logdir), data_provider=provider, multiplexer=mux)
+        self._app = CustomScalarsPlugin(context).get_plugin_apps()["/layout"]
+        self._client = Client
+
+    def layout(self) -> dict[str, Any]:
+        response = self._client(self._app).get("/layout")
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return json.loads(response.get_data())
+
+
+def chart_tag_patterns(layout: dict[str, Any]) -> dict[str, list[str]]:
+    """``category: title`` to the chart's tag patterns (multiline regexes or margin tags)."""
+    charts = {}
+    for category in layout["category"]:
+        for chart in category["chart"]:
+            if "multiline" in chart:
+                charts[f"{category['title']}: {chart['title']}"] = list(chart["multiline"]["tag"])
+            else:
+                series = chart["margin"]["series"]
+                charts[f"{category['title']}: {chart['title']}"] = [
+                    re.escape(s[part]) + "$" for s in series for part in ("value", "lower", "upper")
+                ]
+    return charts
+
+
+def read_events(run_dir: Path) -> Any:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "images": 0})
+    events.Reload()
+    return events

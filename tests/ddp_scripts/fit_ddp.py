@@ -1,4 +1,4 @@
-"""A 2-process CPU DDP fit with learnscope's callbacks, run by ``tests/test_ddp.py``.
+"""A 2-process CPU DDP fit with learnscope's callbacks, run by ``tests/callbacks/test_ddp.py``.
 
 Lightning's ``ddp`` strategy starts the other rank by running this script again, so it is a
 script, not a test. Usage: ``python fit_ddp.py {all|unused|mismatch} OUT_DIR``. Every rank writes

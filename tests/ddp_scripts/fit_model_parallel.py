@@ -1,6 +1,7 @@
 """A Lightning fit with FSDP2 (``ModelParallelStrategy``) on 2 CPU processes, with learnscope.
 
-Run by ``tests/test_sharded.py``: ``python fit_model_parallel.py OUT_DIR`` shards the model with
+Run by ``tests/callbacks/test_sharded.py``:
+``python fit_model_parallel.py OUT_DIR`` shards the model with
 ``fully_shard`` in ``configure_model`` and fits it with ``TrainingHelper`` and
 ``ModelAutocorrelation``; Lightning starts the second rank by running this script again. Rank 0's
 ``CSVLogger`` writes ``OUT_DIR/csv/version_0/metrics.csv``; every rank writes

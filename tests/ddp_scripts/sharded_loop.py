@@ -1,6 +1,7 @@
 """Two CPU processes (gloo) train one model three ways, sharded: FSDP2 and FSDP1 (both kinds).
 
-Run by ``tests/test_sharded.py``: ``python sharded_loop.py OUT_DIR``. It starts two ranks with
+Run by ``tests/callbacks/test_sharded.py``:
+``python sharded_loop.py OUT_DIR``. It starts two ranks with
 ``torch.multiprocessing``; each trains the same small model in a plain PyTorch loop, sharded
 with FSDP2 (``fully_shard``), FSDP1 with ``use_orig_params=True`` and FSDP1 with flat
 parameters, each rank on its half of every global batch. Rank 0 also trains an unsharded copy

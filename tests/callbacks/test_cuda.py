@@ -38,9 +38,10 @@ from learnscope.lightning_glue import ModelAutocorrelation, TrainingHelper  # no
 
 DRY_RUN = os.environ.get("LEARNSCOPE_CUDA_DRY_RUN") == "1"
 DEVICE = "cpu" if DRY_RUN else "cuda"
-pytestmark = pytest.mark.skipif(
-    not (DRY_RUN or torch.cuda.is_available()), reason="needs a CUDA device"
-)
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not (DRY_RUN or torch.cuda.is_available()), reason="needs a CUDA device"),
+]
 
 CHECK_EVERY = 5
 ANALYZE_EVERY = 10

@@ -19,12 +19,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from readers import ProjectorReader
 from tb_server import tensorboard
 from test_writer_faults import debris
 
 from learnscope.plugins import projector_files
 from learnscope.plugins.projector_refresh import MARKER_PREFIX
+
+pytestmark = pytest.mark.slow
 
 ROUNDS, STEPS, TAGS = 5, 8, ("a", "b")
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from readers import wandb_artifact_tables, wandb_history, wandb_records, wandb_run_dir
+from readers import (
+    CustomScalarsReader,
+    chart_tag_patterns,
+    read_events,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_records,
+    wandb_run_dir,
+)
 
 from learnscope.plugins.figures import COLOURS, acf_chart
 from learnscope.plugins.tensorboard import TensorBoardWriter
@@ -31,53 +38,6 @@ def summary(step: int) -> AutocorrelationSummary:
         GroupAutocorrelation("frozen.norm", "grads", np.full(11, np.nan), *[np.nan] * 3, None),
     )
     return AutocorrelationSummary(step, LAGS, groups)
-
-
-class CustomScalarsReader:
-    """The real ``custom_scalars`` plugin over a multiplexer-backed data provider."""
-
-    def __init__(self, logdir: Path) -> None:
-        from tensorboard.backend.event_processing import data_provider
-        from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
-        from tensorboard.plugins import base_plugin
-        from tensorboard.plugins.custom_scalar.custom_scalars_plugin import CustomScalarsPlugin
-        from werkzeug.test import Client
-
-        mux = pem.EventMultiplexer()
-        mux.AddRunsFromDirectory(str(logdir))
-        mux.Reload()
-        provider = data_provider.MultiplexerDataProvider(mux, str(logdir))
-        context = base_plugin.TBContext(logdir=str(logdir), data_provider=provider, multiplexer=mux)
-        self._app = CustomScalarsPlugin(context).get_plugin_apps()["/layout"]
-        self._client = Client
-
-    def layout(self) -> dict[str, Any]:
-        response = self._client(self._app).get("/layout")
-        assert response.status_code == 200, response.get_data(as_text=True)
-        return json.loads(response.get_data())
-
-
-def chart_tag_patterns(layout: dict[str, Any]) -> dict[str, list[str]]:
-    """``category: title`` to the chart's tag patterns (multiline regexes or margin tags)."""
-    charts = {}
-    for category in layout["category"]:
-        for chart in category["chart"]:
-            if "multiline" in chart:
-                charts[f"{category['title']}: {chart['title']}"] = list(chart["multiline"]["tag"])
-            else:
-                series = chart["margin"]["series"]
-                charts[f"{category['title']}: {chart['title']}"] = [
-                    re.escape(s[part]) + "$" for s in series for part in ("value", "lower", "upper")
-                ]
-    return charts
-
-
-def read_events(run_dir: Path) -> Any:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "images": 0})
-    events.Reload()
-    return events
 
 
 def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:

@@ -78,13 +78,21 @@ def test_core_and_writers_in_a_plain_pytorch_loop(tmp_path: Path) -> None:
     log_dir, wandb_dir = tmp_path / "tb", tmp_path / "wandb"
     wandb_dir.mkdir()
     script = (
-        "import sys, json; sys.path.insert(0, sys.argv[1]); import test_without_lightning as t; "
+        "import sys, json; from pathlib import Path; here = Path(sys.argv[1]); "
+        "sys.path[:0] = [str(here), str(here.parent)]; import test_without_lightning as t; "
         "t.train(sys.argv[2], sys.argv[3]); "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in t.LIGHTNING)))"
     )
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     done = subprocess.run(
-        [sys.executable, "-c", script, str(Path(__file__).parent), str(log_dir), str(wandb_dir)],
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(Path(__file__).parent),
+            str(log_dir),
+            str(wandb_dir),
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -18,7 +18,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import BackboneFinetuning
 from lightning.pytorch.loggers import TensorBoardLogger
-from test_autocorrelation_writers import read_events
+from readers import read_events
 from tiny_models import loaders, trainer
 from torch import nn
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("learnscope", "lightning_glue", "plugins")
 CALLBACKS = ("embedding_projector.py", "model_autocorrelation.py", "training_helper.py")
 MAX_CALLBACK_LINES = 300

@@ -24,6 +24,8 @@ from tb_server import tensorboard
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins.tensorboard import TensorBoardWriter
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 EMPTY = "<empty>"
 # (value given, text the Projector shows): line breaks, tabs and U+FEFF become a space, lone
 # surrogates U+FFFD, a cell that JavaScript's trim() empties "<empty>"; the rest is kept.

@@ -28,12 +28,15 @@ from learnscope.plugins import Writer
 from learnscope.plugins import background as background_module
 from learnscope.plugins.background import BackgroundWriters
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and signals as on Linux")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and signals as on Linux"),
+]
 
 CHILD = textwrap.dedent(
     """
     import os, sys, time
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {here!r}]
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
     from tiny_models import TinyClassifier, loaders, trainer
@@ -61,7 +64,12 @@ CHILD = textwrap.dedent(
 
 
 def child(tmp_path: Path, timeout: float | None) -> subprocess.Popen[str]:
-    script = CHILD.format(tests=str(Path(__file__).parent), root=str(tmp_path), timeout=timeout)
+    script = CHILD.format(
+        tests=str(Path(__file__).parents[1]),
+        here=str(Path(__file__).parent),
+        root=str(tmp_path),
+        timeout=timeout,
+    )
     return subprocess.Popen(
         [sys.executable, "-c", script],
         stdout=subprocess.PIPE,

@@ -17,7 +17,9 @@ import pytest
 from readers import ProjectorReader
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-README = Path(__file__).parents[1] / "README.md"
+pytestmark = pytest.mark.slow
+
+README = Path(__file__).parents[2] / "README.md"
 
 
 def python_blocks() -> list[str]:

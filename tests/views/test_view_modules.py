@@ -31,6 +31,8 @@ from record_entries import (
 from learnscope.plugins import view_modules
 from learnscope.plugins.view_page import export_html, page_html
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 NODE = shutil.which("node")
 
 SOURCES = {

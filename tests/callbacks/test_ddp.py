@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-SCRIPT = Path(__file__).parent / "ddp_scripts" / "fit_ddp.py"
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).parents[1] / "ddp_scripts" / "fit_ddp.py"
 STEPS = (4, 8)  # 64 training samples, 2 ranks, batches of 8: 4 steps per epoch
 
 

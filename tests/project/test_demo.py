@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from readers import ProjectorReader, parse_metadata, png_size
+
+pytestmark = pytest.mark.slow
 
 
 def test_demo_fills_the_projector(tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 
+pytestmark = pytest.mark.slow
+
 # A tiny fit with Lightning's info lines silenced; prints what the parent asserts on.
 FIT = """
 import logging, sys, torch

@@ -26,6 +26,8 @@ from learnscope import EmbeddingSnapshot
 from learnscope.plugins import projector_files
 from learnscope.plugins.tensorboard import TensorBoardWriter
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 RUN = "demo/version_0"
 EPOCHS = 3
 
@@ -165,7 +167,7 @@ def test_wandb_run_holds_tables_charts_histograms_and_findings(demo_logdir: Path
 
 def readme_demo_tags() -> set[str]:
     """Every tag the README's demo section names (``{a,b}`` choices expanded)."""
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    text = (Path(__file__).parents[2] / "README.md").read_text()
     section = text[text.index("## What the demo writes") : text.index("## How to read")]
     prefixes = ("autocorrelation/", "health/", "embeddings/", "learnscope/", "encoder/", "val/")
     return {
@@ -212,7 +214,7 @@ def test_browser_shows_projector_and_custom_scalars(
     server: TensorBoardServer, demo_logdir: Path
 ) -> None:
     spec = importlib.util.spec_from_file_location(
-        "make_screenshots", Path(__file__).parents[1] / "docs" / "make_screenshots.py"
+        "make_screenshots", Path(__file__).parents[2] / "docs" / "make_screenshots.py"
     )
     make_screenshots = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_screenshots)

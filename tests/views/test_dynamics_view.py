@@ -41,6 +41,8 @@ from learnscope.plugins import dynamics_data
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import append_entries
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 needs_browser = pytest.mark.skipif(
     unavailable_reason() is not None, reason=str(unavailable_reason())
 )
@@ -391,6 +393,7 @@ def _page_views(html: str) -> dict[str, dict]:
 
 def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_dir: Path) -> None:
     import wandb
+
     from learnscope.plugins.wandb_view import VIEW_KEY, log_view, record_view
 
     run = wandb.init(project="view", dir=str(wandb_dir))

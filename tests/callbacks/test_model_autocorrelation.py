@@ -11,8 +11,14 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from readers import wandb_artifact_tables, wandb_history, wandb_run_dir
-from test_autocorrelation_writers import CustomScalarsReader, chart_tag_patterns, read_events
+from readers import (
+    CustomScalarsReader,
+    chart_tag_patterns,
+    read_events,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_run_dir,
+)
 from tiny_models import Collect, TinyClassifier, loaders, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

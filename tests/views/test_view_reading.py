@@ -25,7 +25,10 @@ from record_entries import (
 from learnscope.plugins import dynamics_data
 from learnscope.plugins.view_page import export_html
 
-pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
+]
 
 STEPS = (10, 20, 30)
 GROUPS = ["encoder", "head"]

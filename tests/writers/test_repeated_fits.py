@@ -22,12 +22,14 @@ import pytest
 from learnscope.plugins import figures
 from learnscope.records import GroupAutocorrelation
 
+pytestmark = pytest.mark.slow
+
 FITS = 30
 
 CHILD = textwrap.dedent(
     """
     import json, os, sys, threading, logging
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {here!r}]
     import wandb
     from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
     from tiny_models import TinyClassifier, loaders, trainer
@@ -55,7 +57,12 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 def test_descriptors_and_threads_stay_flat_over_30_fits(tmp_path: Path) -> None:
-    script = CHILD.format(tests=str(Path(__file__).parent), root=str(tmp_path), fits=FITS)
+    script = CHILD.format(
+        tests=str(Path(__file__).parents[1]),
+        here=str(Path(__file__).parent),
+        root=str(tmp_path),
+        fits=FITS,
+    )
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env

@@ -22,7 +22,9 @@ import numpy as np
 import pytest
 from readers import csv_metrics
 
-SCRIPTS = Path(__file__).parent / "ddp_scripts"
+pytestmark = pytest.mark.slow
+
+SCRIPTS = Path(__file__).parents[1] / "ddp_scripts"
 STRATEGIES = ("fsdp2", "fsdp1_orig", "fsdp1_flat")
 
 

@@ -94,13 +94,13 @@ def timer_threads() -> list[threading.Thread]:
 
 
 def test_the_marker_timer_has_ended_when_the_refresh_closes(tmp_path: Path) -> None:
-    assert timer_threads() == []
+    before = set(timer_threads())  # other tests' writers left open may still hold theirs
     alive = 0
     for n in range(200):
         refresh = ProjectorRefresh(tmp_path / f"run{n % 4}", linger_s=30)
         refresh.announce()
         refresh.close()
-        alive += bool(timer_threads())
+        alive += bool(set(timer_threads()) - before)
     assert alive == 0, f"a marker timer was alive right after close in {alive} of 200 tries"
 
 
