@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import socket
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
+
+log = logging.getLogger("learnscope")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _HASHED = re.compile(r"-[0-9a-f]{8}\Z")  # how a name changed by safe_name ends
@@ -207,6 +210,44 @@ def remove_unheld_lock(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def move_aside(path: Path, error: Exception, what: str, then: str) -> Path:
+    """Rename the unreadable file ``path`` to ``<name>.corrupt-<UTC time>``, with a warning.
+
+    Args:
+        path: The file that cannot be read.
+        error: Why not.
+        what: What it is, for the message (``"the projector config"``).
+        then: What happens next, for the message (``"a new config is started"``).
+
+    Returns:
+        Where it was moved.
+
+    Example:
+        >>> import tempfile
+        >>> bad = Path(tempfile.mkdtemp()) / "layout.json"
+        >>> _ = bad.write_text("{")
+        >>> move_aside(bad, ValueError("cut short"), "the layout", "a new one is started").name
+        'layout.json.corrupt-...'
+    """
+    moment = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.corrupt-{moment}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{moment}-{n}")
+    os.replace(path, aside)
+    log.warning(
+        "learnscope: %s %s cannot be read (%s: %s); it is moved aside to %s and %s",
+        what,
+        path,
+        type(error).__name__,
+        error,
+        aside.name,
+        then,
+    )
+    return aside
 
 
 def _running(pid: int) -> bool:

@@ -25,14 +25,13 @@ import logging
 import math
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from learnscope.files import inside, locked, safe_name, write_atomic
+from learnscope.files import inside, locked, move_aside, safe_name, write_atomic
 from learnscope.optional import import_optional
 from learnscope.plugins.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
@@ -415,7 +414,8 @@ def _parse_config(path: Path) -> _CachedConfig:
         try:
             text_format.Parse(path.read_text(encoding="utf-8"), config)
         except (text_format.ParseError, UnicodeDecodeError) as error:
-            _move_aside(path, error)
+            then = "a new config is started (the files of its entries stay on disk)"
+            move_aside(path, error, "the projector config", then)
             config = pb.ProjectorConfig()
     entries: dict[str, str] = {}
     for embedding in config.embeddings:  # two entries of one name (another tool's) are both kept
@@ -441,26 +441,6 @@ def _pad_old_name(entry: Any) -> None:
     folder = entry.tensor_path.rsplit("/", 2)[-2] if entry.tensor_path.count("/") >= 2 else ""
     if folder == entry.tensor_name.rsplit("/", 1)[1]:  # its own step folder, as named then
         entry.tensor_name = snapshot_name(*parsed)
-
-
-def _move_aside(path: Path, error: Exception) -> Path:
-    """Rename the unreadable config ``path`` to ``<name>.corrupt-<UTC time>``, with a warning."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
-    os.replace(path, aside)
-    log.warning(
-        "learnscope: the projector config %s cannot be read (%s: %s); it is moved aside to %s "
-        "and a new config is started (the files of its entries stay on disk)",
-        path,
-        type(error).__name__,
-        error,
-        aside.name,
-    )
-    return aside
 
 
 def _entry_text(entry: Any) -> str:

@@ -27,12 +27,11 @@ import logging
 import os
 import re
 import stat
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.files import locked, write_atomic
+from learnscope.files import locked, move_aside, write_atomic
 from learnscope.run_files import LAYOUT_FILE
 
 log = logging.getLogger("learnscope")
@@ -141,28 +140,8 @@ def _read(path: Path, cached: tuple[Any, dict[str, Any]] | None) -> dict[str, An
     except (ValueError, AttributeError) as error:  # JSONDecodeError, UnicodeDecodeError
         found = re.match(r'\s*\{\s*"version"\s*:\s*(\d+)', text)
         version = max(int(found[1]) if found else 0, cached[1]["version"] if cached else 0)
-        _move_aside(path, error)
+        move_aside(path, error, "the Custom Scalars layout", "a new layout is started")
         return {"version": version, "layout": {}}
-
-
-def _move_aside(path: Path, error: Exception) -> Path:
-    """Rename the unreadable layout ``path`` to ``<name>.corrupt-<UTC time>``, with a warning."""
-    moment = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside = path.with_name(f"{path.name}.corrupt-{moment}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = path.with_name(f"{path.name}.corrupt-{moment}-{n}")
-    os.replace(path, aside)
-    log.warning(
-        "learnscope: the Custom Scalars layout %s cannot be read (%s: %s); it is moved aside to "
-        "%s and a new layout is started",
-        path,
-        type(error).__name__,
-        error,
-        aside.name,
-    )
-    return aside
 
 
 def _drop_retired(layout: dict[str, Any], charts: dict[str, dict[str, Chart]]) -> bool:
