@@ -5,10 +5,11 @@ inline, loading nothing from the network. It is built from the run record the W&
 keeps in the wandb run's own files folder, so it needs no TensorBoard. The view of each record
 is kept between calls and brought up to date from the lines added since, so logging the page
 after every snapshot costs the same after ten snapshots as after five hundred (but for the
-page itself, which holds every snapshot). W&B stores each HTML file as a media file of the
-run, so the page is kept small: at most ``max_points`` points per key and no thumbnails, and
-when the page would pass 8 MB, fewer snapshots (evenly spaced, first and last kept); both are
-said on the page.
+page itself). W&B stores each HTML file as a media file of the run, so the page is kept small:
+at most ``max_points`` points per key, no thumbnails, and at most ``MAX_SNAPSHOTS`` snapshots
+per key (evenly spaced, first and last kept), fewer when the page would pass 8 MB; so a page
+costs the same after a hundred snapshots as after a thousand. What is left out is said on the
+page; the TensorBoard tab and ``learnscope export`` show every snapshot.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from learnscope.plugins.view_page import page_html, thin_snapshots
 VIEW_KEY = "learnscope/view"
 MAX_POINTS = 2_000  # points per key in the W&B page
 MAX_BYTES = 8_000_000  # a larger page shows fewer snapshots
+MAX_SNAPSHOTS = 100  # per key in the W&B page: its cost and size stop growing with the run
 MAX_VIEWS = 8  # record views kept between calls (one per wandb run of this process)
 _VIEWS: OrderedDict[tuple[str, int], RunView] = OrderedDict()
 
@@ -72,7 +74,7 @@ def wandb_view_html(
     if name is None:
         folder = Path(record_dir).resolve()
         name = folder.parent.name if folder.name == "files" else folder.name
-    view = {**run_view.view(), "run": name}
+    view = thin_snapshots({**run_view.view(), "run": name}, MAX_SNAPSHOTS)
     page = page_html([(name, view)])
     size = len(page.encode("utf-8"))
     most = max((len(e["steps"]) for e in view["embeddings"]), default=0)

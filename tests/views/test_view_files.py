@@ -244,3 +244,32 @@ def test_a_view_that_fails_answers_with_what_went_wrong(tmp_path: Path) -> None:
         "run cannot be read: learnscope_record.jsonl is not a regular file"
     ]
     assert client.get("/view?run=../run").status_code == 404
+
+
+def test_the_wandb_page_stops_growing_after_a_hundred_snapshots(tmp_path: Path) -> None:
+    import json
+    import re
+
+    from learnscope.plugins.wandb_view import MAX_SNAPSHOTS, wandb_view_html
+
+    ids = [str(i) for i in range(20)]
+    points = np.random.default_rng(0).normal(size=(20, 2))
+    sizes = {}
+    for count in (MAX_SNAPSHOTS, 3 * MAX_SNAPSHOTS // 2, 3 * MAX_SNAPSHOTS):
+        folder = tmp_path / str(count)
+        entries = [snapshot_entry("enc", step, points * (1 + step), ids) for step in range(count)]
+        write(folder, run_entry(*ALL_CALLBACKS), *entries)
+        page = wandb_view_html(folder)
+        data = re.search(r'id="learnscope-data">(.*?)</script>', page, re.S)[1]
+        (run,) = json.loads(data)["runs"]
+        (embedding,) = run["view"]["embeddings"]
+        steps = embedding["steps"]
+        assert len(steps) == MAX_SNAPSHOTS and steps[0] == 0 and steps[-1] == count - 1
+        said = [m for m in run["view"]["messages"] if "snapshots shown" in m]
+        assert said == (
+            []
+            if count == MAX_SNAPSHOTS
+            else [f"enc: 100 of {count} snapshots shown (evenly spaced)"]
+        )
+        sizes[count] = len(page)
+    assert sizes[3 * MAX_SNAPSHOTS] <= sizes[MAX_SNAPSHOTS] * 1.01  # no larger with more
