@@ -150,16 +150,25 @@ class LearnscopeCallback(_Base):
 
     @override
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Leave the writer session; the last callback to leave flushes and closes the writers."""
+        """Leave the writer session (the last callback to leave closes the writers); release."""
         self._leave()
+        self.release()
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        """Leave the writer session (Lightning does not call ``teardown`` after an exception).
+        """Leave the writer session and release (Lightning calls no ``teardown`` after this).
 
         The run ends ``interrupted`` in the run record.
         """
         self._leave(interrupted=True)
+        self.release()
+
+    def release(self) -> None:
+        """Drop what this callback holds for one trainer call (hooks, captured rows).
+
+        Called at ``teardown`` and on an exception, after leaving the writer session, and by
+        subclasses when ``setup`` starts again; this base holds nothing.
+        """
 
     def learnscope_settings(self) -> CallbackSettings:
         """This callback's class name and the arguments it was made with, for the run record.

@@ -149,22 +149,12 @@ class EmbeddingProjector(LearnscopeCallback):
             self._names.start_call(trainer, pl_module)
         target = submodule(pl_module, self.module, "EmbeddingProjector")
         with self.guard(SNAPSHOTS, "setup"):
-            self._detach()
+            self.release()
             self._capture = EncoderCapture.of(target).join(self, self._on_output)
 
     @override
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Leave the capture; leaving the writer session flushes the writers (closes them last)."""
-        super().teardown(trainer, pl_module, stage)
-        self._detach()
-
-    @override
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        """Leave the capture, which Lightning's ``teardown`` does not do after an exception."""
-        super().on_exception(trainer, pl_module, exception)
-        self._detach()
-
-    def _detach(self) -> None:
+    def release(self) -> None:
+        """Leave the encoder's capture and drop the rows held."""
         if self._capture is not None:
             self._capture.leave(self)
         self._capture = self._rows = self._output = None

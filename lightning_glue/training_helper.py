@@ -137,7 +137,7 @@ class TrainingHelper(LearnscopeCallback):
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Resolve the module names (failing on unknown ones); a new fit starts a new table."""
         super().setup(trainer, pl_module, stage)
-        self._detach()
+        self.release()
         if stage == "fit" and not self._loaded:
             self._report.restart()
             self._unused.restart()
@@ -156,20 +156,15 @@ class TrainingHelper(LearnscopeCallback):
                 self._collapse.attach(encoder, pl_module.get_submodule(encoder), guard)
 
     @override
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Detach the hooks; leaving the writer session flushes the writers."""
-        super().teardown(trainer, pl_module, stage)
-        self._detach()
-
-    @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        """Detach the hooks; name the unused parameters when DDP stopped because of them."""
+        """Release; name the unused parameters when DDP stopped because of them."""
         super().on_exception(trainer, pl_module, exception)
-        self._detach()
         if trainer.is_global_zero and (advice := self._unused.advice(exception, pl_module)):
             log.error("learnscope: %s", advice)
 
-    def _detach(self) -> None:
+    @override
+    def release(self) -> None:
+        """Remove the hooks and drop what the checks captured."""
         self._collapse.detach()
         self._trace.disarm()
         self._loss.clear()
