@@ -129,3 +129,38 @@ class AfterFirstEpoch(pl.Callback):
             if trainer in session._SESSIONS:
                 session._SESSIONS[trainer].drain()
             self.action(Path(trainer.logger.log_dir))
+
+
+class Gcn(nn.Module):
+    """``layers`` graph convolutions (PyG ``GCNConv``) with ReLU between them."""
+
+    def __init__(self, layers: int, features: int, dim: int = 16) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = nn.ModuleList(
+            [GCNConv(features if i == 0 else dim, dim) for i in range(layers)]
+        )
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = x.relu()
+        return x
+
+
+class NanProbe(TinyClassifier):
+    """Validation also runs ``probe`` on an all-NaN copy of the embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probe = nn.Identity()
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.probe(self.encoder(batch[0]) * float("nan"))
+        super().validation_step(batch, batch_idx)
+
+
+class ZeroBranchWithProbe(NanProbe, ZeroBranch):
+    """:class:`ZeroBranch` whose validation also runs ``probe`` on an all-NaN embedding."""

@@ -26,7 +26,15 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from readers import ProjectorReader, parse_metadata, wandb_history, wandb_records
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import AfterFirstEpoch, TinyClassifier, ZeroBranch, blobs, loaders, trainer
+from tiny_models import (
+    AfterFirstEpoch,
+    NanProbe,
+    TinyClassifier,
+    ZeroBranch,
+    blobs,
+    loaders,
+    trainer,
+)
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -355,18 +363,6 @@ def test_metadata_fn_raising_mid_run_switches_the_projector_off(
 # -- bad input -----------------------------------------------------------------------------
 
 
-class WithProbe(TinyClassifier):
-    """Validation also runs ``probe`` on an all-NaN copy of the embedding."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.probe = nn.Identity()
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self.probe(self.encoder(batch[0]) * float("nan"))
-        super().validation_step(batch, batch_idx)
-
-
 def test_non_finite_rows_are_dropped_and_an_all_non_finite_snapshot_is_skipped(
     tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
@@ -378,7 +374,7 @@ def test_non_finite_rows_are_dropped_and_an_all_non_finite_snapshot_is_skipped(
     callbacks = [EmbeddingProjector(metadata_fn=labels), EmbeddingProjector("probe")]
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     run = trainer(tmp_path, tb, callbacks, max_epochs=1)
-    model = WithProbe()
+    model = NanProbe()
     run.fit(model, loaders()[0], val)
 
     reader = ProjectorReader(tmp_path / "tb")

@@ -17,7 +17,7 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import trainer
+from tiny_models import Gcn, trainer
 from torch import nn
 
 from learnscope.collapse import (
@@ -298,29 +298,12 @@ def molecules(count: int, seed: int) -> list[Any]:
     return graphs
 
 
-class Gcn(nn.Module):
-    """``layers`` PyG ``GCNConv`` layers with ReLU between them."""
-
-    def __init__(self, layers: int, dim: int = 16) -> None:
-        super().__init__()
-        from torch_geometric.nn import GCNConv
-
-        self.convs = nn.ModuleList([GCNConv(8 if i == 0 else dim, dim) for i in range(layers)])
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index)
-            if i < len(self.convs) - 1:
-                x = x.relu()
-        return x
-
-
 class AtomClassifier(pl.LightningModule):
     """Node classification; keeps the encoder's output and graph index of every step."""
 
     def __init__(self, layers: int) -> None:
         super().__init__()
-        self.encoder = Gcn(layers)
+        self.encoder = Gcn(layers, features=8)
         self.head = nn.Linear(16, 3)
         self.seen: dict[int, list[tuple[np.ndarray, np.ndarray, list[int]]]] = {}
 

@@ -17,7 +17,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins import MixedPrecision
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, blobs, trainer
+from tiny_models import Gcn, TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -318,31 +318,12 @@ def test_small_cnn_gives_no_warning(
     ]
 
 
-class Gcn(nn.Module):
-    """``layers`` graph convolutions (PyG ``GCNConv``) with ReLU between them."""
-
-    def __init__(self, layers: int, features: int = 34, dim: int = 16) -> None:
-        super().__init__()
-        from torch_geometric.nn import GCNConv
-
-        self.convs = nn.ModuleList(
-            [GCNConv(features if i == 0 else dim, dim) for i in range(layers)]
-        )
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index)
-            if i < len(self.convs) - 1:
-                x = x.relu()
-        return x
-
-
 class KarateNodes(pl.LightningModule):
     """Node classification on Zachary's karate club (built into PyG, no download)."""
 
     def __init__(self, layers: int) -> None:
         super().__init__()
-        self.encoder = Gcn(layers)
+        self.encoder = Gcn(layers, features=34)
         self.head = nn.Linear(16, 4)
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:

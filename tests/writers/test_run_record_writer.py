@@ -17,8 +17,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
-from torch import nn
+from tiny_models import TinyClassifier, ZeroBranch, ZeroBranchWithProbe, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue.aligned_views import AlignedViews
@@ -193,18 +192,6 @@ def test_a_fit_with_only_a_wandb_logger_keeps_the_record_in_the_wandb_runs_files
     history = wandb_history(wandb_run_dir(wandb_dir))
     views = [row["trainer/global_step"] for row in history if "learnscope/view" in row]
     assert views == [6, 12]  # the view panel, from the wandb run's own record
-
-
-class ZeroBranchWithProbe(ZeroBranch):
-    """Validation also runs ``probe`` on an all-NaN copy of the embedding."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.probe = nn.Identity()
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self.probe(self.encoder(batch[0]) * float("nan"))
-        super().validation_step(batch, batch_idx)
 
 
 def test_after_a_nan_snapshot_the_newest_findings_table_has_every_callbacks_findings(
