@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -115,3 +116,14 @@ def wait_for_text(driver: Any, ok: Callable[[str], bool], timeout: float = 90.0)
             return text
         time.sleep(1.0)
     raise TimeoutError(f"page never showed what was expected; it showed: {text[:2000]}")
+
+
+def open_page(driver: Any, page: Path) -> None:
+    """Open an exported learnscope page from ``file://`` and wait until its view is ready."""
+    driver.get(page.as_uri())
+    deadline = time.monotonic() + 60
+    while not driver.execute_script(
+        "return !!(window.learnscopeView && learnscopeView.state.ready)"
+    ):
+        assert time.monotonic() < deadline, "the page never got ready"
+        time.sleep(0.1)

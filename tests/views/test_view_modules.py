@@ -11,13 +11,12 @@ import json
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium, unavailable_reason
+from browser import chromium, open_page, unavailable_reason
 from record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
@@ -164,16 +163,6 @@ return {position: window.learnscopeView.state.position, analysis: +acf.value};
 """
 
 
-def _open_page(driver: Any, page: Path) -> None:
-    driver.get(page.as_uri())
-    deadline = time.monotonic() + 60
-    while not driver.execute_script(
-        "return !!(window.learnscopeView && learnscopeView.state.ready)"
-    ):
-        assert time.monotonic() < deadline, "the page never got ready"
-        time.sleep(0.1)
-
-
 @pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 def test_a_finding_moves_the_panels_through_the_step_cursor(tmp_path: Path) -> None:
     """A finding's row shows the newest snapshot at or before its step, and the analysis at
@@ -191,7 +180,7 @@ def test_a_finding_moves_the_panels_through_the_step_cursor(tmp_path: Path) -> N
         pages[run] = tmp_path / f"{run}.html"
         assert export_html(tmp_path / "logs" / run, pages[run]).runs == [run]
     with chromium() as driver:
-        _open_page(driver, pages["full"])
+        open_page(driver, pages["full"])
         assert driver.execute_script(_CLICK_FINDING, 25) == {"position": 1, "analysis": 0}
         assert driver.execute_script(_CLICK_FINDING, 12) == {"position": 0, "analysis": 0}
         driver.execute_script("document.querySelector('input[aria-label=\"step\"]').value = 2;"
@@ -203,6 +192,6 @@ def test_a_finding_moves_the_panels_through_the_step_cursor(tmp_path: Path) -> N
             )
             == 1
         )  # the slider at step 30: the analysis at step 22
-        _open_page(driver, pages["none"])
+        open_page(driver, pages["none"])
         assert driver.execute_script(_CLICK_FINDING, 25)["analysis"] == 1
         assert driver.execute_script(_CLICK_FINDING, 12)["analysis"] == 0

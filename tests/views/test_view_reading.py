@@ -5,13 +5,12 @@ analysis, a start marker on a pinned point's path. Headless Chromium on an expor
 from __future__ import annotations
 
 import base64
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium, unavailable_reason
+from browser import chromium, open_page, unavailable_reason
 from record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
@@ -61,16 +60,6 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 def browser() -> Any:
     with chromium() as driver:
         yield driver
-
-
-def open_page(driver: Any, html: Path) -> None:
-    driver.get(html.as_uri())
-    deadline = time.monotonic() + 60
-    while not driver.execute_script(
-        "return !!(window.learnscopeView && learnscopeView.state.ready)"
-    ):
-        assert time.monotonic() < deadline, "the page never got ready"
-        time.sleep(0.1)
 
 
 _BOXES = """
