@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
 
 
 def import_optional(module: str, extra: str) -> ModuleType:
@@ -30,3 +32,24 @@ def import_optional(module: str, extra: str) -> ModuleType:
             f"learnscope needs {module!r} for this: pip install 'learnscope[{extra}]'",
             name=module,
         ) from error
+
+
+def lazy_names(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562) that imports each name's module at first use.
+
+    Args:
+        package: The package's ``__name__``.
+        modules: Each public name to the submodule that defines it.
+
+    Example:
+        >>> names = lazy_names("json", {"JSONDecoder": "decoder"})
+        >>> names("JSONDecoder").__name__
+        'JSONDecoder'
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in modules:
+            return getattr(importlib.import_module(f"{package}.{modules[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

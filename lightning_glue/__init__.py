@@ -6,8 +6,9 @@ Example:
     'encoder'
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from learnscope.optional import lazy_names
 
 if TYPE_CHECKING:
     from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
@@ -22,8 +23,4 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The callbacks, imported when first used (the ``learnscope`` command needs none)."""
-    if name in _MODULES:
-        return getattr(import_module(f"{__name__}.{_MODULES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _MODULES)  # the callbacks, imported when first used

@@ -7,8 +7,9 @@ are imported when first used, and each writer imports its dashboard when it is c
 are the dashboard writers.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from learnscope.optional import lazy_names
 
 if TYPE_CHECKING:
     from learnscope.plugins.base import Writer, shows
@@ -27,8 +28,4 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The writers' names, imported when first used."""
-    if name in _MODULES:
-        return getattr(import_module(f"{__name__}.{_MODULES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _MODULES)  # the writers' names, imported when first used
