@@ -3,10 +3,11 @@
 :class:`RunRecordWriter` appends the entries of ``docs/run_record.md`` to
 ``<directory>/learnscope_record.jsonl`` (:mod:`learnscope.run_record`): a ``run`` entry when a
 run starts, a ``snapshot`` per embedding snapshot (ids, the aligned PCA view with its spread
-and frame, typed metadata columns, the sprite), an ``autocorrelation`` entry per kind of each
-analysis, the whole ``findings`` table, and an ``end`` entry. Each record is one append of its
-lines, under the directory's lock. The TensorBoard and wandb writers each keep one in their own
-directory; failures are raised to the caller (the writer fan-out isolates them).
+and frame, typed metadata columns, the sprite, the full embedding's file), an
+``autocorrelation`` entry per kind of each analysis, the whole ``findings`` table, and an
+``end`` entry. Each record is one append of its lines, under the directory's lock. The
+TensorBoard and wandb writers each keep one in their own directory; failures are raised to the
+caller (the writer fan-out isolates them).
 
 Example:
     >>> import tempfile, torch
@@ -69,6 +70,24 @@ class Sprite:
     per_row: int
 
 
+@dataclass(frozen=True)
+class TensorFile:
+    """A snapshot's full embedding as one raw little-endian float32 file in the run directory.
+
+    Args:
+        path: The file's path relative to the run directory (``/`` separated).
+        shape: ``(points, dim)``: row ``i`` is point ``i`` of the snapshot (the order of its
+            ``ids``), ``points * dim * 4`` bytes in all.
+
+    Example:
+        >>> TensorFile("projector/enc/step_000000003/tensor.bin", (6, 3)).shape
+        (6, 3)
+    """
+
+    path: str
+    shape: tuple[int, int]
+
+
 class RunRecordWriter(Writer):
     """Append learnscope's records to the run record of one directory.
 
@@ -102,9 +121,14 @@ class RunRecordWriter(Writer):
         self._findings = None
         self._append([entry])
 
-    def write_embedding(self, snapshot: EmbeddingSnapshot, sprite: Sprite | None = None) -> None:
+    def write_embedding(
+        self,
+        snapshot: EmbeddingSnapshot,
+        sprite: Sprite | None = None,
+        tensor: TensorFile | None = None,
+    ) -> None:
         """Append a ``snapshot`` entry (see :func:`snapshot_entry`)."""
-        self._append([snapshot_entry(snapshot, sprite)], snapshot.step)
+        self._append([snapshot_entry(snapshot, sprite, tensor)], snapshot.step)
 
     def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
         """Append one ``autocorrelation`` entry per kind (``params``, ``grads``) of ``summary``."""
@@ -149,12 +173,15 @@ class RunRecordWriter(Writer):
             self._step = step if self._step is None else max(self._step, step)
 
 
-def snapshot_entry(snapshot: EmbeddingSnapshot, sprite: Sprite | None = None) -> dict[str, Any]:
+def snapshot_entry(
+    snapshot: EmbeddingSnapshot, sprite: Sprite | None = None, tensor: TensorFile | None = None
+) -> dict[str, Any]:
     """The ``snapshot`` entry of the run record for ``snapshot``.
 
     ``xy`` comes from the ``pca_x``/``pca_y`` columns (float32), ``spread`` and ``frame`` from
     :attr:`EmbeddingSnapshot.view_frame`, ``ids`` from the ``id`` column (see
-    :func:`point_ids`), and every other column is typed by :func:`typed_column`.
+    :func:`point_ids`), and every other column is typed by :func:`typed_column`. ``sprite``
+    and ``tensor`` name the snapshot's thumbnails and full embedding when a writer wrote them.
 
     Example:
         >>> import torch
@@ -188,6 +215,9 @@ def snapshot_entry(snapshot: EmbeddingSnapshot, sprite: Sprite | None = None) ->
             "cell": [int(sprite.cell[0]), int(sprite.cell[1])],
             "per_row": int(sprite.per_row),
         }
+    if tensor is not None:
+        shape = [int(tensor.shape[0]), int(tensor.shape[1])]
+        entry["tensor"] = {"path": tensor.path, "shape": shape, "dtype": "<f4"}
     entry["dropped"] = int(snapshot.dropped)
     return entry
 

@@ -1,8 +1,9 @@
-"""Reading the thumbnails (sprite PNGs) a run record names, only from inside the run.
+"""Reading the files a run record names (sprite PNGs, embedding tensors), only inside the run.
 
-A record can name any path; the views read a sprite only when it lies inside its run
-directory, is reached through no symbolic link, and is a regular PNG of at most 4 MB, never
-blocking on a FIFO. Nothing here imports torch.
+A record can name any path; the views read a file only when it lies inside its run directory,
+is reached through no symbolic link, and is a regular file of a capped size (a sprite: a PNG
+of at most 4 MB; a tensor: exactly the bytes its shape says, at most 1 GiB), never blocking on
+a FIFO. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -14,18 +15,86 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from learnscope.plugins.record_checks import DamagedEntry, sprite_fields
 
 MAX_SPRITE_BYTES = 4_000_000  # thumbnails larger than this stay out of the view
+MAX_TENSOR_BYTES = 1 << 30  # embeddings larger than this are not compared
 _PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def read_run_file(
+    run_dir: str | Path, path: str, what: str, max_bytes: int, size: int | None = None
+) -> bytes:
+    """The file at ``path`` relative to ``run_dir``, read only when it lies inside the run.
+
+    The path must be relative, without ``..``, reach the file through no symbolic link, and
+    name a regular file of at most ``max_bytes`` (of exactly ``size`` bytes when given); it is
+    opened without following a link and without blocking (a FIFO is never read).
+
+    Args:
+        run_dir: The run directory.
+        path: The path the record names, ``/`` separated.
+        what: What the file is, for the messages (``sprite``, ``tensor``).
+        max_bytes: The most bytes read.
+        size: The size the file must have, or ``None``.
+
+    Raises:
+        DamagedEntry: Naming the reason the file is not read.
+
+    Example:
+        >>> try:
+        ...     read_run_file("/tmp", "/etc/passwd", "tensor", 100)
+        ... except DamagedEntry as error:
+        ...     print(error)
+        tensor path '/etc/passwd' leaves the run directory
+    """
+    parts = path.replace("\\", "/").split("/")
+    if not path or path.startswith(("/", "\\")) or ":" in parts[0] or ".." in parts:
+        raise DamagedEntry(f"{what} path {path!r} leaves the run directory")
+    root = os.path.realpath(run_dir)
+    candidate = os.path.join(root, *[p for p in parts if p not in ("", ".")])
+    if os.path.realpath(candidate) != candidate:
+        raise DamagedEntry(f"{what} path {path!r} goes through a symbolic link")
+    try:
+        fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        raise DamagedEntry(f"{what} {path!r} cannot be opened ({error.strerror})") from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise DamagedEntry(f"{what} {path!r} is not a regular file")
+        if status.st_size > max_bytes:
+            raise DamagedEntry(
+                f"{what} {path!r} has {status.st_size:,} bytes (at most {max_bytes:,})"
+            )
+        if size is not None and status.st_size != size:
+            raise DamagedEntry(f"{what} {path!r} has {status.st_size:,} bytes, not {size:,}")
+        data = _read_at_most(fd, max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes or (size is not None and len(data) != size):
+        raise DamagedEntry(f"{what} {path!r} changed while it was read")
+    return data
+
+
+def _read_at_most(fd: int, count: int) -> bytes:
+    """Up to ``count`` bytes of ``fd`` from its start (``pread`` returns at most 2 GiB a call)."""
+    chunks, offset = [], 0
+    while offset < count:
+        chunk = os.pread(fd, min(count - offset, 1 << 30), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 def read_sprite(run_dir: str | Path, path: str, max_bytes: int = MAX_SPRITE_BYTES) -> bytes:
     """The PNG at ``path`` relative to ``run_dir``, read only when it lies inside the run.
 
-    The path must be relative, without ``..``, reach the file through no symbolic link, and
-    name a regular PNG file of at most ``max_bytes``; it is opened without following a link
-    and without blocking (a FIFO is never read).
+    The checks of :func:`read_run_file`, and the file must be a PNG of at most ``max_bytes``.
 
     Raises:
         DamagedEntry: Naming the reason the file is not read.
@@ -37,31 +106,52 @@ def read_sprite(run_dir: str | Path, path: str, max_bytes: int = MAX_SPRITE_BYTE
         ...     print(error)
         sprite path '../etc/passwd' leaves the run directory
     """
-    parts = path.replace("\\", "/").split("/")
-    if not path or path.startswith(("/", "\\")) or ":" in parts[0] or ".." in parts:
-        raise DamagedEntry(f"sprite path {path!r} leaves the run directory")
-    root = os.path.realpath(run_dir)
-    candidate = os.path.join(root, *[p for p in parts if p not in ("", ".")])
-    if os.path.realpath(candidate) != candidate:
-        raise DamagedEntry(f"sprite path {path!r} goes through a symbolic link")
-    try:
-        fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as error:
-        raise DamagedEntry(f"sprite {path!r} cannot be opened ({error.strerror})") from None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise DamagedEntry(f"sprite {path!r} is not a regular file")
-        if status.st_size > max_bytes:
-            raise DamagedEntry(
-                f"sprite {path!r} has {status.st_size:,} bytes (at most {max_bytes:,})"
-            )
-        data = os.pread(fd, max_bytes + 1, 0)
-    finally:
-        os.close(fd)
-    if not data.startswith(_PNG) or len(data) > max_bytes:
+    data = read_run_file(run_dir, path, "sprite", max_bytes)
+    if not data.startswith(_PNG):
         raise DamagedEntry(f"sprite {path!r} is not a PNG file")
     return data
+
+
+def tensor_fields(tensor: Any) -> tuple[str, int, int]:
+    """``(path, points, dim)`` of a snapshot's ``tensor`` field (raw ``<f4``), checked.
+
+    Example:
+        >>> tensor_fields({"path": "t.bin", "shape": [4, 3], "dtype": "<f4"})
+        ('t.bin', 4, 3)
+    """
+    if not isinstance(tensor, Mapping) or not isinstance(tensor.get("path"), str):
+        raise DamagedEntry("tensor has no path")
+    shape = tensor.get("shape")
+    if not (
+        isinstance(shape, list)
+        and len(shape) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape)
+    ):
+        raise DamagedEntry(f"tensor shape {shape!r} is not [points, dim]")
+    if tensor.get("dtype") != "<f4":
+        raise DamagedEntry(f"tensor dtype {tensor.get('dtype')!r} is not '<f4'")
+    return tensor["path"], shape[0], shape[1]
+
+
+def read_tensor(run_dir: str | Path, tensor: Any, max_bytes: int = MAX_TENSOR_BYTES) -> np.ndarray:
+    """The ``[points, dim]`` float32 embedding a snapshot's ``tensor`` field names.
+
+    The checks of :func:`read_run_file`, and the file holds exactly ``points * dim * 4``
+    bytes, at most ``max_bytes``.
+
+    Raises:
+        DamagedEntry: Naming the reason the file is not read.
+
+    Example:
+        >>> import tempfile
+        >>> run = tempfile.mkdtemp()
+        >>> _ = (Path(run) / "t.bin").write_bytes(np.arange(6, dtype="<f4").tobytes())
+        >>> read_tensor(run, {"path": "t.bin", "shape": [3, 2], "dtype": "<f4"})[2].tolist()
+        [4.0, 5.0]
+    """
+    path, points, dim = tensor_fields(tensor)
+    data = read_run_file(run_dir, path, "tensor", max_bytes, size=points * dim * 4)
+    return np.frombuffer(data, "<f4").reshape(points, dim)
 
 
 class KeptSprite:

@@ -15,7 +15,7 @@ from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.event_file import EventFile
 from learnscope.plugins.figures import png_bytes
 from learnscope.plugins.projector_refresh import ProjectorRefresh
-from learnscope.plugins.run_record_writer import RunRecordWriter, Sprite
+from learnscope.plugins.run_record_writer import RunRecordWriter, Sprite, TensorFile
 from learnscope.records import (
     AutocorrelationSummary,
     EmbeddingSnapshot,
@@ -25,7 +25,7 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
-from learnscope.run_files import EVENTS_SUFFIX, FINDINGS_TAG
+from learnscope.run_files import EVENTS_SUFFIX, FINDINGS_TAG, PROJECTOR_FOLDER, step_name
 
 SUFFIX = EVENTS_SUFFIX
 
@@ -108,7 +108,7 @@ class TensorBoardWriter(Writer):
         sprite = None
         if files.sprite and files.cell and files.per_row and files.points == snapshot.num_points:
             sprite = Sprite(files.sprite, files.cell, files.per_row)
-        self.record.write_embedding(snapshot, sprite)
+        self.record.write_embedding(snapshot, sprite, _tensor_file(self.run_dir, snapshot, files))
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Add each scalar at ``step``."""
@@ -277,3 +277,22 @@ def _tensorflow_bins() -> list[float]:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+def _tensor_file(
+    run_dir: Path, snapshot: EmbeddingSnapshot, files: projector_files.SnapshotFiles
+) -> TensorFile | None:
+    """The raw float32 tensor the projector got, when it holds every row of ``snapshot``.
+
+    ``None`` when the projector got a subsample or a TSV tensor (see
+    :func:`projector_files.tensor_bytes`).
+    """
+    folder = projector_files.tag_folder(snapshot.key)
+    path = "/".join((PROJECTOR_FOLDER, *folder, step_name(snapshot.step), "tensor.bin"))
+    shape = (snapshot.num_points, snapshot.dim)
+    try:
+        size = (run_dir / path).stat(follow_symlinks=False).st_size
+    except OSError:
+        return None
+    if files.points != shape[0] or size != shape[0] * shape[1] * 4:
+        return None
+    return TensorFile(path, shape)

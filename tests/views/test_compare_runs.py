@@ -1,0 +1,270 @@
+"""Two runs side by side: the comparison of real fits against numpy, the tab and the export.
+
+Two real ``Trainer.fit`` runs (versions 0 and 1 of one TensorBoard log dir, different seeds,
+the same validation set with ids); every number is checked against an independent float64
+computation on the tensors TensorBoard's own projector plugin serves back.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from readers import ProjectorReader
+from record_entries import categorical, run_entry, snapshot_entry, write
+from tiny_models import loaders, trainer
+
+from learnscope.plugins.compare_runs import (
+    Comparisons,
+    RunSnapshots,
+    compare_runs,
+    nearest_neighbours,
+    neighbourhood_overlap,
+)
+from learnscope.run_files import RECORD_FILE
+from learnscope.run_record import RecordReader, decode_array
+
+KEY = "encoder/validate"
+
+
+def _fit(logdir: Path, seed: int) -> Path:
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tiny_models import TinyClassifier
+
+    from learnscope.lightning_glue import EmbeddingProjector
+
+    pl.seed_everything(seed)
+    logger = TensorBoardLogger(str(logdir), name="fit")
+    projector = EmbeddingProjector(
+        metadata_fn=lambda b: {"label": b[1]}, ids_fn="dataset_index", aligned_pca=True
+    )
+    train, val = loaders(n_val=48)
+    trainer(logdir, logger, [projector], max_epochs=2).fit(TinyClassifier(), train, val)
+    return Path(logger.log_dir)
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log dir with two real fits, ``fit/version_0`` and ``fit/version_1``."""
+    logdir = tmp_path_factory.mktemp("compare")
+    assert _fit(logdir, 1).name == "version_0"
+    assert _fit(logdir, 2).name == "version_1"
+    return logdir
+
+
+def _snapshots(run_dir: Path) -> list[dict[str, Any]]:
+    return [e for e in RecordReader(run_dir / RECORD_FILE).read() if e["kind"] == "snapshot"]
+
+
+def _reference_overlap(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    """Full float64 distance matrices, argsort per row (stable: ties by row), sets intersected."""
+
+    def neighbours(x: np.ndarray) -> list[set[int]]:
+        x = x.astype(np.float64)
+        d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+        np.fill_diagonal(d, np.inf)
+        return [set(np.argsort(row, kind="stable")[:k].tolist()) for row in d]
+
+    return np.array([len(p & q) for p, q in zip(neighbours(a), neighbours(b), strict=True)])
+
+
+def _decode_xy(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), "<f4").reshape(-1, 2).astype(np.float64)
+
+
+def test_the_record_names_each_snapshots_full_embedding_in_the_order_of_its_ids(
+    fitted: Path,
+) -> None:
+    reader = ProjectorReader(fitted)
+    for version in ("version_0", "version_1"):
+        run_dir = fitted / "fit" / version
+        snapshots = _snapshots(run_dir)
+        assert [s["step"] for s in snapshots] == [6, 12]
+        for entry in snapshots:
+            tensor = entry["tensor"]
+            assert tensor["dtype"] == "<f4" and tensor["shape"] == [48, 8]
+            assert not Path(tensor["path"]).is_absolute() and ".." not in tensor["path"]
+            on_disk = np.fromfile(run_dir / tensor["path"], "<f4").reshape(48, 8)
+            name = f"{KEY}/step_{entry['step']:09d}"
+            served = reader.tensor(f"fit/{version}", name)  # TensorBoard's projector reads it
+            np.testing.assert_array_equal(on_disk, served)
+            # the rows are the snapshot's points in the order of its ids: the metadata TSV
+            # (written from the same rows) lists the same ids in the same order
+            tsv = reader.metadata(f"fit/{version}", name).strip().split("\n")
+            header = tsv[0].split("\t")
+            ids = [line.split("\t")[header.index("id")] for line in tsv[1:]]
+            assert ids == entry["ids"] and sorted(ids, key=int) == [str(i) for i in range(48)]
+
+
+def test_the_tensor_rows_are_the_snapshots_points_with_non_finite_rows_dropped(
+    tmp_path: Path,
+) -> None:
+    import torch
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tiny_models import TinyClassifier
+
+    from learnscope.lightning_glue import EmbeddingProjector
+
+    class SomeNanRows(TinyClassifier):
+        """Its probe sees the embedding with the rows of label 0 made NaN."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.probe = torch.nn.Identity()
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            h = self.encoder(batch[0])
+            self.probe(torch.where((batch[1] == 0)[:, None], float("nan"), h))
+            super().validation_step(batch, batch_idx)
+
+    logger = TensorBoardLogger(str(tmp_path), name="nan")
+    model = SomeNanRows()
+    projector = EmbeddingProjector("probe", ids_fn="dataset_index", aligned_pca=True)
+    train, val = loaders(n_val=48)
+    trainer(tmp_path, logger, [projector], max_epochs=1).fit(model, train, val)
+    (entry,) = _snapshots(Path(logger.log_dir))
+    assert entry["dropped"] == 16 and entry["points"] == 32
+    assert entry["tensor"]["shape"] == [32, 8]
+    tensor = np.fromfile(Path(logger.log_dir) / entry["tensor"]["path"], "<f4").reshape(32, 8)
+    x, y = val.dataset.tensors
+    with torch.no_grad():
+        expected = model.encoder(x).numpy()
+    rows = [int(i) for i in entry["ids"]]
+    assert all(y[r] != 0 for r in rows)  # the NaN rows are the ones left out
+    np.testing.assert_allclose(tensor, expected[rows], rtol=1e-5, atol=1e-6)
+
+
+def test_overlaps_and_procrustes_of_two_real_fits_equal_numpy(fitted: Path) -> None:
+    from scipy.linalg import orthogonal_procrustes
+
+    dirs = [fitted / "fit" / "version_0", fitted / "fit" / "version_1"]
+    result = compare_runs(RunSnapshots(dirs[0], "A"), RunSnapshots(dirs[1], "B"), KEY)
+    assert result["messages"] == [] and result["notes"] == []
+    assert result["a"]["step"] == result["b"]["step"] == 12
+    assert result["shared"] == result["compared"] == 48
+    reader = ProjectorReader(fitted)
+    entries = [_snapshots(d)[-1] for d in dirs]
+    tensors = [reader.tensor(f"fit/{d.name}", f"{KEY}/step_000000012") for d in dirs]
+    ids = result["ids"]
+    assert ids == entries[0]["ids"]  # A's order
+    rows_b = [entries[1]["ids"].index(i) for i in ids]
+    expected = _reference_overlap(tensors[0], tensors[1][rows_b], 10)
+    assert result["overlap"] == expected.tolist()
+    assert 0 < expected.mean() < 10  # two seeds: neighbourhoods neither all kept nor all lost
+    assert result["histogram"] == np.bincount(expected, minlength=11).tolist()
+    assert result["mean_overlap"] == pytest.approx(expected.mean() / 10, abs=1e-6)
+    lowest = np.argsort(expected, kind="stable")[:20]
+    assert [d["id"] for d in result["differ"]] == [ids[i] for i in lowest]
+    labels = decode_array(entries[0]["columns"][0]["codes"])
+    categories = entries[0]["columns"][0]["categories"]
+    for d in result["differ"]:
+        assert d["overlap"] == expected[d["index"]]
+        assert d["metadata"] == {"label": categories[labels[entries[0]["ids"].index(d["id"])]]}
+
+    views = []
+    for entry, rows in ((entries[0], np.arange(48)), (entries[1], np.array(rows_b))):
+        xy = decode_array(entry["xy"]).astype(np.float64)[rows]
+        xy -= xy.mean(0)
+        views.append(xy / np.sqrt((xy**2).sum(1).mean()))
+    rotation, _ = orthogonal_procrustes(views[1], views[0])
+    np.testing.assert_allclose(result["rotation"], rotation, atol=1e-9)
+    np.testing.assert_allclose(_decode_xy(result["xy_a"]), views[0], atol=1e-5)
+    np.testing.assert_allclose(_decode_xy(result["xy_b"]), views[1] @ rotation, atol=1e-5)
+
+
+def test_a_chosen_step_is_compared_and_a_missing_one_said(fitted: Path) -> None:
+    dirs = [fitted / "fit" / "version_0", fitted / "fit" / "version_1"]
+    a, b = RunSnapshots(dirs[0], "A"), RunSnapshots(dirs[1], "B")
+    result = compare_runs(a, b, KEY, step_a=6, step_b=12)
+    assert (result["a"]["step"], result["b"]["step"], result["a"]["steps"]) == (6, 12, [6, 12])
+    tensors = [ProjectorReader(fitted).tensor(f"fit/{d.name}", f"{KEY}/step_{s:09d}")
+               for d, s in zip(dirs, (6, 12), strict=True)]  # fmt: skip
+    entries = [_snapshots(dirs[0])[0], _snapshots(dirs[1])[1]]
+    rows_b = [entries[1]["ids"].index(i) for i in entries[0]["ids"]]
+    assert result["overlap"] == _reference_overlap(tensors[0], tensors[1][rows_b], 10).tolist()
+    missing = compare_runs(a, b, KEY, step_a=7)
+    assert missing["messages"] == [f"run A has no snapshot of {KEY} at step 7"]
+    assert missing["overlap"] is None
+    other = compare_runs(a, b, "head/validate")
+    assert other["messages"][0] == f"run A has no snapshot of head/validate (keys: {KEY})"
+
+
+def test_nearest_neighbours_in_blocks_are_those_of_the_full_matrix() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(300, 16)), rng.normal(size=(300, 5))
+    small = 300 * 8 * 7  # blocks of 7 rows: every block boundary crossed
+    assert np.array_equal(nearest_neighbours(a, 10, small), nearest_neighbours(a, 10))
+    d = np.sqrt(((a[:, None] - a[None]) ** 2).sum(-1))
+    np.fill_diagonal(d, np.inf)
+    assert np.array_equal(nearest_neighbours(a, 10), np.argsort(d, 1, kind="stable")[:, :10])
+    assert np.array_equal(neighbourhood_overlap(a, b, 10, small), _reference_overlap(a, b, 10))
+    assert neighbourhood_overlap(a, a * 3 + 1, 10).tolist() == [10] * 300  # same neighbourhoods
+
+
+def _two_runs_sharing(logdir: Path, shared: int, only_a: int, only_b: int) -> None:
+    rng = np.random.default_rng(5)
+    ids_a = [f"s{i}" for i in range(shared)] + [f"a{i}" for i in range(only_a)]
+    ids_b = [f"b{i}" for i in range(only_b)] + [f"s{i}" for i in range(shared)]
+    for name, ids in (("a", ids_a), ("b", ids_b)):
+        xy = rng.normal(size=(len(ids), 2))
+        columns = [categorical("c", [1] * len(ids))]
+        write(
+            logdir / name,
+            run_entry("EmbeddingProjector"),
+            snapshot_entry("enc", 4, xy, ids, columns=columns),
+        )
+
+
+def test_too_few_shared_ids_are_said_plainly(tmp_path: Path) -> None:
+    _two_runs_sharing(tmp_path, shared=3, only_a=497, only_b=477)
+    result = Comparisons().compare((tmp_path / "a", "a"), (tmp_path / "b", "b"), "enc")
+    assert result["messages"] == [
+        "runs a and b share 3 of 500/480 ids of key enc: need at least 11"
+    ]
+    assert result["overlap"] is None and result["xy_a"] is None and result["shared"] == 3
+
+
+def test_a_tensor_path_outside_the_run_is_not_read_and_said(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = np.arange(40 * 3, dtype="<f4")
+    (outside / "secret.bin").write_bytes(secret.tobytes())
+    cases = {
+        "up": ("../outside/secret.bin", "tensor path '../outside/secret.bin' leaves the run"),
+        "absolute": (str(outside / "secret.bin"), f"tensor path '{outside}/secret.bin' leaves"),
+        "link": ("t.bin", "tensor path 't.bin' goes through a symbolic link"),
+        "fifo": ("t.bin", "tensor 't.bin' is not a regular file"),
+        "short": ("t.bin", "tensor 't.bin' has 480 bytes, not 960"),
+        "missing": ("gone.bin", "tensor 'gone.bin' cannot be opened (No such file or directory)"),
+    }
+    rng = np.random.default_rng(1)
+    ids = [str(i) for i in range(40)]
+    for name, (path, _) in cases.items():
+        entry = snapshot_entry("enc", 1, rng.normal(size=(40, 2)), ids)
+        entry["tensor"] = {"path": path, "shape": [40, 6], "dtype": "<f4"}
+        write(tmp_path / "logs" / name, entry)
+    (tmp_path / "logs" / "link" / "t.bin").symlink_to(outside / "secret.bin")
+    os.mkfifo(tmp_path / "logs" / "fifo" / "t.bin")
+    (tmp_path / "logs" / "short" / "t.bin").write_bytes(secret.tobytes())
+    good = tmp_path / "logs" / "good"
+    entry = snapshot_entry("enc", 1, rng.normal(size=(40, 2)), ids)
+    entry["tensor"] = {"path": "t.bin", "shape": [40, 6], "dtype": "<f4"}
+    write(good, entry)
+    (good / "t.bin").write_bytes(rng.normal(size=(40, 6)).astype("<f4").tobytes())
+    for name, (_, why) in cases.items():
+        result = compare_runs(
+            RunSnapshots(good, "good"), RunSnapshots(tmp_path / "logs" / name, name), "enc"
+        )
+        (message,) = result["messages"]
+        assert message.startswith(f"no neighbourhood overlap: run {name}: {why}")
+        assert result["overlap"] is None and result["histogram"] is None
+        assert result["xy_a"] is not None and result["xy_b"] is not None  # the views still
+    assert (
+        compare_runs(RunSnapshots(good, "a"), RunSnapshots(good, "b"), "enc")["overlap"]
+        == [10] * 40
+    )  # the good tensor is read
