@@ -24,7 +24,23 @@ examples:
   learnscope export runs --html view.html
                                write the training-dynamics view of ./runs as one page
                                that opens offline
+  learnscope export runs --html compare.html --compare fit/version_0 fit/version_1
+                               the same page, opening on two runs side by side
 """
+
+
+COMMANDS = {  # name: (the line in the command list, the command's own description)
+    "demo": (
+        "train a small model on the digits data and fill a TensorBoard log directory",
+        "Train a small MLP on scikit-learn's digits data (on the CPU, no download) with "
+        "every learnscope callback attached, and fill a TensorBoard log directory.",
+    ),
+    "export": (
+        "write the training-dynamics view of a log directory as one self-contained page",
+        "Write the learnscope view (embedding evolution, autocorrelation, findings) of every "
+        "learnscope run under LOGDIR as one HTML page that opens from file:// offline.",
+    ),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,26 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", title="commands", metavar="COMMAND", help="one of:"
     )
-    demo = commands.add_parser(
-        "demo",
-        help="train a small model on the digits data and fill a TensorBoard log directory",
-        description=(
-            "Train a small MLP on scikit-learn's digits data (on the CPU, no download) with "
-            "every learnscope callback attached, and fill a TensorBoard log directory."
-        ),
+    demo, export = (
+        commands.add_parser(name, help=short, description=long)
+        for name, (short, long) in COMMANDS.items()
     )
     demo.add_argument("--logdir", default="runs", help="log directory (default: runs)")
     demo.add_argument("--epochs", type=int, default=8, help="training epochs (default: 8)")
     demo.add_argument(
         "--wandb", action="store_true", help="also log to an offline wandb run under LOGDIR/wandb"
-    )
-    export = commands.add_parser(
-        "export",
-        help="write the training-dynamics view of a log directory as one self-contained page",
-        description=(
-            "Write the learnscope view (embedding evolution, autocorrelation, findings) of every "
-            "learnscope run under LOGDIR as one HTML page that opens from file:// offline."
-        ),
     )
     export.add_argument("logdir", metavar="LOGDIR", help="a log directory or one run directory")
     export.add_argument("--html", required=True, help="the HTML file to write")
@@ -70,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=5000,
         help="most points per embedding tag; more are subsampled by id (default: 5000)",
+    )
+    export.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("RUN_A", "RUN_B"),
+        help="also compare two runs (named as the export lists them) on every tag they share: "
+        "aligned views and the overlap of each point's nearest neighbours; the page opens on it",
     )
     return parser
 
@@ -97,14 +108,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.command == "export":
-        return run_export_command(args.logdir, args.html, args.max_points)
+        return run_export_command(args.logdir, args.html, args.max_points, args.compare)
     return run_demo_command(args.logdir, args.epochs, args.wandb)
 
 
-def run_export_command(logdir: str, html: str, max_points: int) -> int:
+def run_export_command(
+    logdir: str, html: str, max_points: int, compare: list[str] | None = None
+) -> int:
     """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
 
-    The runs that cannot be read are listed on standard error; the others are written.
+    The runs that cannot be read are listed on standard error; the others are written. With
+    ``compare`` (two run names), the page also compares them; 2 when one is not a run.
     """
     from learnscope.plugins.view_page import export_html
 
@@ -113,7 +127,12 @@ def run_export_command(logdir: str, html: str, max_points: int) -> int:
             f"learnscope export: --max-points must be at least 1, not {max_points}", file=sys.stderr
         )
         return 2
-    export = export_html(logdir, html, max_points=max_points)
+    try:
+        pair = (compare[0], compare[1]) if compare else None
+        export = export_html(logdir, html, max_points=max_points, compare=pair)
+    except ValueError as error:
+        print(f"learnscope export: {error}", file=sys.stderr)
+        return 2
     for name, why in export.failed:
         print(f"learnscope export: left out {name}: {why}", file=sys.stderr)
     if not export.runs:

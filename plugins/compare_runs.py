@@ -143,7 +143,7 @@ def compare_runs(
     """
     a.refresh()
     b.refresh()
-    result = _empty(a, b, key, k)
+    result = _empty(a.name, b.name, key, k)
     snapshots = []
     for run, step, side in ((a, step_a, result["a"]), (b, step_b, result["b"])):
         steps = run.steps(key)
@@ -165,14 +165,26 @@ def compare_runs(
     return result
 
 
-def _empty(a: RunSnapshots, b: RunSnapshots, key: str, k: int) -> dict[str, Any]:
+def comparison_error(a: str, b: str, key: str, message: str) -> dict[str, Any]:
+    """The comparison of runs ``a`` and ``b`` that could not be made, ``message`` saying why.
+
+    Example:
+        >>> comparison_error("a", "b", "enc", "boom")["messages"]
+        ['runs a and b cannot be compared: boom']
+    """
+    result = _empty(a, b, key, NEIGHBOURS)
+    result["messages"].append(f"runs {a} and {b} cannot be compared: {message}")
+    return result
+
+
+def _empty(a: str, b: str, key: str, k: int) -> dict[str, Any]:
     side = {"step": None, "steps": [], "points": 0}
     return {
         "format": FORMAT,
         "key": key,
         "k": k,
-        "a": {"run": a.name, **side},
-        "b": {"run": b.name, **side},
+        "a": {"run": a, **side},
+        "b": {"run": b, **side},
         "shared": 0,
         "compared": 0,
         "ids": [],

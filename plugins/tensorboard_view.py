@@ -9,7 +9,10 @@ imports the others by relative URL and fetches, relative to ``data/plugin/learns
 * ``/index.js``, ``/model.js``, ...: the modules, each at its own route;
 * ``/runs``: the runs with a record, ``[{"name", "time"}]`` sorted by name (names relative to
   the log directory; ``time`` is when the run started), so the tab opens the newest;
-* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.run_view.RunView`).
+* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.run_view.RunView`);
+* ``/compare?a=RUN&b=RUN&key=KEY[&step_a=STEP&step_b=STEP]``: two runs side by side on the
+  points they share (:func:`learnscope.plugins.compare_runs.compare_runs`), the newest step of
+  each unless steps are given.
 
 The log directory is searched on a background thread, as TensorBoard's own projector plugin
 does: ``is_active`` and ``/runs`` answer from what the last search found, never walking the
@@ -32,6 +35,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from learnscope.plugins import run_search, view_modules
+from learnscope.plugins.compare_runs import Comparisons, comparison_error
 from learnscope.plugins.run_view import RunView, error_view
 from learnscope.run_files import RECORD_FILE
 
@@ -54,8 +58,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         >>> plugin = LearnscopePlugin(base_plugin.TBContext(logdir=tempfile.mkdtemp()))
         >>> plugin.wait_for_search(10.0), plugin.is_active()
         (True, False)
-        >>> sorted(plugin.get_plugin_apps())[-4:]
-        ['/runs', '/scatter.js', '/styles.js', '/view']
+        >>> sorted(name for name in plugin.get_plugin_apps() if not name.endswith(".js"))
+        ['/compare', '/runs', '/view']
     """
 
     plugin_name = PLUGIN_NAME
@@ -71,6 +75,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._lock = threading.Lock()
         self._views: OrderedDict[str, tuple[RunView, threading.Lock]] = OrderedDict()
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
+        self._comparisons = Comparisons()  # each under _comparing: one computed at a time
+        self._comparing = threading.Lock()
         if self.logdir is None:
             self._searched.set()
         else:
@@ -79,9 +85,10 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             ).start()
 
     def get_plugin_apps(self) -> dict[str, Any]:
-        """The routes, under ``data/plugin/learnscope/``: each module, ``/runs``, ``/view``."""
+        """The routes under ``data/plugin/learnscope/``: the modules, runs, view, compare."""
         modules = {f"/{name}": self._serve_module for name in view_modules.module_sources()}
-        return {**modules, "/runs": self._serve_runs, "/view": self._serve_view}
+        routes = {"/runs": self._serve_runs, "/view": self._serve_view}
+        return {**modules, **routes, "/compare": self._serve_compare}
 
     def is_active(self) -> bool:
         """Whether the last search of the log directory found a run record (no search here)."""
@@ -119,6 +126,24 @@ class LearnscopePlugin(base_plugin.TBPlugin):
                 return run_view.view()
             except (OSError, ValueError) as error:
                 return error_view(run, str(error))
+
+    def compare(
+        self, a: str, b: str, key: str, step_a: int | None = None, step_b: int | None = None
+    ) -> dict[str, Any] | None:
+        """Runs ``a`` and ``b`` side by side on ``key``, or ``None`` when one is not a run.
+
+        Runs are those of :meth:`runs`, as for :meth:`view`; a record that cannot be read
+        answers with a comparison that says why.
+        """
+        if a not in self._runs or b not in self._runs or self.logdir is None:
+            return None
+        with self._comparing:
+            try:
+                return self._comparisons.compare(
+                    (self.logdir / a, a), (self.logdir / b, b), key, step_a, step_b
+                )
+            except (OSError, ValueError) as error:
+                return comparison_error(a, b, key, str(error))
 
     def _search_loop(self) -> None:
         while True:
@@ -184,6 +209,25 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             answer = (view, json.dumps(view, separators=(",", ":")).encode("utf-8"))
             self._answers[run] = answer  # type: ignore[index]
         return _json(answer[1])
+
+    @wrappers.Request.application
+    def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
+        a, b, key = (request.args.get(name, "") for name in ("a", "b", "key"))
+        steps = [request.args.get(name) for name in ("step_a", "step_b")]
+        if not all(s is None or s.lstrip("-").isdigit() for s in steps):
+            message = {"error": f"steps {steps[0]!r} and {steps[1]!r} are not whole numbers"}
+            return _json(json.dumps(message).encode("utf-8"), status=400)
+        step_a, step_b = (None if s is None else int(s) for s in steps)
+        try:
+            answer = self.compare(a, b, key, step_a, step_b)
+        except Exception as error:  # never a server error: the tab shows what went wrong
+            log.exception("learnscope tab: comparing %r and %r failed", a, b)
+            answer = comparison_error(a, b, key, f"{type(error).__name__}: {error}")
+        if answer is None:
+            missing = a if a not in self._runs else b
+            message = {"error": f"no learnscope run named {missing!r}"}
+            return _json(json.dumps(message).encode("utf-8"), status=404)
+        return _json(json.dumps(answer, separators=(",", ":")).encode("utf-8"))
 
 
 def _json(data: bytes, status: int = 200) -> wrappers.Response:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from learnscope.plugins.compare_runs import RunSnapshots, compare_every_key
 from learnscope.plugins.run_search import find_runs
 from learnscope.plugins.run_view import MAX_POINTS, RunView
 from learnscope.plugins.view_modules import joined_source
@@ -61,17 +62,22 @@ def module_source() -> str:
 
 
 def page_html(
-    runs: Sequence[tuple[str, dict]], title: str = "learnscope: training dynamics"
+    runs: Sequence[tuple[str, dict]],
+    title: str = "learnscope: training dynamics",
+    comparison: dict[str, Any] | None = None,
 ) -> str:
     """One self-contained HTML page: the views as inline JSON and the module inline.
 
     The page loads nothing from the network and opens from ``file://``; it shows the newest
-    run first (the largest ``time`` of the views).
+    run first (the largest ``time`` of the views), or run A beside run B when it holds a
+    comparison.
 
     Args:
         runs: ``(name, view)`` pairs, views as
             :func:`learnscope.plugins.run_view.read_view` returns them.
         title: The page title.
+        comparison: ``{"a", "b", "keys": {key: comparison}}`` (see
+            :func:`compare_pages`), or ``None``.
 
     Returns:
         The HTML text.
@@ -82,7 +88,10 @@ def page_html(
         >>> html.count("<script"), html.count("</script")
         (2, 2)
     """
-    data = json.dumps({"runs": [{"name": n, "view": v} for n, v in runs]}, separators=(",", ":"))
+    page: dict[str, Any] = {"runs": [{"name": n, "view": v} for n, v in runs]}
+    if comparison is not None:
+        page["compare"] = comparison
+    data = json.dumps(page, separators=(",", ":"))
     data = data.replace("<", "\\u003c")  # no "</script>" can end the JSON block early
     module = module_source()
     if "<script" in module.lower() or "</script" in module.lower() or "<!--" in module:
@@ -104,7 +113,11 @@ class Export:
 
 
 def export_html(
-    logdir: str | Path, out: str | Path, max_points: int = MAX_POINTS, sprites: bool = True
+    logdir: str | Path,
+    out: str | Path,
+    max_points: int = MAX_POINTS,
+    sprites: bool = True,
+    compare: tuple[str, str] | None = None,
 ) -> Export:
     """Write the view of every learnscope run under ``logdir`` as one page ``out``.
 
@@ -116,9 +129,14 @@ def export_html(
         out: The HTML file to write.
         max_points: The most points per key.
         sprites: Include thumbnails.
+        compare: Runs ``(A, B)``, named as :attr:`Export.runs` names them: the page also
+            holds their comparison on every key they share, and opens on it.
 
     Returns:
         The runs written and the runs left out.
+
+    Raises:
+        ValueError: When a run to compare is not one of the runs written.
 
     Example:
         >>> import tempfile
@@ -126,13 +144,45 @@ def export_html(
         Export(runs=[], failed=[])
     """
     root = Path(logdir)
-    runs, failed = [], []
+    runs, failed, folders = [], [], {}
     for name in find_runs(root):
         shown = root.resolve().name if name == "." else name
+        folders[shown] = root / name
         try:
             runs.append((shown, RunView(root / name, max_points, sprites, shown).view()))
         except (OSError, ValueError) as error:
             failed.append((shown, str(error)))
+    comparison = None
+    if compare is not None and runs:
+        comparison = compare_pages(folders, [name for name, _ in runs], *compare)
     if runs:
-        Path(out).write_text(page_html(runs), encoding="utf-8")
+        Path(out).write_text(page_html(runs, comparison=comparison), encoding="utf-8")
     return Export([name for name, _ in runs], failed)
+
+
+def compare_pages(folders: dict[str, Path], written: list[str], a: str, b: str) -> dict[str, Any]:
+    """``{"a", "b", "keys": {key: comparison}, "messages"}``: runs ``a`` and ``b`` compared.
+
+    Args:
+        folders: Each run's folder, by the name the page shows.
+        written: The runs the page holds.
+        a: Run A.
+        b: Run B.
+
+    Raises:
+        ValueError: When ``a`` or ``b`` is not one of ``written``.
+
+    Example:
+        >>> compare_pages({}, ["x"], "x", "y")
+        Traceback (most recent call last):
+        ...
+        ValueError: no learnscope run named 'y' to compare (runs: x)
+    """
+    for name in (a, b):
+        if name not in written:
+            raise ValueError(
+                f"no learnscope run named {name!r} to compare (runs: {', '.join(written)})"
+            )
+    keys = compare_every_key(RunSnapshots(folders[a], a), RunSnapshots(folders[b], b))
+    messages = [] if keys else [f"runs {a} and {b} have no snapshot key in common"]
+    return {"a": a, "b": b, "keys": keys, "messages": messages}

@@ -8,7 +8,10 @@ computation on the tensors TensorBoard's own projector plugin serves back.
 from __future__ import annotations
 
 import base64
+import json
 import os
+import re
+import urllib.error
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +271,59 @@ def test_a_tensor_path_outside_the_run_is_not_read_and_said(tmp_path: Path) -> N
         compare_runs(RunSnapshots(good, "a"), RunSnapshots(good, "b"), "enc")["overlap"]
         == [10] * 40
     )  # the good tensor is read
+
+
+def _page_data(page: Path) -> dict[str, Any]:
+    found = re.search(r'id="learnscope-data">(.*?)</script>', page.read_text("utf-8"), re.S)
+    assert found is not None
+    return json.loads(found.group(1))
+
+
+def _expected(fitted: Path, key: str = KEY) -> dict[str, Any]:
+    """The comparison of the two fits, as JSON brings it back."""
+    a, b = (RunSnapshots(fitted / "fit" / v, f"fit/{v}") for v in ("version_0", "version_1"))
+    return json.loads(json.dumps(compare_runs(a, b, key)))
+
+
+def test_the_tab_route_answers_the_comparison_and_says_what_is_wrong(fitted: Path) -> None:
+    from tb_server import tensorboard
+
+    _two_runs_sharing(fitted / "few", shared=3, only_a=497, only_b=477)
+    route = "/data/plugin/learnscope/compare"
+    with tensorboard(fitted) as server:
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 4)
+        answer = server.json(route, a="fit/version_0", b="fit/version_1", key=KEY)
+        assert answer == _expected(fitted)
+        assert answer["overlap"] is not None and sum(answer["histogram"]) == 48
+        chosen = server.json(route, a="fit/version_1", b="fit/version_0", key=KEY, step_a=6)
+        assert (chosen["a"]["step"], chosen["b"]["step"]) == (6, 12)
+        few = server.json(route, a="few/a", b="few/b", key="enc")
+        assert few["messages"] == [
+            "runs few/a and few/b share 3 of 500/480 ids of key enc: need at least 11"
+        ]
+        for params, status in (
+            ({"a": "../fit/version_0", "b": "few/b", "key": "enc"}, 404),  # not under logdir
+            ({"a": "nothing", "b": "few/b", "key": "enc"}, 404),
+            ({"a": "few/a", "b": "few/b", "key": "enc", "step_a": "x"}, 400),
+        ):
+            with pytest.raises(urllib.error.HTTPError) as error:
+                server.get(route, **params)
+            assert error.value.code == status
+            assert "error" in json.loads(error.value.read())
+
+
+def test_the_export_holds_the_comparison_of_every_shared_key(fitted: Path, tmp_path: Path) -> None:
+    from learnscope.lightning_glue.cli import main
+
+    page = tmp_path / "compare.html"
+    argv = ["export", str(fitted), "--html", str(page)]
+    assert main([*argv, "--compare", "fit/version_0", "fit/version_1"]) == 0
+    compare = _page_data(page)["compare"]
+    assert (compare["a"], compare["b"], compare["messages"]) == (
+        "fit/version_0",
+        "fit/version_1",
+        [],
+    )
+    assert list(compare["keys"]) == [KEY] and compare["keys"][KEY] == _expected(fitted)
+    assert main([*argv[:3], str(tmp_path / "no.html"), "--compare", "fit/version_0", "x"]) == 2
+    assert not (tmp_path / "no.html").exists()
