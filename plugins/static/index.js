@@ -6,13 +6,16 @@
 //  * a standalone page (learnscope export, the W&B panel) holds the modules joined into one
 //    inline script beside a JSON script element "learnscope-data"; the view then mounts itself.
 // The view is a run picker, the run's messages and three panels (embeddings.js,
-// autocorrelation.js, findings.js) that follow one shared step cursor (cursor.js).
+// autocorrelation.js, findings.js) that follow one shared step cursor (cursor.js); "compare
+// with" opens a fourth above them (compare.js): the run beside another on the ids they share.
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
 // window.learnscopeView is the view: its ``state`` (point counts, frames drawn, hovered and
-// pinned point, ...) and the embedding panel's canvas, positions and controls, for tests.
+// pinned point, ...) and the embedding panel's canvas, positions and controls, for tests; its
+// ``compare`` is the comparison panel shown (its own ``state``), or null.
 
 import { AutocorrelationPanel } from './autocorrelation.js';
+import { ComparePanel } from './compare.js';
 import { StepCursor } from './cursor.js';
 import { el } from './dom.js';
 import { EmbeddingPanel } from './embeddings.js';
@@ -33,13 +36,15 @@ export class LearnscopeView {
       colourBy: null, movers: [], error: null,
     };
     this.embedding = null;
+    this.comparePanel = null;
     root.classList.add('ls-root');
     root.append(styleElement());
     this.header = el('div', { class: 'ls-bar' });
     this.messages = el('div');
+    this.compareBox = el('div');
     this.body = el('div');
     this.tip = el('div', { class: 'ls-tip' });
-    root.append(this.header, this.messages, this.body, this.tip);
+    root.append(this.header, this.messages, this.compareBox, this.body, this.tip);
   }
 
   /** List the runs and open the newest. */
@@ -47,17 +52,65 @@ export class LearnscopeView {
     const runs = runList(await this.source.runs());
     const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run' },
       runs.map((r) => el('option', { value: r.name, text: r.name })));
+    this.runSelect = select;
+    this.otherSelect = el('select', { 'aria-label': 'compare with', onchange: () => this.openCompare() });
+    this.keySelect = el('select', { 'aria-label': 'compare tag', onchange: () => this.openCompare() });
+    this.runNames = runs.map((r) => r.name);
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
-      el('label', {}, ['run ', select]));
+      el('label', {}, ['run ', select]), el('label', {}, ['compare with ', this.otherSelect]),
+      el('label', {}, ['tag ', this.keySelect]));
     if (!runs.length) {
       this.messages.append(el('div', { class: 'ls-msg', text: 'No run with learnscope data.' }));
       this.state.ready = true;
       return;
     }
-    const newest = newestRun(runs);
-    select.value = newest.name;
-    await this.loadRun(newest.name);
+    const pair = this.source.pair;
+    const first = pair && this.runNames.includes(pair.a) ? pair.a : newestRun(runs).name;
+    select.value = first;
+    await this.loadRun(first);
+    if (pair) {
+      for (const m of pair.messages || []) this.compareBox.append(el('div', { class: 'ls-msg', text: m }));
+      if (pair.key) await this.openCompare(pair.b, pair.key);
+    }
   }
+
+  /** Fill the "compare with" and tag choices for the run shown (no comparison open). */
+  compareChoices(view) {
+    this.otherSelect.textContent = '';
+    this.otherSelect.append(el('option', { value: '', text: '(none)' }),
+      ...this.runNames.filter((n) => n !== view.run && n !== this.state.run)
+        .map((n) => el('option', { value: n, text: n })));
+    this.keySelect.textContent = '';
+    this.keySelect.append(...view.embeddings.map((e) => el('option', { value: e.key, text: e.key })));
+    this.comparePanel = null;
+    this.compareBox.textContent = '';
+  }
+
+  /** Compare the run shown with ``other`` on ``key`` (the header's choices by default). */
+  async openCompare(other, key, steps) {
+    if (other !== undefined) this.otherSelect.value = other;
+    if (key !== undefined) {
+      if (![...this.keySelect.options].some((o) => o.value === key)) {
+        this.keySelect.append(el('option', { value: key, text: key }));
+      }
+      this.keySelect.value = key;
+    }
+    const b = this.otherSelect.value, chosen = this.keySelect.value;
+    this.comparePanel = null;
+    this.compareBox.textContent = '';
+    if (!b || !chosen) return null;
+    this.compareBox.textContent = 'Comparing…';
+    const data = await this.source.compare(this.state.run, b, chosen, steps);
+    const chooseSteps = this.source.chooseSteps ? (sa, sb) => this.openCompare(b, chosen, [sa, sb]) : null;
+    const panel = new ComparePanel({ data, tip: this.tip, chooseSteps });
+    this.compareBox.textContent = '';
+    this.compareBox.append(panel.element);
+    this.comparePanel = panel;
+    return panel;
+  }
+
+  /** The comparison panel shown (its ``state`` for tests), or null. */
+  get compare() { return this.comparePanel; }
 
   async loadRun(run) {
     this.pause();
@@ -68,6 +121,7 @@ export class LearnscopeView {
     this.body.textContent = 'Loading…';
     const view = await this.source.view(run);
     this.view = view;
+    this.compareChoices(view);
     this.messages.textContent = '';
     for (const m of view.messages) this.messages.append(el('div', { class: 'ls-msg', text: m }));
     this.body.textContent = '';

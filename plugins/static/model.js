@@ -1,9 +1,10 @@
 // The data: where runs and their views come from, and the embeddings decoded for drawing.
 //
-// A source is {runs(): [{name, time}], view(name): view}. In TensorBoard it fetches the
-// plugin's routes ./runs and ./view?run=... (relative to data/plugin/learnscope/); on a
-// standalone page it reads the JSON script element "learnscope-data",
-// {"runs": [{"name", "view"}]}.
+// A source is {runs(): [{name, time}], view(name): view, compare(a, b, key, steps)}. In
+// TensorBoard it fetches the plugin's routes ./runs, ./view?run=... and ./compare?a=&b=&key=
+// (relative to data/plugin/learnscope/); on a standalone page it reads the JSON script element
+// "learnscope-data", {"runs": [{"name", "view"}], "compare": {"a", "b", "keys", "messages"}},
+// the comparison being optional (learnscope export --compare).
 
 let HALF_TABLE = null;
 
@@ -30,6 +31,12 @@ export function decodeHalf(text) {
   const out = new Float32Array(bytes.length >> 1);
   for (let i = 0; i < out.length; i++) out[i] = table[bytes[2 * i] | (bytes[2 * i + 1] << 8)];
   return out;
+}
+
+/** Decode base64 little-endian float32 values into a Float32Array. */
+export function decodeFloat32(text) {
+  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  return new Float32Array(bytes.buffer, 0, bytes.length >> 2);
 }
 
 /** An embedding of the view with its snapshots decoded (frames) and the bounds drawn. */
@@ -71,7 +78,22 @@ export function serverSource() {
   return {
     runs: () => json('./runs'),
     view: (run) => json('./view?' + new URLSearchParams({ run })),
+    pair: null, // no comparison to open first
+    chooseSteps: true,
+    compare: (a, b, key, steps) => {
+      const query = { a, b, key };
+      if (steps) Object.assign(query, { step_a: steps[0], step_b: steps[1] });
+      return json('./compare?' + new URLSearchParams(query));
+    },
   };
+}
+
+/** What a page without the comparison of ``a`` and ``b`` on ``key`` says instead. */
+export function missingComparison(a, b, key, why) {
+  const side = (run) => ({ run, step: null, steps: [], points: 0 });
+  return { format: 'learnscope-compare/1', key, k: 10, a: side(a), b: side(b), shared: 0,
+    compared: 0, ids: [], xy_a: null, xy_b: null, frame: null, overlap: null, histogram: null,
+    mean_overlap: null, differ: [], columns: [], messages: [why], notes: [] };
 }
 
 /** The views inline in the page's JSON script element ``id``, or null without one. */
@@ -80,8 +102,17 @@ export function inlineSource(id) {
   if (!element) return null;
   const data = JSON.parse(element.textContent);
   const byName = new Map(data.runs.map((r) => [r.name, r.view]));
+  const held = data.compare || null;
   return {
     runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0 })),
     view: async (run) => byName.get(run),
+    pair: held && { a: held.a, b: held.b, key: Object.keys(held.keys)[0] || null, messages: held.messages },
+    chooseSteps: false,
+    compare: async (a, b, key) => {
+      if (held && held.a === a && held.b === b && held.keys[key]) return held.keys[key];
+      const has = held ? `the comparison of ${held.a} with ${held.b}` : 'no comparison';
+      return missingComparison(a, b, key, `this page holds ${has} only: ` +
+        `learnscope export LOGDIR --html PAGE --compare ${a} ${b} makes one of ${key}`);
+    },
   };
 }

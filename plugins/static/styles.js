@@ -24,6 +24,11 @@ const CSS = `
   font-size: 11px; color: #616161; }
 .ls-root .ls-axis-x { text-align: center; font-size: 11px; color: #616161; }
 .ls-root canvas.ls-pick { cursor: pointer; }
+.ls-root .ls-hist { display: flex; align-items: flex-end; gap: 3px; margin: 4px 0 8px; }
+.ls-root .ls-hbar { display: flex; flex-direction: column; align-items: center; width: 18px; }
+.ls-root .ls-hbar > div:nth-child(2) { width: 14px; }
+.ls-root .ls-hcount, .ls-root .ls-hlabel { font-size: 10px; color: #616161; }
+.ls-root section[data-role="compare"] { border-top: 1px solid #e0e0e0; margin-top: 8px; }
 `;
 
 /** A <style> element with the view's rules (they apply inside an element of class ls-root). */

@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import time
 import urllib.error
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,17 @@ from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
 
 KEY = "encoder/validate"
+
+_FRAMES = """
+const out = [];
+function walk(n) {
+  if (n.tagName === 'IFRAME') out.push(n);
+  if (n.shadowRoot) walk(n.shadowRoot);
+  for (const c of n.children || []) walk(c);
+}
+walk(document.body);
+return out;
+"""
 
 
 def _fit(logdir: Path, seed: int) -> Path:
@@ -327,3 +339,173 @@ def test_the_export_holds_the_comparison_of_every_shared_key(fitted: Path, tmp_p
     assert list(compare["keys"]) == [KEY] and compare["keys"][KEY] == _expected(fitted)
     assert main([*argv[:3], str(tmp_path / "no.html"), "--compare", "fit/version_0", "x"]) == 2
     assert not (tmp_path / "no.html").exists()
+
+
+# ------------------------------------------------------------------------------ in Chromium
+
+# A point of A's picture with no other within 6 px there; its positions in A and B, B's pixels
+# on its ring's circle, and the pixels there before.
+_ISOLATED_IN_A = """
+const p = window.learnscopeView.compare;
+const [a, b] = p.positions, n = p.count;
+for (let k = 0; k < n; k++) {
+  let near = Infinity;
+  for (let j = 0; j < n; j++) {
+    if (j !== k) near = Math.min(near, Math.hypot(a[2*j] - a[2*k], a[2*j+1] - a[2*k+1]));
+  }
+  if (near < 6) continue;
+  const r = p.canvases[0].querySelector('canvas').getBoundingClientRect();
+  return {k, id: p.data.ids[k], x: a[2*k], y: a[2*k+1], width: r.width, height: r.height,
+          bx: b[2*k], by: b[2*k+1]};
+}
+return null;
+"""
+
+# Pixels of B's canvas on a circle of radius 6 around (arguments[0], arguments[1]).
+_RING_PIXELS = """
+const p = window.learnscopeView.compare, ctx = p.contexts[1];
+const ratio = window.devicePixelRatio || 1, out = [];
+for (let t = 0; t < 16; t++) {
+  const angle = t * Math.PI / 8;
+  const x = arguments[0] + 6 * Math.cos(angle), y = arguments[1] + 6 * Math.sin(angle);
+  out.push(Array.from(ctx.getImageData(Math.round(x * ratio), Math.round(y * ratio), 1, 1).data));
+}
+return out;
+"""
+
+
+@pytest.fixture
+def browser() -> Any:
+    from browser import chromium, unavailable_reason
+
+    if unavailable_reason() is not None:
+        pytest.skip(str(unavailable_reason()))
+    with chromium() as driver:
+        yield driver
+
+
+def _compare_state(driver: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    script = "const p = window.learnscopeView && learnscopeView.compare; return p && p.state.ready"
+    while not driver.execute_script(script):
+        assert time.monotonic() < deadline, "the comparison never opened"
+        time.sleep(0.2)
+    return driver.execute_script("return JSON.parse(JSON.stringify(learnscopeView.compare.state))")
+
+
+def _check_panel(driver: Any, expected: dict[str, Any]) -> None:
+    """The panel shows the numbers of ``expected``; hovering a point in A rings it in B."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    state = _compare_state(driver)
+    assert (state["a"], state["b"], state["key"]) == (
+        expected["a"]["run"], expected["b"]["run"], expected["key"],
+    )  # fmt: skip
+    assert state["histogram"] == expected["histogram"] and state["drawn"] == [48, 48]
+    shown = driver.execute_script(
+        "return Array.from(document.querySelectorAll('[data-role=compare-histogram] [data-count]'),"
+        " (e) => +e.textContent)"
+    )
+    assert shown == expected["histogram"]
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('[data-role=compare-differ] tr[data-index]'),"
+        " (tr) => Array.from(tr.children, (td) => td.textContent))"
+    )
+    assert [r[:2] for r in rows] == [[d["id"], f"{d['overlap']}/10"] for d in expected["differ"]]
+    assert [r[2] for r in rows] == [d["metadata"]["label"] for d in expected["differ"]]
+    summary = driver.find_element("css selector", "[data-role=compare-summary]").text
+    assert f"mean overlap {expected['mean_overlap'] * 100:.1f}% of 10 neighbours" in summary
+
+    point = driver.execute_script(_ISOLATED_IN_A)
+    assert point is not None
+    before = driver.execute_script(_RING_PIXELS, point["bx"], point["by"])
+    canvas = driver.execute_script(
+        "return learnscopeView.compare.canvases[0].querySelector('canvas')"
+    )
+    ActionChains(driver).move_to_element_with_offset(
+        canvas, round(point["x"] - point["width"] / 2), round(point["y"] - point["height"] / 2)
+    ).perform()
+    state = _compare_state(driver)
+    assert state["hovered"] == point["k"]
+    overlap = expected["overlap"][point["k"]]
+    assert f"id {point['id']}" in state["tooltip"]
+    assert f"{overlap}/10 neighbours in common" in state["tooltip"]
+    after = driver.execute_script(_RING_PIXELS, point["bx"], point["by"])
+    ringed = [p for p, q in zip(after, before, strict=True) if p != q and p[0] > 200 and p[2] < 80]
+    assert len(ringed) >= 8  # orange around the same id in B
+    ActionChains(driver).click().perform()
+    assert _compare_state(driver)["pinned"] == point["k"]
+    first = driver.find_element("css selector", "[data-role=compare-differ] tr[data-index]")
+    first.click()
+    assert _compare_state(driver)["pinned"] == expected["differ"][0]["index"]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browser: Any) -> None:
+    from selenium.webdriver.support.ui import Select
+    from tb_server import tensorboard
+
+    with tensorboard(fitted) as server:
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) >= 2)
+        expected = server.json(
+            "/data/plugin/learnscope/compare", a="fit/version_1", b="fit/version_0", key=KEY
+        )
+        browser.get(f"{server.base}/#learnscope")
+        deadline = time.monotonic() + 60
+        while not browser.execute_script(_FRAMES):
+            assert time.monotonic() < deadline, "the learnscope tab never made its iframe"
+            time.sleep(0.5)
+        browser.switch_to.frame(browser.execute_script(_FRAMES)[0])
+        try:
+            deadline = time.monotonic() + 60
+            while not browser.execute_script(
+                "return !!(window.learnscopeView && learnscopeView.state.ready)"
+            ):
+                assert time.monotonic() < deadline, "the tab never got ready"
+                time.sleep(0.2)
+            assert browser.execute_script("return learnscopeView.state.run") == "fit/version_1"
+            picker = browser.find_element("css selector", "select[aria-label='compare with']")
+            Select(picker).select_by_value("fit/version_0")
+            _check_panel(browser, expected)
+            Select(
+                browser.find_element("css selector", "select[aria-label='step A']")
+            ).select_by_value("6")
+            deadline = time.monotonic() + 60
+            while _compare_state(browser)["stepA"] != 6:
+                assert time.monotonic() < deadline, "the comparison at step 6 never came"
+                time.sleep(0.2)
+            at_six = server.json(
+                "/data/plugin/learnscope/compare", a="fit/version_1", b="fit/version_0", key=KEY,
+                step_a=6, step_b=12,
+            )  # fmt: skip
+            assert _compare_state(browser)["histogram"] == at_six["histogram"]
+        finally:
+            browser.switch_to.default_content()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_exported_comparison_shows_the_same_numbers(
+    fitted: Path, browser: Any, tmp_path: Path
+) -> None:
+    from browser import open_page
+
+    from learnscope.lightning_glue.cli import main
+
+    page = tmp_path / "compare.html"
+    argv = ["export", str(fitted), "--html", str(page), "--compare"]
+    assert main([*argv, "fit/version_0", "fit/version_1"]) == 0
+    open_page(browser, page)
+    assert browser.execute_script("return learnscopeView.state.run") == "fit/version_0"
+    _check_panel(browser, _page_data(page)["compare"]["keys"][KEY])
+    assert _expected(fitted)["histogram"] == _compare_state(browser)["histogram"]
+
+    _two_runs_sharing(fitted / "few", shared=3, only_a=497, only_b=477)
+    assert main([*argv, "few/a", "few/b"]) == 0
+    open_page(browser, page)
+    state = _compare_state(browser)
+    message = "runs few/a and few/b share 3 of 500/480 ids of key enc: need at least 11"
+    assert state["messages"] == [message]
+    shown = browser.find_element("css selector", "[data-role=compare-message]").text
+    assert shown == message

@@ -115,7 +115,7 @@ def test_the_tab_serves_every_module(tmp_path: Path) -> None:
         assert response.status_code == 200, name
         assert response.headers["Content-Type"].startswith("text/javascript"), name
         assert response.get_data(as_text=True) == text
-    assert sorted(apps) == sorted(["/runs", "/view", *(f"/{n}" for n in sources)])
+    assert sorted(apps) == sorted(["/runs", "/view", "/compare", *(f"/{n}" for n in sources)])
 
 
 _IMPORT_ALL = """
