@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict
 
 import torch
 from torch import Tensor
@@ -44,8 +44,12 @@ from learnscope.health.sharded import sum_over_ranks
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
 from learnscope.sampled_history import ShardedColumns
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "DEFAULT_LAGS",
+    "AnalysisOptions",
     "Detrend",
     "autocorrelation",
     "integrated_time",
@@ -59,6 +63,16 @@ Detrend = Literal["mean", "linear"]
 # group names), as :func:`summarize` takes them.
 HistorySource: TypeAlias = tuple[Mapping[str, Tensor], Tensor, Sequence[str]]
 DEFAULT_LAGS: tuple[int, ...] = (1, 2, 5, 10)
+
+
+class AnalysisOptions(TypedDict, total=False):
+    """How histories are analysed: the keywords of :func:`summarize_several` (and defaults)."""
+
+    lags: Sequence[int]
+    detrend: Detrend
+    c: float
+    factor: float
+
 
 _DETREND_METHODS: tuple[str, ...] = ("mean", "linear")
 # A column counts as constant when the RMS of its centred values is below this many float
@@ -209,11 +223,8 @@ def summarize(
     group_names: Sequence[str],
     *,
     step: int,
-    lags: Sequence[int] = DEFAULT_LAGS,
-    detrend: Detrend = "mean",
-    c: float = 5.0,
-    factor: float = 50.0,
     sharded: ShardedColumns | None = None,
+    **options: Unpack[AnalysisOptions],
 ) -> AutocorrelationSummary:
     """Summarise the autocorrelation of histories per module group.
 
@@ -240,15 +251,13 @@ def summarize(
             (not checked on the device; an index out of range is an indexing error).
         group_names: The name of each group.
         step: The training step the histories end at.
-        lags: The lags to chart, each from 0 to ``T - 1``.
-        detrend: ``"mean"`` or ``"linear"``, see :func:`autocorrelation`.
-        c: Sokal's window factor.
-        factor: How many autocorrelation times a history must span for tau to be reported.
         sharded: For a history of sharded parameters, where its columns sit in the whole
             history (:attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`):
             the figures are then summed over every rank of the default process group, which
             must all call this with the same kinds, steps and groups (a rank may hold no
             column). ``group_index`` is then this rank's.
+        **options: ``lags``, ``detrend``, ``c`` and ``factor``, as for
+            :func:`summarize_several` (:class:`AnalysisOptions`).
 
     Returns:
         The summary, with one :class:`GroupAutocorrelation` per kind and group, in the
@@ -273,13 +282,7 @@ def summarize(
     if not histories:
         raise ValueError("histories is empty: pass at least one kind, e.g. {'params': ...}")
     return summarize_several(
-        [(histories, group_index, group_names)],
-        step=step,
-        lags=lags,
-        detrend=detrend,
-        c=c,
-        factor=factor,
-        sharded=[sharded],
+        [(histories, group_index, group_names)], step=step, sharded=[sharded], **options
     )
 
 
@@ -305,7 +308,7 @@ def summarize_several(
         sources: ``(histories, group_index, group_names)`` per set; group names must not
             repeat between sources that share a kind.
         step: The training step the histories end at.
-        lags: The lags to chart, each below every history's length.
+        lags: The lags to chart, each from 0 to ``T - 1`` of every history.
         detrend: ``"mean"`` or ``"linear"``, see :func:`autocorrelation`.
         c: Sokal's window factor.
         factor: How many autocorrelation times a history must span for tau to be reported.

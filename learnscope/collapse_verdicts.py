@@ -168,6 +168,10 @@ class CollapseThresholds:
         return cls(**thresholds)
 
 
+# judge_collapse's keywords that are thresholds (its signature spells them out for users).
+_THRESHOLD_NAMES = tuple(field.name for field in dataclasses.fields(CollapseThresholds))
+
+
 def collapse_verdicts(
     metrics: Mapping[str, float],
     *,
@@ -322,18 +326,17 @@ def judge_collapse(
             to judge oversmoothing graph by graph.
         graph_ids: One id per value of ``graph_mad`` (``None`` for an unknown one), named in
             the verdict.
-        min_rows_per_dim: Rows per dimension needed before judging the ranks.
-        min_rank_fraction: Fraction of ``min(N, D)`` below which a rank is collapsed.
-        min_rank: Rank below which one direction dominates, whatever N and D.
-        min_normalized_spread: Lowest healthy normalised spread (isotropic: about 1).
-        min_cosine_spread: Lowest healthy cosine spread (isotropic: about 1).
-        max_dead_dim_fraction: Highest healthy fraction of dead dimensions.
-        min_mad: Lowest healthy MAD (random features: about 1).
-        min_rayleigh_quotient: Lowest healthy Rayleigh quotient (random features: about 2E/N).
-        min_mad_global: Lowest healthy MAD over the node pairs of a graph (random features:
-            about 1).
-        max_oversmoothed_fraction: Largest fraction of graphs below ``min_mad_global`` that
-            gives no verdict (needs ``graph_mad``).
+        min_rows_per_dim: The thresholds, from here to ``max_oversmoothed_fraction``: each is
+            the :class:`CollapseThresholds` field of that name, with its default and meaning.
+        min_rank_fraction: See ``min_rows_per_dim``.
+        min_rank: See ``min_rows_per_dim``.
+        min_normalized_spread: See ``min_rows_per_dim``.
+        min_cosine_spread: See ``min_rows_per_dim``.
+        max_dead_dim_fraction: See ``min_rows_per_dim``.
+        min_mad: See ``min_rows_per_dim``.
+        min_rayleigh_quotient: See ``min_rows_per_dim``.
+        min_mad_global: See ``min_rows_per_dim``.
+        max_oversmoothed_fraction: See ``min_rows_per_dim`` (needs ``graph_mad``).
 
     Returns:
         One message per heuristic that fires, each starting with the metric's key; empty when
@@ -355,26 +358,9 @@ def judge_collapse(
         >>> judge_collapse(metrics, num_rows=40, dim=8, graph_mad=[0.002, 0.9, 0.6, 0.5])
         ['mad_global < 0.01 in 1 of 4 graphs (lowest 0.002, mean over graphs 0.5): ...']
     """
-    thresholds = CollapseThresholds(
-        min_rows_per_dim=min_rows_per_dim,
-        min_rank_fraction=min_rank_fraction,
-        min_rank=min_rank,
-        min_normalized_spread=min_normalized_spread,
-        min_cosine_spread=min_cosine_spread,
-        max_dead_dim_fraction=max_dead_dim_fraction,
-        min_mad=min_mad,
-        min_rayleigh_quotient=min_rayleigh_quotient,
-        min_mad_global=min_mad_global,
-        max_oversmoothed_fraction=max_oversmoothed_fraction,
-    )
-    verdicts = collapse_verdicts(
-        metrics,
-        num_rows=num_rows,
-        dim=dim,
-        graph_mad=graph_mad,
-        graph_ids=graph_ids,
-        thresholds=thresholds,
-    )
+    judged = dict(locals())  # the arguments by name: the thresholds go into one dataclass
+    thresholds = CollapseThresholds(**{name: judged.pop(name) for name in _THRESHOLD_NAMES})
+    verdicts = collapse_verdicts(**judged, thresholds=thresholds)
     return [verdict.message for verdict in verdicts]
 
 

@@ -287,7 +287,7 @@ class EmbeddingRowBuffer:
         """:func:`per_graph_mad` of the rows held, one value per graph of :meth:`graph_index`.
 
         Raises:
-            ValueError: Nothing was appended yet.
+            ValueError: As :meth:`rows` and :meth:`graph_index` do.
 
         Example:
             >>> import torch

@@ -23,6 +23,23 @@ from learnscope.lightning_glue.snapshot_writer import SNAPSHOTS, write_snapshot
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
 
 
+def _arm_on_batch_start(stage: str, when: str) -> Callable[..., None]:
+    """The ``on_<stage>_batch_start`` hook of an evaluation stage: arm the capture ``when``."""
+
+    def hook(
+        self: EmbeddingProjector,
+        trainer: Any,
+        pl_module: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self._start_batch(trainer, stage, dataloader_idx)
+
+    hook.__doc__ = f"Arm the capture {when}."
+    return hook
+
+
 class EmbeddingProjector(LearnscopeCallback):
     """Capture the output of a sub-module and show it in the TensorBoard Projector and wandb.
 
@@ -228,26 +245,9 @@ class EmbeddingProjector(LearnscopeCallback):
         """Arm the capture on training steps that are due."""
         self._start_batch(trainer, "train")
 
-    @override
-    def on_validation_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        """Arm the capture in validation epochs that are due."""
-        self._start_batch(trainer, "validate", dataloader_idx)
-
-    @override
-    def on_test_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        """Arm the capture on every test batch."""
-        self._start_batch(trainer, "test", dataloader_idx)
-
-    @override
-    def on_predict_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        """Arm the capture on every predict batch."""
-        self._start_batch(trainer, "predict", dataloader_idx)
+    on_validation_batch_start = _arm_on_batch_start("validate", "in validation epochs that are due")
+    on_test_batch_start = _arm_on_batch_start("test", "on every test batch")
+    on_predict_batch_start = _arm_on_batch_start("predict", "on every predict batch")
 
     @override
     def on_train_batch_end(

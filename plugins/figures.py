@@ -68,6 +68,7 @@ _LINE = 1.2  # matplotlib's line spacing, in em
 ACF_LEFT, ACF_WIDTH, ACF_HEIGHT = 72, 314, 220  # the ACF plot: its left edge, width, height
 SCATTER_LEFT, SCATTER_SIDE = 72, 314  # the PCA scatter: a square
 _BELOW_AXES = 52  # tick labels and the x label under a plot
+_INK = "#222222"  # tick labels and axis labels
 MAX_NAME = 18  # characters of a legend name; longer ones are shortened in the middle
 # matplotlib's "tab10" colours, so that no colour map has to be looked up by name.
 COLOURS = (
@@ -276,24 +277,9 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
     ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True, steps=[1, 2, 5, 10]))
     ax.yaxis.set_major_locator(MultipleLocator(0.5))
     ax.grid(color="#e8e8e8", linewidth=0.6, zorder=0)
-    ax.set_axisbelow(True)
-    ax.tick_params(labelsize=FONT, colors="#222222")
-    ax.set_xlabel("lag (steps)", fontsize=LABEL_FONT, color="#222222")
-    ax.set_ylabel("mean autocorrelation", fontsize=LABEL_FONT, color="#222222")
+    _label_axes(ax, "lag (steps)", "mean autocorrelation")
     ax.set_title("\n".join(title_lines), fontsize=TITLE_FONT, color="black")
-    ax.legend(
-        loc="upper left",
-        bbox_to_anchor=(8 / WIDTH, (legend_height + 8) / height),
-        bbox_transform=figure.transFigure,
-        frameon=False,
-        fontsize=FONT,
-        ncols=ncols,
-        handlelength=1.6,
-        handletextpad=0.5,
-        columnspacing=1.0,
-        borderaxespad=0.0,
-        borderpad=0.0,
-    )
+    _legend_under(ax, legend_height + 8, height, ncols=ncols, handlelength=1.6, handletextpad=0.5)
     return figure
 
 
@@ -459,10 +445,7 @@ def scatter_figure(
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
     ax.grid(color="#ececec", linewidth=0.6)
-    ax.set_axisbelow(True)
-    ax.tick_params(labelsize=FONT, colors="#222222")
-    ax.set_xlabel("PCA x (spreads)", fontsize=LABEL_FONT, color="#222222")
-    ax.set_ylabel("PCA y (spreads)", fontsize=LABEL_FONT, color="#222222")
+    _label_axes(ax, "PCA x (spreads)", "PCA y (spreads)")
     ax.set_title(  # from the top of the figure down
         "\n".join(title_lines), fontsize=TITLE_FONT, y=1 + (top - 6) / SCATTER_SIDE, va="top", pad=0
     )
@@ -472,22 +455,17 @@ def scatter_figure(
         bar.set_label(label_name or "label", fontsize=LABEL_FONT)
         bar.ax.tick_params(labelsize=FONT)
     if handles:
-        ax.legend(
+        _legend_under(
+            ax,
+            under + 6,
+            height,
             handles=handles,
             title=label_name if values is None else None,
-            loc="upper left",
-            bbox_to_anchor=(8 / WIDTH, (under + 6) / height),
-            bbox_transform=figure.transFigure,
-            frameon=False,
-            fontsize=FONT,
             title_fontsize=FONT,
             ncols=ncols,
             alignment="left",
-            borderaxespad=0.0,
-            borderpad=0.0,
             handlelength=0.8,
             handletextpad=0.3,
-            columnspacing=1.0,
         )
     return figure
 
@@ -509,6 +487,33 @@ def scatter_image(
     if not pictures_available():
         return None
     return figure_pixels(scatter_figure(xy, labels, title, limits, label_name))
+
+
+def _label_axes(ax: Any, xlabel: str, ylabel: str) -> None:
+    """A plot's tick labels and axis labels in the pictures' dark grey, the grid behind."""
+    ax.set_axisbelow(True)
+    ax.tick_params(labelsize=FONT, colors=_INK)
+    ax.set_xlabel(xlabel, fontsize=LABEL_FONT, color=_INK)
+    ax.set_ylabel(ylabel, fontsize=LABEL_FONT, color=_INK)
+
+
+def _legend_under(ax: Any, top: float, total: float, **layout: Any) -> None:
+    """The legend of ``ax`` under the plot, frameless, in a figure ``total`` pixels tall.
+
+    Its top left corner is ``top`` pixels above the figure's bottom and 8 from its left edge;
+    ``layout`` holds the legend's own keywords (entries, columns, handle sizes).
+    """
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(8 / WIDTH, top / total),
+        bbox_transform=ax.figure.transFigure,
+        frameon=False,
+        fontsize=FONT,
+        columnspacing=1.0,
+        borderaxespad=0.0,
+        borderpad=0.0,
+        **layout,
+    )
 
 
 def _box(left: float, bottom: float, width: float, height: float, total: float) -> tuple:
