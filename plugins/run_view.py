@@ -46,7 +46,7 @@ from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
 
 FORMAT = "learnscope-view/2"
-MAX_POINTS = 5_000  # points animated by default; more are subsampled by id, saying so
+MAX_POINTS = 100_000  # points animated by default (WebGL); more are subsampled by id, saying so
 MAX_DAMAGE_MESSAGES = 20  # damaged entries named one by one; the rest are counted
 
 

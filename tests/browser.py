@@ -1,7 +1,9 @@
 """Headless Chromium (Debian's ``chromium`` + ``chromium-driver``) driven by Selenium, for tests.
 
 The machine has no network: Chromium starts with background networking, component updates and
-sync switched off, and a fresh user data directory.
+sync switched off, and a fresh user data directory. With no GPU, WebGL is SwiftShader's (software
+GL through ANGLE), asked for explicitly (``--enable-unsafe-swiftshader``): Chromium no longer
+falls back to it on its own.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ def unavailable_reason() -> str | None:
 
 
 @contextlib.contextmanager
-def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
-    """A headless Chromium WebDriver; quit afterwards."""
+def chromium(width: int = 1400, height: int = 900, flags: tuple[str, ...] = ()) -> Iterator[Any]:
+    """A headless Chromium WebDriver, started with ``flags`` besides ours; quit afterwards."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -68,6 +70,7 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
+        "--enable-unsafe-swiftshader",
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",
@@ -77,6 +80,7 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
         "--hide-scrollbars",
         f"--user-data-dir={profile}",
         f"--window-size={width},{height}",
+        *flags,
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -85,6 +89,17 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def chromium_or_skip(*flags: str) -> Iterator[Any]:
+    """For a fixture: a headless Chromium driver (``flags`` besides ours), or the test skipped."""
+    import pytest
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with chromium(flags=flags) as driver:
+        yield driver
 
 
 def page_text(driver: Any, depth: int = 2) -> str:
@@ -118,12 +133,27 @@ def wait_for_text(driver: Any, ok: Callable[[str], bool], timeout: float = 90.0)
     raise TimeoutError(f"page never showed what was expected; it showed: {text[:2000]}")
 
 
-def open_page(driver: Any, page: Path) -> None:
-    """Open an exported learnscope page from ``file://`` and wait until its view is ready."""
-    driver.get(page.as_uri())
-    deadline = time.monotonic() + 60
+def open_page(driver: Any, page: Path | str) -> None:
+    """Open an exported learnscope page (a path or a ``file://`` address) until it is ready."""
+    driver.get(page.as_uri() if isinstance(page, Path) else page)
+    wait_view_ready(driver)
+
+
+def wait_view_ready(driver: Any, timeout: float = 60.0) -> None:
+    """Wait until the learnscope view of the page (or frame) the driver is in is ready."""
+    deadline = time.monotonic() + timeout
     while not driver.execute_script(
         "return !!(window.learnscopeView && learnscopeView.state.ready)"
     ):
         assert time.monotonic() < deadline, "the page never got ready"
         time.sleep(0.1)
+
+
+def enter_learnscope_tab(driver: Any, base: str, timeout: float = 60.0) -> None:
+    """Open TensorBoard at ``base`` on the learnscope tab; switch into the tab's iframe."""
+    driver.get(f"{base}/#learnscope")
+    deadline = time.monotonic() + timeout
+    while not driver.execute_script(_DEEP_FRAMES):
+        assert time.monotonic() < deadline, "the learnscope tab never made its iframe"
+        time.sleep(0.5)
+    driver.switch_to.frame(driver.execute_script(_DEEP_FRAMES)[0])

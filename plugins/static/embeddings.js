@@ -1,18 +1,24 @@
 // The embedding-evolution panel: the scatter with its slider, play, trails, hover, pin, movers.
 
-import { OTHER_COLOUR, colourScheme, groupByColour, viridis } from './colours.js';
+import { OTHER_COLOUR, colourScheme, viridis } from './colours.js';
 import { columnText, el, setupCanvas, statusText } from './dom.js';
 import { MoversList } from './movers.js';
-import {
-  drawPath, drawPoints, drawRing, drawTrails, frameMapping, nearestPoint, screenPositions,
-} from './scatter.js';
+import { ScatterCanvas } from './scatter_canvas.js';
 
 const SECONDS_PER_SNAPSHOT = 0.8;
+const SCATTER_WIDTH = 640, SCATTER_HEIGHT = 480;
+
+/** The renderer the page asks for (``?renderer=canvas`` in its address), else WebGL. */
+function askedRenderer() {
+  const asked = new URLSearchParams(window.location.search).get('renderer');
+  return asked === 'canvas' ? 'canvas' : 'webgl';
+}
 
 /**
  * The embeddings of a view (prepared: frames decoded) in one section. It writes what it shows
  * into the shared ``state`` (key, points, steps, position, playing, frames, drawnPoints,
- * hovered, tooltip, pinned, colourBy, movers) and steers the step ``cursor``.
+ * renderer, hovered, tooltip, pinned, colourBy, movers) and steers the step ``cursor``. The
+ * picture itself (canvases, renderer, positions) is a ScatterCanvas, ``scatter``.
  */
 export class EmbeddingPanel {
   constructor({ view, embeddings, state, cursor, tip }) {
@@ -50,19 +56,38 @@ export class EmbeddingPanel {
       el('label', {}, ['tag ', this.tagSelect]), el('label', {}, ['colour by ', this.colourSelect]),
       this.playButton, this.slider, this.stepLabel, el('label', {}, [this.trails, ' trails']),
     ]));
-    this.canvas = el('canvas', { 'data-role': 'scatter' });
-    this.width = 640; this.height = 480;
-    this.ctx = setupCanvas(this.canvas, this.width, this.height);
-    this.canvas.addEventListener('mousemove', (ev) => this.onHover(ev));
-    this.canvas.addEventListener('mouseleave', () => { this.state.hovered = null; this.tip.style.display = 'none'; this.draw(); });
-    this.canvas.addEventListener('click', (ev) => this.pin(this.pointAt(ev)));
     this.legend = el('div', { class: 'ls-legend' });
     this.pinInfo = el('div');
     this.note = el('div', { style: 'color:#616161' });
     this.movers = new MoversList((k) => this.pin(k), () => this.findMovers());
     const side = el('div', { class: 'ls-side' }, [this.note, this.legend, this.pinInfo, ...this.movers.nodes]);
-    this.element.append(el('div', { class: 'ls-row' }, [this.canvas, side]));
+    this.scatter = this.newScatter(askedRenderer());
+    this.element.append(el('div', { class: 'ls-row' }, [this.scatter.element, side]));
   }
+
+  /** Draw with ``name`` ('webgl' where the browser has it, or 'canvas'); ``state.renderer`` says which. */
+  setRenderer(name) {
+    const old = this.scatter;
+    this.scatter = this.newScatter(name);
+    old.element.replaceWith(this.scatter.element);
+    if (this.current) this.colourBy(+this.colourSelect.value);
+  }
+
+  newScatter(name) {
+    const scatter = new ScatterCanvas(SCATTER_WIDTH, SCATTER_HEIGHT, name, () => this.setRenderer('canvas'));
+    scatter.canvas.addEventListener('mousemove', (ev) => this.onHover(ev));
+    scatter.canvas.addEventListener('mouseleave', () => { this.state.hovered = null; this.tip.style.display = 'none'; this.draw(); });
+    scatter.canvas.addEventListener('click', (ev) => this.pin(this.pointAt(ev)));
+    this.state.renderer = scatter.renderer;
+    return scatter;
+  }
+
+  // What the view shows tests and the benchmark (LearnscopeView's getters).
+  get canvas() { return this.scatter.canvas; }
+  get ctx() { return this.scatter.front; }
+  get pos() { return this.current && this.scatter.positions(this.current, this.state.position); }
+  get width() { return this.scatter.width; }
+  get height() { return this.scatter.height; }
 
   selectTag(index) {
     this.pause();
@@ -107,8 +132,7 @@ export class EmbeddingPanel {
       for (let i = 0; i < 160; i++) { ctx.fillStyle = viridis(i / 159); ctx.fillRect(i, 0, 1, 10); }
       this.legend.append(el('span', {}, [`${lo.toPrecision(3)} `, bar, ` ${hi.toPrecision(3)}`]));
     }
-    this.groups = groupByColour(scheme.bucket, scheme.colours.length);
-    this.colours = scheme.colours;
+    this.scatter.setColours(scheme.bucket, scheme.colours);
     this.draw();
   }
 
@@ -159,33 +183,17 @@ export class EmbeddingPanel {
     if (this.playButton) this.playButton.textContent = '▶ play';
   }
 
-  mapping() {
-    return frameMapping(this.current.bounds, this.width, this.height);
-  }
-
   draw() {
-    if (!this.ctx || !this.current) return;
-    const ctx = this.ctx;
-    const mapping = this.mapping();
-    const pos = this.pos = screenPositions(this.current, this.state.position, mapping, this.pos);
-    ctx.clearRect(0, 0, this.width, this.height);
-    const [x0, x1, y0, y1] = this.current.bounds;
-    ctx.strokeStyle = '#eeeeee';
-    ctx.lineWidth = 1;
-    ctx.strokeRect(mapping.left, mapping.top, (x1 - x0) * mapping.scale, (y1 - y0) * mapping.scale);
-    if (this.trails.checked) drawTrails(ctx, this.current, Math.floor(this.state.position), mapping, pos);
-    const r = this.current.ids.length > 2000 ? 1.5 : 2.5;
-    this.state.drawnPoints = drawPoints(ctx, pos, this.groups, this.colours, r);
-    if (this.state.pinned != null) drawRing(ctx, pos, this.state.pinned, '#000');
-    if (this.state.hovered != null) drawRing(ctx, pos, this.state.hovered, '#d50000');
-    this.state.pathStart = this.state.pinned == null ? null
-      : drawPath(ctx, this.current, this.state.pinned, mapping);
+    if (!this.scatter || !this.current) return;
+    const { pinned, hovered } = this.state;
+    const { drawn, pathStart } = this.scatter.draw(this.current, this.state.position,
+      { trails: this.trails.checked, pinned, hovered });
+    this.state.drawnPoints = drawn;
+    this.state.pathStart = pathStart;
   }
 
   pointAt(ev) {
-    const rect = this.canvas.getBoundingClientRect();
-    const pos = this.pos || screenPositions(this.current, this.state.position, this.mapping());
-    return nearestPoint(pos, this.current.ids.length, ev.clientX - rect.left, ev.clientY - rect.top);
+    return this.scatter.pointAt(ev, this.current, this.state.position);
   }
 
   describe(k) {

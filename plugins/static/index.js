@@ -34,6 +34,7 @@ export class LearnscopeView {
       ready: false, run: null, key: null, points: 0, pointsTotal: 0, steps: [], position: 0,
       playing: false, frames: 0, drawnPoints: 0, hovered: null, pinned: null, pathStart: null,
       colourBy: null, movers: [], error: null,
+      renderer: null, // what draws the scatter's points: 'webgl', or 'canvas' where WebGL is missing
     };
     this.embedding = null;
     this.comparePanel = null;

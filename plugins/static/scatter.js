@@ -14,6 +14,14 @@ export function toScreen(bounds, mapping, frame, k) {
   return [mapping.left + (x - x0) * mapping.scale, mapping.top + (y1 - y) * mapping.scale];
 }
 
+/** Canvas position [x, y] of point ``k`` of embedding ``e`` at ``position``, as screenPositions. */
+export function screenPosition(e, position, mapping, k) {
+  const i = Math.floor(position), f = position - i;
+  const a = e.frames[i], b = e.frames[Math.min(i + 1, e.frames.length - 1)];
+  const at = [a[2 * k] + (b[2 * k] - a[2 * k]) * f, a[2 * k + 1] + (b[2 * k + 1] - a[2 * k + 1]) * f];
+  return toScreen(e.bounds, mapping, at, 0);
+}
+
 /**
  * Canvas positions of every point of embedding ``e`` at ``position`` (a fractional snapshot
  * index: between two snapshots, the points are interpolated), written into ``out`` when it fits.

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from browser import chromium, unavailable_reason
+from browser import chromium_or_skip, enter_learnscope_tab, unavailable_reason
 from readers import parse_metadata, wandb_run_dir
 from record_entries import (
     ALL_CALLBACKS,
@@ -47,17 +47,6 @@ needs_browser = pytest.mark.skipif(
     unavailable_reason() is not None, reason=str(unavailable_reason())
 )
 
-_FRAMES = """
-const out = [];
-function walk(n) {
-  if (n.tagName === 'IFRAME') out.push(n);
-  if (n.shadowRoot) walk(n.shadowRoot);
-  for (const c of n.children || []) walk(c);
-}
-walk(document.body);
-return out;
-"""
-
 # An isolated point (no other within 4 px), its page coordinates, its canvas pixel, its tooltip.
 _ISOLATED_POINT = """
 const v = window.learnscopeView;
@@ -70,12 +59,10 @@ for (let k = 0; k < n; k++) {
   }
   if (near < 4) continue;
   const r = v.canvas.getBoundingClientRect();
-  const ratio = window.devicePixelRatio || 1;
-  const pixel = v.ctx.getImageData(Math.round(pos[2*k] * ratio), Math.round(pos[2*k+1] * ratio),
-                                   1, 1).data;
+  const pixel = v.embedding.scatter.pixel(pos[2*k], pos[2*k+1]);  // the points' layer
   return {k, id: v.current.ids[k], x: pos[2*k], y: pos[2*k+1], width: r.width,
-          height: r.height, pixel: Array.from(pixel), canvasWidth: v.width,
-          canvasHeight: v.height};
+          height: r.height, pixel, canvasWidth: v.width, canvasHeight: v.height,
+          renderer: v.state.renderer};
 }
 return null;
 """
@@ -478,10 +465,7 @@ def test_wandb_page_stays_under_its_size_by_showing_fewer_snapshots(
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if unavailable_reason() is not None:
-        pytest.skip(str(unavailable_reason()))
-    with chromium() as driver:
-        yield driver
+    yield from chromium_or_skip()
 
 
 @pytest.fixture(scope="module")
@@ -555,12 +539,7 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
             {"name": "demo/version_0", "time": started},
         ]
         view = server.json("/data/plugin/learnscope/view", run="demo/version_0")
-        browser.get(f"{server.base}/#learnscope")
-        deadline = time.monotonic() + 60
-        while not browser.execute_script(_FRAMES):
-            assert time.monotonic() < deadline, "the learnscope tab never made its iframe"
-            time.sleep(0.5)
-        browser.switch_to.frame(browser.execute_script(_FRAMES)[0])
+        enter_learnscope_tab(browser, server.base)
         try:
             state = _wait_ready(browser)
             assert state["run"] == "demo/version_0"
@@ -736,7 +715,8 @@ def _hover_and_pin(browser: Any, view: dict) -> None:
     embedding = view["embeddings"][0]
     point = browser.execute_script(_ISOLATED_POINT)
     assert point is not None
-    assert point["pixel"][3] == 255  # the canvas drew the point there
+    assert point["pixel"][3] == 255  # the points' layer drew the point there
+    assert point["renderer"] == "webgl"  # Chromium's software GL here
     canvas = browser.execute_script("return window.learnscopeView.canvas")
     ActionChains(browser).move_to_element_with_offset(
         canvas, round(point["x"] - point["width"] / 2), round(point["y"] - point["height"] / 2)

@@ -1,0 +1,183 @@
+// The embedding scatter drawn by the GPU (WebGL 1): every point in one gl.POINTS draw call.
+//
+// Per point two positions (snapshots i and i + 1, in the snapshot's spread units) and a colour
+// index; they are uploaded when the pair of snapshots (or the colouring) changes, never per
+// frame. A frame only sets the fraction between the two snapshots, a uniform: the vertex
+// shader interpolates, clamps to the frame's edge and maps to the canvas exactly as
+// scatter.js's screenPositions does; the fragment shader looks the colour up in a palette
+// texture holding the colours of colours.js.
+
+const VERTEX_SHADER = `
+attribute vec2 a_from;
+attribute vec2 a_to;
+attribute float a_colour;
+uniform float u_fraction;
+uniform vec4 u_bounds;   // x0, x1, y0, y1 of the frame, in spreads
+uniform vec3 u_mapping;  // scale, left, top: frame to canvas (CSS pixels)
+uniform vec2 u_size;     // canvas width, height (CSS pixels)
+uniform float u_pointSize;
+varying float v_colour;
+void main() {
+  vec2 p = clamp(a_from + (a_to - a_from) * u_fraction, u_bounds.xz, u_bounds.yw);
+  vec2 s = vec2(u_mapping.y + (p.x - u_bounds.x) * u_mapping.x,
+                u_mapping.z + (u_bounds.w - p.y) * u_mapping.x);
+  gl_Position = vec4(2.0 * s.x / u_size.x - 1.0, 1.0 - 2.0 * s.y / u_size.y, 0.0, 1.0);
+  gl_PointSize = u_pointSize;
+  v_colour = a_colour;
+}`;
+
+const FRAGMENT_SHADER = `
+precision mediump float;
+uniform sampler2D u_palette;
+uniform float u_paletteSize;
+varying float v_colour;
+void main() {
+  gl_FragColor = texture2D(u_palette, vec2((v_colour + 0.5) / u_paletteSize, 0.5));
+}`;
+
+const FLOATS_PER_POINT = 5; // from x, y; to x, y; colour index
+
+function compile(gl, type, source) {
+  const shader = gl.createShader(type);
+  gl.shaderSource(shader, source);
+  gl.compileShader(shader);
+  if (!gl.getShaderParameter(shader, gl.COMPILE_STATUS)) throw new Error(gl.getShaderInfoLog(shader));
+  return shader;
+}
+
+function linkProgram(gl) {
+  const program = gl.createProgram();
+  gl.attachShader(program, compile(gl, gl.VERTEX_SHADER, VERTEX_SHADER));
+  gl.attachShader(program, compile(gl, gl.FRAGMENT_SHADER, FRAGMENT_SHADER));
+  gl.linkProgram(program);
+  if (!gl.getProgramParameter(program, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(program));
+  return program;
+}
+
+/** The CSS colours as RGBA bytes (any CSS colour: hex, rgb(), hsl()). */
+export function colourBytes(colours) {
+  const ctx = document.createElement('canvas').getContext('2d');
+  const out = new Uint8Array(4 * colours.length);
+  colours.forEach((c, i) => {
+    ctx.fillStyle = '#000';
+    ctx.fillStyle = c; // read back as #rrggbb
+    const hex = ctx.fillStyle;
+    for (let k = 0; k < 3; k++) out[4 * i + k] = parseInt(hex.slice(1 + 2 * k, 3 + 2 * k), 16);
+    out[4 * i + 3] = 255;
+  });
+  return out;
+}
+
+/** The points in drawing order: by colour (the last colour on top), as the 2-D canvas draws them. */
+export function colourOrder(bucket, count) {
+  const starts = new Int32Array(count + 1);
+  for (let i = 0; i < bucket.length; i++) starts[bucket[i] + 1]++;
+  for (let c = 0; c < count; c++) starts[c + 1] += starts[c];
+  const order = new Int32Array(bucket.length);
+  for (let i = 0; i < bucket.length; i++) order[starts[bucket[i]]++] = i;
+  return order;
+}
+
+/**
+ * The points of an embedding on a WebGL canvas. ``GLPoints.create(canvas)`` is null where the
+ * browser has no WebGL (the caller then draws on a 2-D canvas).
+ */
+export class GLPoints {
+  static create(canvas) {
+    const options = { alpha: true, antialias: false, premultipliedAlpha: true, depth: false };
+    const gl = canvas.getContext('webgl', options) || canvas.getContext('experimental-webgl', options);
+    return gl ? new GLPoints(gl) : null;
+  }
+
+  constructor(gl) {
+    this.gl = gl;
+    this.program = linkProgram(gl);
+    this.buffer = gl.createBuffer();
+    this.palette = gl.createTexture();
+    this.paletteSize = 1;
+    this.colours = { bucket: new Int32Array(0), order: new Int32Array(0) };
+    this.uploaded = null; // what the buffer holds: {e, from, to, colours, count}
+    this.last = null; // the last draw's arguments (to draw again before reading a pixel)
+    this.at = {}; // where the shaders' attributes and uniforms are
+    for (const name of ['a_from', 'a_to', 'a_colour']) this.at[name] = gl.getAttribLocation(this.program, name);
+    for (const name of ['u_fraction', 'u_bounds', 'u_mapping', 'u_size', 'u_pointSize', 'u_palette',
+      'u_paletteSize']) this.at[name] = gl.getUniformLocation(this.program, name);
+  }
+
+  /** Colour point k with ``colours[bucket[k]]`` (CSS colours). */
+  setColours(bucket, colours) {
+    const gl = this.gl;
+    this.colours = { bucket, order: colourOrder(bucket, colours.length) };
+    this.paletteSize = colours.length;
+    gl.bindTexture(gl.TEXTURE_2D, this.palette);
+    gl.texImage2D(gl.TEXTURE_2D, 0, gl.RGBA, colours.length, 1, 0, gl.RGBA, gl.UNSIGNED_BYTE,
+      colourBytes(colours));
+    for (const p of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER]) gl.texParameteri(gl.TEXTURE_2D, p, gl.NEAREST);
+    for (const p of [gl.TEXTURE_WRAP_S, gl.TEXTURE_WRAP_T]) gl.texParameteri(gl.TEXTURE_2D, p, gl.CLAMP_TO_EDGE);
+  }
+
+  /** Upload snapshots ``from`` and ``to`` of ``e`` (points with a coordinate not finite are left out). */
+  upload(e, from, to) {
+    const { order, bucket } = this.colours;
+    const a = e.frames[from], b = e.frames[to];
+    const data = new Float32Array(FLOATS_PER_POINT * order.length);
+    let count = 0;
+    for (let j = 0; j < order.length; j++) {
+      const k = order[j];
+      const ax = a[2 * k], ay = a[2 * k + 1], bx = b[2 * k], by = b[2 * k + 1];
+      if (!(Number.isFinite(ax) && Number.isFinite(ay) && Number.isFinite(bx) && Number.isFinite(by))) continue;
+      const o = FLOATS_PER_POINT * count++;
+      data[o] = ax; data[o + 1] = ay; data[o + 2] = bx; data[o + 3] = by; data[o + 4] = bucket[k];
+    }
+    const gl = this.gl;
+    gl.bindBuffer(gl.ARRAY_BUFFER, this.buffer);
+    gl.bufferData(gl.ARRAY_BUFFER, data.subarray(0, FLOATS_PER_POINT * count), gl.STATIC_DRAW);
+    this.uploaded = { e, from, to, colours: this.colours, count };
+  }
+
+  /**
+   * Draw embedding ``e`` at fractional snapshot index ``position`` with ``mapping``
+   * (scatter.js frameMapping) on a ``width`` x ``height`` canvas, points ``size`` CSS pixels
+   * wide; how many points were drawn.
+   */
+  draw(e, position, mapping, width, height, size) {
+    const gl = this.gl;
+    const from = Math.floor(position), to = Math.min(from + 1, e.frames.length - 1);
+    const u = this.uploaded;
+    if (!u || u.e !== e || u.from !== from || u.to !== to || u.colours !== this.colours) this.upload(e, from, to);
+    this.last = [e, position, mapping, width, height, size];
+    const ratio = gl.canvas.width / width;
+    gl.viewport(0, 0, gl.canvas.width, gl.canvas.height);
+    gl.clearColor(0, 0, 0, 0);
+    gl.clear(gl.COLOR_BUFFER_BIT);
+    gl.useProgram(this.program);
+    gl.bindBuffer(gl.ARRAY_BUFFER, this.buffer);
+    const stride = 4 * FLOATS_PER_POINT;
+    const at = this.at;
+    for (const [name, n, offset] of [['a_from', 2, 0], ['a_to', 2, 2], ['a_colour', 1, 4]]) {
+      gl.enableVertexAttribArray(at[name]);
+      gl.vertexAttribPointer(at[name], n, gl.FLOAT, false, stride, 4 * offset);
+    }
+    const [x0, x1, y0, y1] = e.bounds;
+    gl.uniform1f(at.u_fraction, position - from);
+    gl.uniform4f(at.u_bounds, x0, x1, y0, y1);
+    gl.uniform3f(at.u_mapping, mapping.scale, mapping.left, mapping.top);
+    gl.uniform2f(at.u_size, width, height);
+    gl.uniform1f(at.u_pointSize, size * ratio);
+    gl.activeTexture(gl.TEXTURE0);
+    gl.bindTexture(gl.TEXTURE_2D, this.palette);
+    gl.uniform1i(at.u_palette, 0);
+    gl.uniform1f(at.u_paletteSize, this.paletteSize);
+    gl.drawArrays(gl.POINTS, 0, this.uploaded.count);
+    return this.uploaded.count;
+  }
+
+  /** The RGBA bytes at canvas pixel (x, y) (device pixels from the top left), drawn again to read. */
+  pixel(x, y) {
+    const gl = this.gl;
+    if (this.last) this.draw(...this.last);
+    const out = new Uint8Array(4);
+    gl.readPixels(x, gl.canvas.height - 1 - y, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, out);
+    return Array.from(out);
+  }
+}
