@@ -222,7 +222,7 @@ def bench_epochs(out: Path, epochs: int) -> None:
         if with_learnscope:
             entries = len(projector_files.read_config(run_dir).embeddings)
             layouts = records(run_dir, "custom_scalars__config__")
-            tables = records(run_dir, "learnscope/findings/text_summary")
+            tables = records(run_dir, "~learnscope/findings/text_summary")
             print(f"  ({entries} projector entries, {layouts} layouts, {tables} findings tables)")
 
 

@@ -13,7 +13,9 @@ It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debi
 * ``images.png``: the Images tab (the aligned PCA view and the ACF-against-lag pictures),
 * ``custom_scalars.png``: the Custom Scalars tab with "Ignore outliers in chart scaling" on,
 * ``text.png``: the Text tab (the findings table),
-* ``learnscope_tab.png``: the learnscope tab, a point pinned and a heatmap cell selected.
+* ``learnscope_tab.png``: the learnscope tab, a point pinned and a heatmap cell selected,
+* ``compare.png``: the learnscope tab comparing the last two demo runs (run ``learnscope demo``
+  twice, say ``--epochs 2`` and then the default 8), the point that differs most pinned.
 
 The run is served under the name ``demo`` from a relative path, so no temporary folder shows in
 the sidebar.
@@ -193,7 +195,7 @@ def images(driver: Any, base: str, out: Path) -> None:
     driver.get(f"{base}/#images")
     wait_until(
         lambda: (
-            "embeddings/encoder/validate/pca"
+            "~learnscope/embeddings/encoder/validate/pca"
             in driver.execute_script(DEEP_TEXT, deep(driver, "tf-image-dashboard"))
         ),
         "the PCA images",
@@ -212,7 +214,7 @@ def custom_scalars(driver: Any, base: str, out: Path) -> None:
     driver.execute_script("arguments[0]._ignoreYOutliers = true", dashboard)
     wait_until(
         lambda: (
-            "autocorrelation/params"
+            "~learnscope/autocorrelation/params"
             in driver.execute_script(DEEP_TEXT, deep(driver, "tf-custom-scalar-dashboard"))
         ),
         "the autocorrelation charts",
@@ -268,7 +270,55 @@ def learnscope_tab(driver: Any, base: str, out: Path) -> None:
     driver.save_screenshot(str(out / "learnscope_tab.png"))
 
 
-SHOTS = ("time_series", "scalars", "projector", "images", "custom_scalars", "text", "learnscope")
+# In the learnscope tab's iframe: once the comparison is drawn, pin the point that differs most.
+_COMPARE_SHOWN = """
+const p = window.learnscopeView && window.learnscopeView.compare;
+if (!p || !p.state.ready) return false;
+if (p.data.differ.length) p.pin(p.data.differ[0].index);
+return true;
+"""
+
+
+def compare_shot(logdir: Path, out: Path) -> None:
+    """Save ``compare.png``: the newest demo run (A) beside the one before it (B)."""
+    versions = sorted((logdir / "demo").glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
+    if len(versions) < 2:
+        raise SystemExit(f"compare.png needs two demo runs under {logdir}: run the demo twice")
+    a, b = (f"{RUN}/{v.name}" for v in versions[-1:-3:-1])
+    with tempfile.TemporaryDirectory() as serve:
+        for version in versions[-2:]:
+            shutil.copytree(version, Path(serve) / RUN / version.name)
+        with tb_server.tensorboard(".", cwd=serve) as server, chromium(1440, 1000) as driver:
+            server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 2)
+            driver.get(f"{server.base}/#learnscope")
+
+            def opened() -> bool:  # in the tab's iframe, run A shown: pick B
+                driver.switch_to.default_content()
+                for frame in driver.execute_script(_DEEP_FIND_ALL, "iframe"):
+                    driver.switch_to.frame(frame)
+                    script = "return window.learnscopeView && learnscopeView.state.ready"
+                    if driver.execute_script(script):
+                        driver.execute_script(
+                            "learnscopeView.loadRun(arguments[0]).then("
+                            "() => learnscopeView.openCompare(arguments[1], 'encoder/validate'))",
+                            a,
+                            b,
+                        )
+                        return True
+                    driver.switch_to.default_content()
+                return False
+
+            wait_until(opened, "the learnscope tab")
+            wait_until(lambda: driver.execute_script(_COMPARE_SHOWN), "the comparison")
+            time.sleep(1)
+            driver.switch_to.default_content()
+            driver.save_screenshot(str(out / "compare.png"))
+
+
+SHOTS = (
+    "time_series", "scalars", "projector", "images", "custom_scalars", "text", "learnscope",
+    "compare",
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,22 +329,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=SHOTS)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    with tensorboard(run_dir_of(args.logdir)) as base, chromium(1440, 1000) as driver:
-        if args.only in (None, "time_series"):
-            page(driver, base, args.out, "timeseries", "metrics-dashboard", "val")
-        if args.only in (None, "scalars"):
-            page(driver, base, args.out, "scalars", "tf-scalar-dashboard", "val")
-        if args.only in (None, "projector"):
-            menu, opened = projector(driver, base, args.out)
-            print(f"Projector: opened {opened}; tensor menu: {', '.join(menu)}; saved the last")
-        if args.only in (None, "images"):
-            images(driver, base, args.out)
-        if args.only in (None, "custom_scalars"):
-            custom_scalars(driver, base, args.out)
-        if args.only in (None, "text"):
-            page(driver, base, args.out, "text", "tf-text-dashboard", "findings")
-        if args.only in (None, "learnscope"):
-            learnscope_tab(driver, base, args.out)
+    if args.only != "compare":  # the one-run shots
+        with tensorboard(run_dir_of(args.logdir)) as base, chromium(1440, 1000) as driver:
+            if args.only in (None, "time_series"):
+                page(driver, base, args.out, "timeseries", "metrics-dashboard", "val")
+            if args.only in (None, "scalars"):
+                page(driver, base, args.out, "scalars", "tf-scalar-dashboard", "val")
+            if args.only in (None, "projector"):
+                menu, opened = projector(driver, base, args.out)
+                print(f"Projector: opened {opened}; tensor menu: {', '.join(menu)}; saved the last")
+            if args.only in (None, "images"):
+                images(driver, base, args.out)
+            if args.only in (None, "custom_scalars"):
+                custom_scalars(driver, base, args.out)
+            if args.only in (None, "text"):
+                page(driver, base, args.out, "text", "tf-text-dashboard", "findings")
+            if args.only in (None, "learnscope"):
+                learnscope_tab(driver, base, args.out)
+    if args.only in (None, "compare"):
+        compare_shot(args.logdir, args.out)
     print(f"screenshots saved in {args.out}")
     return 0
 

@@ -3,7 +3,7 @@
 A run directory (TensorBoard's ``version_0``, a wandb run's ``files/``) holds, from learnscope:
 
 * ``learnscope_record.jsonl``: the run record (:mod:`learnscope.run_record`), the one file the
-  views (the learnscope tab, ``learnscope export``, the W&B ``learnscope/view`` page) read;
+  views (the learnscope tab, ``learnscope export``, the W&B ``~learnscope/view`` page) read;
 * for TensorBoard's own tabs: learnscope's event files (names ending in ``.learnscope``), the
   Projector's ``projector_config.pbtxt`` with the snapshots under ``projector/``, and the Custom
   Scalars layout kept in ``learnscope_custom_scalars.json``;
@@ -30,7 +30,6 @@ PROJECTOR_CONFIG = "projector_config.pbtxt"
 PROJECTOR_FOLDER = "projector"
 EVENTS_SUFFIX = ".learnscope"  # the end of the name of learnscope's own event files
 LAYOUT_FILE = "learnscope_custom_scalars.json"
-FINDINGS_TAG = "learnscope/findings"  # the Text tab adds "/text_summary"
 REFRESH_MARKER_PREFIX = ".projector-refresh-"
 STEP_DIGITS = 9  # step_000000120: sorts as text up to 999,999,999 steps
 _SNAPSHOT = re.compile(r"(?s)(.*)/step_(-?\d+)")

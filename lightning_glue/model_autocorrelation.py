@@ -71,7 +71,7 @@ class ModelAutocorrelation(LearnscopeCallback):
     summary; a group with parameters in two optimizers is split, each part named
     ``{group}-optimizer{i}`` with ``i`` the optimizer's position in ``configure_optimizers``.
     Each writer shows it as its dashboard can (``write_autocorrelation``): TensorBoard as
-    scalars ``autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau`` (with
+    scalars ``~learnscope/autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau`` (with
     ``all_scalars=True`` also ``.../lag_{k}``, ``.../rho1_q25``, ``.../rho1_q75``), Custom
     Scalars charts and an ACF image per kind; wandb as the same scalars and a line-series chart
     per kind. Other loggers (CSV, MLflow...) get the scalars.

@@ -219,7 +219,7 @@ in this fit, to CSVLogger (logs)
 _FALLBACKS = {
     "write_autocorrelation": (
         "autocorrelation charts",
-        "it gets the autocorrelation/... scalars only",
+        "it gets the autocorrelation scalars only",
     )
 }
 

@@ -8,12 +8,13 @@ is safe from both threads) and which parts its ``parts`` switch off after a fail
 **Comparing snapshots.** With ``views``, every snapshot also gets ``pca_x``, ``pca_y`` and
 ``pca_z`` columns from a PCA turned to match the previous snapshot's view
 (:class:`learnscope.projection.AlignedPCA`), and a scatter image of ``pca_x``/``pca_y``
-coloured by the first metadata column goes to the writers as ``embeddings/<tag>/<stage>/pca``.
-The image is drawn in units of the view's spread (its root-mean-square distance from the centre,
-given in the title) on axes fixed per tag from its first snapshot (a square of a round number
-of spreads that holds 99% of its points), so that the step slider shows the points moving, not
-the frame; points that later fall outside are drawn on the edge as ``×`` and counted in the
-title. It needs matplotlib; without it the image is skipped with one warning.
+coloured by the first metadata column goes to the writers as
+``~learnscope/embeddings/<tag>/<stage>/pca``. The image is drawn in units of the view's spread
+(its root-mean-square distance from the centre, given in the title) on axes fixed per tag from
+its first snapshot (a square of a round number of spreads that holds 99% of its points), so that
+the step slider shows the points moving, not the frame; points that later fall outside are drawn
+on the edge as ``×`` and counted in the title. It needs matplotlib; without it the image is
+skipped with one warning.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from learnscope.plugins.figures import scatter_image
 from learnscope.projection import PCA_COLUMNS
 from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage, ViewFrame
 from learnscope.scatter import label_column, labels_of
+from learnscope.tags import embedding_picture
 
 log = logging.getLogger("learnscope")
 
@@ -140,7 +142,7 @@ def compare_snapshot(
     pixels = scatter_image(view.xy, labels_of(metadata), title, view.limits, label)
     if pixels is None:  # no matplotlib (warned once): the PCA columns are still written
         return snapshot, None
-    return snapshot, RenderedImage(f"embeddings/{key}/pca", snapshot.step, pixels)
+    return snapshot, RenderedImage(embedding_picture(key), snapshot.step, pixels)
 
 
 def report_non_finite(

@@ -35,7 +35,7 @@ class TrainingHelper(LearnscopeCallback):
     are multiples of ``check_every_n_steps`` (no device sync on others), on rank zero (with
     sharded parameters every rank measures its shard). Findings go to the ``learnscope``
     logger, each (code, subject) at most once per ``warn_every_n_steps``, and to the dashboards
-    with ``health/...`` scalars. A check that fails is logged once and switched off.
+    with ``~learnscope/health/...`` scalars. A check that fails is logged once and switched off.
 
     Args:
         check_every_n_steps: Global steps between checks.
@@ -44,8 +44,9 @@ class TrainingHelper(LearnscopeCallback):
             (``None``: not checked); a missing name fails at ``setup``, unless the default.
         head_modules: The heads' dotted names (default: the encoder's siblings with parameters).
         input_checks: Callables ``batch -> str | None``, run on check steps.
-        histograms: Whether to write ``health/grad_norm``, the histogram of the gradient norm of
-            each parameter tensor (off: a few unnamed numbers say less than the group norms).
+        histograms: Whether to write ``~learnscope/health/grad_norm``, the histogram of the
+            gradient norm of each parameter tensor (off: a few unnamed numbers say less than the
+            group norms).
         warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
         edge_index_fn: ``batch -> edge_index`` ``[2, E]`` between the rows: oversmoothing checks.
         select: Picks the embedding tensor from the module's output (tuple, dict, dataclass).

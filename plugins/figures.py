@@ -36,6 +36,7 @@ from learnscope.scatter import (
     frame_limits,
     label_categories,
 )
+from learnscope.tags import AUTOCORRELATION
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -296,7 +297,7 @@ def acf_chart(groups: Sequence[GroupAutocorrelation], title: str = "") -> np.nda
 
 
 def acf_images(
-    summary: AutocorrelationSummary, prefix: str = "autocorrelation"
+    summary: AutocorrelationSummary, prefix: str = AUTOCORRELATION
 ) -> list[RenderedImage]:
     """One :func:`acf_chart` per kind of the summary, tagged ``{prefix}/{kind}/acf``.
 
@@ -316,7 +317,7 @@ def acf_images(
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6, -0.4, None)
         >>> image, = acf_images(AutocorrelationSummary(7, (1,), (g,)))
         >>> image.tag, image.step, image.pixels.dtype
-        ('autocorrelation/grads/acf', 7, dtype('uint8'))
+        ('~learnscope/autocorrelation/grads/acf', 7, dtype('uint8'))
     """
     global _last_acf
     last = _last_acf

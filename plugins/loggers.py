@@ -60,7 +60,7 @@ def writers_for(loggers: Iterable[Any]) -> list[Writer]:
     """One writer per logger, in order (see :func:`writer_for`).
 
     The TensorBoard and wandb writers each keep a run record in their own directory, and the
-    wandb writer's ``learnscope/view`` panel is made from its own: neither needs the other.
+    wandb writer's ``~learnscope/view`` panel is made from its own: neither needs the other.
 
     Example:
         >>> writers_for([])

@@ -1,7 +1,7 @@
 """One run's view model, folded incrementally from its run record: one JSON-able dict.
 
 Every view (the learnscope tab in TensorBoard, ``learnscope export``, the W&B
-``learnscope/view`` page) is built from the run's record, ``learnscope_record.jsonl``
+``~learnscope/view`` page) is built from the run's record, ``learnscope_record.jsonl``
 (:mod:`learnscope.run_record`; the entries are described in ``docs/run_record.md``), and
 from nothing else but the sprite PNGs the record names. :class:`RunView` keeps one run's
 view and reads only the lines added since its last refresh, so a refresh costs the same after

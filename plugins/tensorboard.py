@@ -25,7 +25,8 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
-from learnscope.run_files import EVENTS_SUFFIX, FINDINGS_TAG, PROJECTOR_FOLDER, step_name
+from learnscope.run_files import EVENTS_SUFFIX, PROJECTOR_FOLDER, step_name
+from learnscope.tags import FINDINGS
 
 SUFFIX = EVENTS_SUFFIX
 
@@ -167,7 +168,7 @@ class TensorBoardWriter(Writer):
         text = findings_markdown(findings)
         last = getattr(self, "_findings_written", None)
         if last is None or last[0] != text or step > last[1]:
-            self.add_summary(text_summary(FINDINGS_TAG, text), step)
+            self.add_summary(text_summary(FINDINGS, text), step)
             self._findings_written = (text, step)
         self.record.write_findings(findings, step)
 
@@ -277,6 +278,7 @@ def _tensorflow_bins() -> list[float]:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
 
 def _tensor_file(
     run_dir: Path, snapshot: EmbeddingSnapshot, files: projector_files.SnapshotFiles

@@ -1,10 +1,10 @@
 """How TensorBoard shows an autocorrelation analysis: scalars, Custom Scalars charts, images.
 
-* Scalars ``autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau``, and with
+* Scalars ``~learnscope/autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau``, and with
   ``all_scalars`` also ``.../lag_{k}``, ``.../rho1_q25``, ``.../rho1_q75`` (see
   ``AutocorrelationSummary.to_scalars``); the Scalars tab shows each in a chart of its own.
 * Custom Scalars, one line per chart, one category per kind and module group,
-  ``autocorrelation/{kind}/{group}``, in module order: a margin chart of the lag-1
+  ``~learnscope/autocorrelation/{kind}/{group}``, in module order: a margin chart of the lag-1
   autocorrelation (the median over the sampled elements, with their inter-quartile band; the
   median alone when the quartiles are not logged) and, once one has been logged, a chart of
   the group's integrated autocorrelation time tau.
@@ -22,23 +22,23 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from learnscope.plugins.figures import acf_images
 from learnscope.plugins.tensorboard_layout import Chart, margin, multiline, retire_charts
 from learnscope.records import AutocorrelationSummary
+from learnscope.tags import AUTOCORRELATION, ROOT
 
 if TYPE_CHECKING:
     from learnscope.plugins.tensorboard import TensorBoardWriter
 
-PREFIX = "autocorrelation"
+PREFIX = AUTOCORRELATION
 
-# The multi-line charts earlier learnscope versions wrote, replaced by the charts below when
-# such a run is resumed.
+# The multi-line charts earlier learnscope versions wrote (in categories "autocorrelation/<kind>"),
+# replaced by the charts below when such a run is resumed.
 retire_charts(
-    re.escape(PREFIX) + r"/[^/]+",
+    r"autocorrelation/[^/]+",
     r".+: ACF at lags .+|.+: lag-1 median and quartiles|integrated autocorrelation time \(steps\)",
 )
 
@@ -89,7 +89,7 @@ def autocorrelation_charts(
             tau = multiline([f"{base}/tau"])
             category[f"{name}: integrated autocorrelation time tau (steps)"] = tau
         if category:
-            charts[base] = category
+            charts[base.removeprefix(f"{ROOT}/")] = category
     return charts
 
 

@@ -23,13 +23,14 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
+from learnscope.tags import EMBEDDINGS, FINDINGS
 
 log = logging.getLogger("learnscope")
 
 STEP_KEY = "trainer/global_step"  # the x axis Lightning's WandbLogger defines
 MAX_TABLE_ROWS = 10_000  # wandb's cap for a table logged in a run
 HISTOGRAM_BINS = 64  # wandb takes at most 512
-FINDINGS_KEY = "learnscope/findings"
+FINDINGS_KEY = FINDINGS
 # Columns write_embedding adds itself: metadata columns with these names are renamed.
 RESERVED_COLUMNS = ("embedding", "step", "stage", "image")
 
@@ -45,7 +46,7 @@ class WandbWriter(Writer):
     folder (``run.dir``, uploaded with the run; see
     :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`), and after each new
     snapshot logs the training-dynamics view made from that record as the HTML panel
-    ``learnscope/view`` (see ``wandb_view``): no TensorBoard is needed.
+    ``~learnscope/view`` (see ``wandb_view``): no TensorBoard is needed.
 
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
@@ -71,8 +72,9 @@ class WandbWriter(Writer):
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
 
         More than 10,000 rows are subsampled deterministically, with a warning. A snapshot with
-        ``pca_x``/``pca_y`` columns also gets a scatter chart ``embeddings/<key>/pca_scatter``
-        coloured by its first metadata column (see ``learnscope.plugins.wandb_scatter``).
+        ``pca_x``/``pca_y`` columns also gets a scatter chart
+        ``~learnscope/embeddings/<key>/pca_scatter`` coloured by its first metadata column (see
+        ``learnscope.plugins.wandb_scatter``).
 
         A metadata column named like one of the writer's own columns (``embedding``, ``step``,
         ``stage``, ``image``) would give the table two columns of one name; it is renamed
@@ -123,10 +125,10 @@ class WandbWriter(Writer):
         rows = [list(row) for row in zip(*data_columns, strict=True)]
         table = self.wandb.Table(columns=columns, data=rows)
         key = wandb_key(snapshot.key)
-        logged: dict[str, Any] = {f"embeddings/{key}": table, STEP_KEY: snapshot.step}
+        logged: dict[str, Any] = {f"{EMBEDDINGS}/{key}": table, STEP_KEY: snapshot.step}
         chart = pca_scatter_chart(self.wandb, metadata, key, snapshot.step)
         if chart is not None:  # snapshots with aligned PCA columns also get a scatter chart
-            logged[f"embeddings/{key}/pca_scatter"] = chart
+            logged[f"{EMBEDDINGS}/{key}/pca_scatter"] = chart
         self.run.log(logged)
         self.record.write_embedding(whole)
         self._view_due = snapshot.step

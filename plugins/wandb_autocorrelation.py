@@ -1,12 +1,12 @@
 """How wandb shows an autocorrelation analysis: per kind a picture and a line chart; scalars.
 
-One ``run.log`` call per analysis holds the scalars ``autocorrelation/{kind}/{group}/...``
-(see ``AutocorrelationSummary.to_scalars``); per kind the picture TensorBoard shows, the mean
-ACF against lag with its white-noise band, as a ``wandb.Image`` under the same tag
-``autocorrelation/{kind}/acf`` (:func:`learnscope.plugins.figures.acf_images`; left out
-without matplotlib), and the same curves as an interactive ``wandb.plot.line_series`` chart
-``autocorrelation/{kind}/acf_lines``; and the trainer step under ``trainer/global_step``, the
-x axis Lightning's ``WandbLogger`` uses.
+One ``run.log`` call per analysis holds the scalars
+``~learnscope/autocorrelation/{kind}/{group}/...`` (see ``AutocorrelationSummary.to_scalars``);
+per kind the picture TensorBoard shows, the mean ACF against lag with its white-noise band, as a
+``wandb.Image`` under the same tag ``~learnscope/autocorrelation/{kind}/acf``
+(:func:`learnscope.plugins.figures.acf_images`; left out without matplotlib), and the same curves
+as an interactive ``wandb.plot.line_series`` chart ``~learnscope/autocorrelation/{kind}/acf_lines``;
+and the trainer step under ``trainer/global_step``, the x axis Lightning's ``WandbLogger`` uses.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any
 
 from learnscope.plugins.figures import acf_images
 from learnscope.records import AutocorrelationSummary
+from learnscope.tags import AUTOCORRELATION
 
-PREFIX = "autocorrelation"
+PREFIX = AUTOCORRELATION
 _KIND_WORDS = {"params": "parameters", "grads": "gradients"}
 
 
@@ -70,15 +71,19 @@ def autocorrelation_log(
         step_key: The key of the trainer step, ``"trainer/global_step"``.
 
     Returns:
-        Key to value, every key but ``step_key`` starting with ``autocorrelation/``.
+        Key to value, every key but ``step_key`` starting with ``~learnscope/autocorrelation/``.
 
     Example:
         >>> import numpy as np, wandb
         >>> from learnscope.records import GroupAutocorrelation
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6, -0.4, None)
         >>> logged = autocorrelation_log(wandb, AutocorrelationSummary(3, (1,), (g,)), "step")
-        >>> sorted(logged)[:2], type(logged["autocorrelation/grads/acf"]).__name__, logged["step"]
-        (['autocorrelation/grads/acf', 'autocorrelation/grads/acf_lines'], 'Image', 3)
+        >>> sorted(logged)[1:3]
+        ['~learnscope/autocorrelation/grads/acf', '~learnscope/autocorrelation/grads/acf_lines']
+        >>> logged["step"]
+        3
+        >>> type(logged["~learnscope/autocorrelation/grads/acf"]).__name__
+        'Image'
     """
     logged: dict[str, Any] = dict(summary.to_scalars(PREFIX))
     for kind in dict.fromkeys(g.kind for g in summary.groups):

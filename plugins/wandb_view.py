@@ -1,4 +1,4 @@
-"""The training-dynamics view as a W&B HTML panel (``wandb.Html`` under ``learnscope/view``).
+"""The training-dynamics view as a W&B HTML panel (``wandb.Html`` under ``~learnscope/view``).
 
 The page is the same as ``learnscope export`` writes: the view model inline and the module
 inline, loading nothing from the network. It is built from the run record the W&B writer
@@ -20,8 +20,9 @@ from typing import Any
 
 from learnscope.plugins.run_view import RunView
 from learnscope.plugins.view_page import page_html, thin_snapshots
+from learnscope.tags import VIEW
 
-VIEW_KEY = "learnscope/view"
+VIEW_KEY = VIEW
 MAX_POINTS = 2_000  # points per key in the W&B page
 MAX_BYTES = 8_000_000  # a larger page shows fewer snapshots
 MAX_SNAPSHOTS = 100  # per key in the W&B page: its cost and size stop growing with the run

@@ -41,7 +41,7 @@ Example:
     >>> gradient_findings(stats, step=0)
     []
     >>> sorted(health_scalars(stats))[:2]
-    ['health/grad_norm/0', 'health/grad_norm/1']
+    ['~learnscope/health/grad_norm/0', '~learnscope/health/grad_norm/1']
 """
 
 from learnscope.health.embeddings import collapse_findings

@@ -20,6 +20,7 @@ from learnscope.health.parameters import (
 )
 from learnscope.health.sharded import ParameterShard, parameter_shards, sum_over_ranks, world_size
 from learnscope.records import Finding
+from learnscope.tags import HEALTH
 
 
 @dataclass(frozen=True, eq=False)
@@ -377,9 +378,10 @@ def _nonfinite_finding(
 def health_scalars(stats: GradientStatistics, group_depth: int = 1) -> dict[str, float]:
     """Per-group gradient and weight norms, for the dashboards.
 
-    Keys ``health/grad_norm/<group>`` and ``health/weight_norm/<group>`` (the L2 norm over every
-    parameter of the group, see :func:`group_name`), ``health/grad_norm/total``, and
-    ``health/loss`` when the statistics hold a loss. Parameters without a gradient count as zero.
+    Keys (each after ``~learnscope/health/``, see :mod:`learnscope.tags`) ``grad_norm/<group>``
+    and ``weight_norm/<group>`` (the L2 norm over every parameter of the group, see
+    :func:`group_name`), ``grad_norm/total``, and ``loss`` when the statistics hold a loss.
+    Parameters without a gradient count as zero.
 
     Args:
         stats: From :func:`gradient_statistics`.
@@ -393,7 +395,7 @@ def health_scalars(stats: GradientStatistics, group_depth: int = 1) -> dict[str,
         >>> layer = torch.nn.Linear(2, 1)
         >>> layer(torch.ones(1, 2)).sum().backward()
         >>> scalars = health_scalars(gradient_statistics(layer.named_parameters()))
-        >>> round(scalars["health/grad_norm/total"], 3)
+        >>> round(scalars["~learnscope/health/grad_norm/total"], 3)
         1.732
     """
     grad_squares: dict[str, float] = {}
@@ -403,11 +405,11 @@ def health_scalars(stats: GradientStatistics, group_depth: int = 1) -> dict[str,
         group = group_name(name, group_depth)
         grad_squares[group] = grad_squares.get(group, 0.0) + grad
         weight_squares[group] = weight_squares.get(group, 0.0) + weight
-    scalars = {f"health/grad_norm/{g}": math.sqrt(v) for g, v in grad_squares.items()}
-    scalars.update({f"health/weight_norm/{g}": math.sqrt(v) for g, v in weight_squares.items()})
-    scalars["health/grad_norm/total"] = math.sqrt(float(grads.sum()))
+    scalars = {f"{HEALTH}/grad_norm/{g}": math.sqrt(v) for g, v in grad_squares.items()}
+    scalars.update({f"{HEALTH}/weight_norm/{g}": math.sqrt(v) for g, v in weight_squares.items()})
+    scalars[f"{HEALTH}/grad_norm/total"] = math.sqrt(float(grads.sum()))
     if stats.loss is not None:
-        scalars["health/loss"] = stats.loss
+        scalars[f"{HEALTH}/loss"] = stats.loss
     return scalars
 
 
@@ -464,7 +466,7 @@ def head_findings(
 
     Returns:
         ``head-dominates-encoder`` findings, and the ratios under
-        ``health/head_weight_ratio/<head>``.
+        ``~learnscope/health/head_weight_ratio/<head>``.
 
     Example:
         >>> import torch
@@ -482,7 +484,7 @@ def head_findings(
     findings, ratios = [], {}
     for head in heads:
         ratio = weight_rms(stats, head) / base if base > 0 else math.nan
-        ratios[f"health/head_weight_ratio/{head}"] = ratio
+        ratios[f"{HEALTH}/head_weight_ratio/{head}"] = ratio
         if ratio > max_ratio:
             findings.append(
                 Finding(

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from learnscope.tags import AUTOCORRELATION
+
 __all__ = ["AutocorrelationSummary", "GroupAutocorrelation"]
 
 
@@ -109,7 +111,7 @@ class AutocorrelationSummary:
         >>> acf = np.array([1.0, 0.9])
         >>> g = GroupAutocorrelation("encoder", "params", acf, 0.9, 0.8, 0.95, tau=None)
         >>> summary = AutocorrelationSummary(step=100, lags=(1,), groups=(g,))
-        >>> summary.to_scalars()["autocorrelation/params/encoder/lag_1"]
+        >>> summary.to_scalars()["~learnscope/autocorrelation/params/encoder/lag_1"]
         0.9
     """
 
@@ -129,7 +131,7 @@ class AutocorrelationSummary:
                     f"{group.kind}/{group.group}"
                 )
 
-    def to_scalars(self, prefix: str = "autocorrelation") -> dict[str, float]:
+    def to_scalars(self, prefix: str = AUTOCORRELATION) -> dict[str, float]:
         """Flatten the summary into scalar metrics, one name per number.
 
         Names are ``{prefix}/{kind}/{group}/rho1_median`` and ``.../tau``, and
@@ -150,13 +152,13 @@ class AutocorrelationSummary:
             >>> g = GroupAutocorrelation("head", "grads", acf, -0.4, -0.5, -0.3, tau=None)
             >>> for name in sorted(AutocorrelationSummary(7, (1,), (g,)).to_scalars()):
             ...     print(name)
-            autocorrelation/grads/head/lag_1
-            autocorrelation/grads/head/rho1_median
-            autocorrelation/grads/head/rho1_q25
-            autocorrelation/grads/head/rho1_q75
+            ~learnscope/autocorrelation/grads/head/lag_1
+            ~learnscope/autocorrelation/grads/head/rho1_median
+            ~learnscope/autocorrelation/grads/head/rho1_q25
+            ~learnscope/autocorrelation/grads/head/rho1_q75
             >>> few = AutocorrelationSummary(7, (1,), (g,), all_scalars=False)
             >>> sorted(few.to_scalars())
-            ['autocorrelation/grads/head/rho1_median']
+            ['~learnscope/autocorrelation/grads/head/rho1_median']
         """
         scalars: dict[str, float] = {}
         for group in self.groups:

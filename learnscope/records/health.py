@@ -58,12 +58,12 @@ class Histogram:
     """Values whose distribution a dashboard shows as a histogram, such as gradient norms.
 
     Args:
-        tag: Name in the dashboards, such as ``"health/grad_norm"``.
+        tag: Name in the dashboards, such as ``"~learnscope/health/grad_norm"``.
         step: The trainer's global step.
         values: 1-D values on the host (non-finite values are dropped by writers).
 
     Example:
-        >>> Histogram("health/grad_norm", 3, np.array([0.1, 0.2])).values.dtype
+        >>> Histogram("~learnscope/health/grad_norm", 3, np.array([0.1, 0.2])).values.dtype
         dtype('float64')
     """
 
@@ -85,7 +85,7 @@ class RenderedImage:
     """A picture learnscope drew (a chart, a scatter plot), shown in image panels.
 
     Args:
-        tag: Name in the dashboards, such as ``"autocorrelation/acf/params"``.
+        tag: Name in the dashboards, such as ``"~learnscope/autocorrelation/acf/params"``.
         step: The trainer's global step.
         pixels: ``uint8`` array ``[H, W, 3]`` (RGB) or ``[H, W, 4]`` (RGBA).
 

@@ -15,6 +15,7 @@ from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.lightning_glue.health_checks.report import CheckReport
+from learnscope.tags import HEALTH
 from learnscope.user_functions import calling, describe
 
 Guard = Callable[[str], contextlib.AbstractContextManager[Any]]
@@ -288,5 +289,5 @@ def collapse_report(
         graph_ids=graph_ids,
         **thresholds,
     )
-    scalars = {f"health/collapse/{module}/{key}": value for key, value in metrics.items()}
+    scalars = {f"{HEALTH}/collapse/{module}/{key}": value for key, value in metrics.items()}
     return CheckReport(findings, scalars)

@@ -18,6 +18,7 @@ from learnscope.health.sharded import parameter_shards
 from learnscope.lightning_glue.health_checks.modules import resolve_heads
 from learnscope.lightning_glue.health_checks.report import CheckReport
 from learnscope.records import Histogram
+from learnscope.tags import HEALTH
 
 _GRAD_SCALER: type = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
 
@@ -129,7 +130,7 @@ class GradientCheck:
         >>> trainer = SimpleNamespace(optimizers=[sgd], global_step=0)
         >>> report = check.check(trainer, model, sgd, loss=None, check_small=True)
         >>> report.findings, sorted(report.scalars)[:2]
-        ([], ['health/grad_norm/encoder', 'health/grad_norm/head'])
+        ([], ['~learnscope/health/grad_norm/encoder', '~learnscope/health/grad_norm/head'])
     """
 
     def __init__(
@@ -201,7 +202,7 @@ class GradientCheck:
             scalars.update(ratios)
         histogram = None
         if self.histograms:
-            histogram = Histogram("health/grad_norm", step, stats.grad_norms[stats.has_grad])
+            histogram = Histogram(f"{HEALTH}/grad_norm", step, stats.grad_norms[stats.has_grad])
         return CheckReport(findings, scalars, histogram)
 
 

@@ -64,14 +64,15 @@ def missing_encoder(model: nn.Module) -> str:
         >>> model = nn.ModuleDict({"backbone": nn.Linear(2, 2), "head": nn.Linear(2, 1)})
         >>> print(missing_encoder(model))  # doctest: +ELLIPSIS
         learnscope: TrainingHelper: ModuleDict has no sub-module 'encoder', so the \
-embedding-collapse and head checks are off (no health/collapse/... scalars); its top-level \
-modules are 'backbone', 'head': pass TrainingHelper(embedding_module='backbone') (the module \
-whose output is the embedding), or embedding_module=None to turn them off without this warning
+embedding-collapse and head checks are off (no ~learnscope/health/collapse/... scalars); its \
+top-level modules are 'backbone', 'head': pass TrainingHelper(embedding_module='backbone') \
+(the module whose output is the embedding), or embedding_module=None to turn them off without \
+this warning
     """
     names = [n for n, child in model.named_children() if next(child.parameters(), None) is not None]
     what = (
         f"learnscope: TrainingHelper: {type(model).__name__} has no sub-module 'encoder', so the "
-        "embedding-collapse and head checks are off (no health/collapse/... scalars); "
+        "embedding-collapse and head checks are off (no ~learnscope/health/collapse/... scalars); "
     )
     if not names:
         return what + "it has no sub-module with parameters: pass embedding_module=None"

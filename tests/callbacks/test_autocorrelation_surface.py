@@ -270,11 +270,13 @@ def test_gan_has_one_history_per_optimizer(tmp_path: Path) -> None:
         assert (history.history("grads").diff(dim=0) != 0).any(dim=1).all()
         assert (history.history("grads") != 0).all()
     # one summary per analysis with both groups, for both kinds
-    analyses = [(step, m) for step, m in sink.metrics if any("autocorrelation/" in k for k in m)]
+    analyses = [
+        (step, m) for step, m in sink.metrics if any("learnscope/autocorrelation/" in k for k in m)
+    ]
     assert [step for step, _ in analyses] == [20, 40, 60]
     for kind in ("params", "grads"):
         for group in ("generator", "discriminator"):
-            assert f"autocorrelation/{kind}/{group}/lag_1" in analyses[-1][1]
+            assert f"learnscope/autocorrelation/{kind}/{group}/lag_1" in analyses[-1][1]
 
 
 def test_gan_checkpoint_resumes_the_same_elements(tmp_path: Path) -> None:
@@ -316,8 +318,8 @@ def test_a_group_split_over_two_optimizers_gets_distinct_names(tmp_path: Path) -
         buffer_size=16, analyze_every_n_steps=10, lags=(1,), max_elements=40
     )
     _, truth = fit(tmp_path, lambda: GAN(shared_root=True), callback, loggers=[sink], max_steps=10)
-    names = {name for name in sink.names() if name.startswith("autocorrelation/")}
-    groups = {name.split("/")[2] for name in names}
+    names = {name for name in sink.names() if name.startswith("learnscope/autocorrelation/")}
+    groups = {name.split("/")[3] for name in names}
     assert groups == {"nets-optimizer0", "nets-optimizer1"}
     generator, discriminator = truth.histories
     whole = SampledParameterHistory(GAN(shared_root=True).named_parameters(), max_elements=40)
@@ -336,8 +338,8 @@ def test_without_gradients_no_gradient_buffer_is_allocated(tmp_path: Path) -> No
     assert history.kinds == ("params",)
     with pytest.raises(ValueError, match="records \\('params',\\) only"):
         history.history("grads")
-    names = {name for name in sink.names() if name.startswith("autocorrelation/")}
-    assert names and all(name.startswith("autocorrelation/params/") for name in names)
+    names = {name for name in sink.names() if name.startswith("learnscope/autocorrelation/")}
+    assert names and all(name.startswith("learnscope/autocorrelation/params/") for name in names)
 
 
 def test_a_root_parameter_is_in_the_root_group(tmp_path: Path) -> None:
@@ -348,7 +350,7 @@ def test_a_root_parameter_is_in_the_root_group(tmp_path: Path) -> None:
     _, truth = fit(tmp_path, ScaledClassifier, callback, loggers=[sink], max_steps=10)
     (history,) = truth.histories
     assert history.group_names == ["root", "encoder", "head"]
-    assert "autocorrelation/params/root/lag_1" in sink.names()
+    assert "learnscope/autocorrelation/params/root/lag_1" in sink.names()
 
 
 def test_a_checkpoint_of_another_optimizer_layout_is_not_followed(

@@ -121,7 +121,7 @@ def test_wandb_renames_metadata_columns_that_clash_with_its_own(
 
     run_dir = wandb_run_dir(wandb_dir)
     history = wandb_history(run_dir)
-    table = wandb_table(run_dir, history[0]["embeddings/enc"])
+    table = wandb_table(run_dir, history[0]["~learnscope/embeddings/enc"])
     assert table["columns"] == [
         "embedding", "step", "stage", "metadata_step", "label", "metadata_stage",
         "metadata_embedding",
@@ -154,7 +154,7 @@ def test_writers_show_the_non_finite_count_of_a_real_summary(
     history[7, 1] = NAN
     history[9, 2] = float("inf")
     summary = summarize({"params": history}, torch.tensor([0, 0, 0, 1]), ["enc", "head"], step=5)
-    name = "autocorrelation/params/enc/non_finite_elements"
+    name = "~learnscope/autocorrelation/params/enc/non_finite_elements"
 
     writer = TensorBoardWriter(tmp_path / "tb")
     writer.write_autocorrelation(summary)
@@ -162,8 +162,11 @@ def test_writers_show_the_non_finite_count_of_a_real_summary(
     events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars(name)] == [(5, 2.0)]
-    assert "autocorrelation/params/head/non_finite_elements" not in events.Tags()["scalars"]
-    lag_1 = events.Scalars("autocorrelation/params/enc/lag_1")[0].value
+    assert (
+        "~learnscope/autocorrelation/params/head/non_finite_elements"
+        not in events.Tags()["scalars"]
+    )
+    lag_1 = events.Scalars("~learnscope/autocorrelation/params/enc/lag_1")[0].value
     assert 0.9 < lag_1 < 1.0  # the finite element's number, not NaN
 
     run = wandb.init(project="t", dir=str(wandb_dir))

@@ -118,7 +118,7 @@ def test_same_points_aligned_views_and_scatter_images_in_tensorboard_and_wandb(
 
     events = EventAccumulator(str(tmp_path / "tb" / "version_0"), size_guidance={"images": 0})
     events.Reload()
-    images = events.Images(f"embeddings/{KEY}/pca")
+    images = events.Images(f"~learnscope/embeddings/{KEY}/pca")
     assert [i.step for i in images] == steps
     pixels = decode_png(images[-1].encoded_image_string)
     assert pixels.shape == (images[-1].height, images[-1].width, 3)
@@ -128,11 +128,11 @@ def test_same_points_aligned_views_and_scatter_images_in_tensorboard_and_wandb(
     # wandb: the table has the projection columns, and a scatter chart per snapshot.
     wb.experiment.finish()
     run_dir = wandb_run_dir(wandb_dir)
-    chart_key = f"embeddings/{KEY}/pca_scatter"
-    logged = [h for h in wandb_history(run_dir) if f"embeddings/{KEY}" in h]
+    chart_key = f"~learnscope/embeddings/{KEY}/pca_scatter"
+    logged = [h for h in wandb_history(run_dir) if f"~learnscope/embeddings/{KEY}" in h]
     assert [h["trainer/global_step"] for h in logged] == steps
     assert all(f"{chart_key}_table" in h for h in logged)
-    tables = wandb_artifact_tables(run_dir, f"embeddings/{KEY}")
+    tables = wandb_artifact_tables(run_dir, f"~learnscope/embeddings/{KEY}")
     charts = wandb_artifact_tables(run_dir, f"{chart_key}_table")
     assert len(tables) == len(charts) == 3
     table, chart = tables[-1], charts[-1]
@@ -190,7 +190,7 @@ def test_projector_state_survives_a_checkpoint() -> None:
     b, image_b = compare_snapshot(later, keys, resumed._views)
     assert a.metadata["pca_x"] == b.metadata["pca_x"] == with_pca.metadata["pca_x"]
     assert np.array_equal(image_a.pixels, image_b.pixels)
-    assert image.tag == "embeddings/encoder/pca" and image.step == 3
+    assert image.tag == "~learnscope/embeddings/encoder/pca" and image.step == 3
 
 
 def test_a_running_tensorboard_shows_snapshots_written_after_it_started(tmp_path: Path) -> None:

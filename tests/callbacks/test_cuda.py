@@ -243,10 +243,14 @@ def test_fsdp_on_one_gpu_gives_the_unsharded_figures(tmp_path: Path, strategy_na
     helper, autocorrelation = sharded["callbacks"]
     assert helper.switched_off == set() and autocorrelation.switched_off == set()
     fit(tmp_path / "single", with_callbacks=True, whole_step=False)
-    compared = ("health/grad_norm", "health/weight_norm", "autocorrelation/")
+    compared = (
+        "~learnscope/health/grad_norm",
+        "~learnscope/health/weight_norm",
+        "~learnscope/autocorrelation/",
+    )
     got = csv_metrics(tmp_path / "sharded" / "csv" / "version_0" / "metrics.csv", compared)
     expected = csv_metrics(tmp_path / "single" / "csv" / "version_0" / "metrics.csv", compared)
     assert got.keys() == expected.keys(), names
-    assert any(key.startswith("autocorrelation/") for _, key in expected)
+    assert any(key.startswith("~learnscope/autocorrelation/") for _, key in expected)
     for entry, value in expected.items():
         assert got[entry] == pytest.approx(value, rel=1e-3, abs=1e-5, nan_ok=True), entry

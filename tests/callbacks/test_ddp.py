@@ -108,7 +108,9 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
     assert (ranks.count(0), ranks.count(1)) == (23, 22)
 
     history = wandb_history(wandb_run_dir(out))
-    tables = [h["trainer/global_step"] for h in history if "embeddings/encoder/validate" in h]
+    tables = [
+        h["trainer/global_step"] for h in history if "~learnscope/embeddings/encoder/validate" in h
+    ]
     assert tables == list(STEPS)  # one table per snapshot: only rank zero logs
 
     # autocorrelation: analysed once per due step, on rank zero; its event files only, one layout
@@ -121,10 +123,15 @@ def test_two_process_fit_writes_one_set_of_outputs_and_gathers_every_rank(tmp_pa
         str(out / "tb" / "version_0"), size_guidance={"scalars": 0, "tensors": 0}
     )
     events.Reload()
-    assert [s.step for s in events.Scalars("autocorrelation/params/encoder/lag_1")] == [4, 8]
+    assert [s.step for s in events.Scalars("~learnscope/autocorrelation/params/encoder/lag_1")] == [
+        4,
+        8,
+    ]
     assert len(events.Tensors("custom_scalars__config__")) == 1
     lag_1 = [
-        h["trainer/global_step"] for h in history if "autocorrelation/params/encoder/lag_1" in h
+        h["trainer/global_step"]
+        for h in history
+        if "~learnscope/autocorrelation/params/encoder/lag_1" in h
     ]
     assert lag_1 == [4, 8]
 
@@ -164,4 +171,4 @@ def test_ranks_with_different_metadata_columns_get_one_clear_error(tmp_path: Pat
     reader = ProjectorReader(out / "tb")
     assert all(reader.names(run) == [] for run in reader.runs())  # no mislabelled snapshot
     history = wandb_history(wandb_run_dir(out))
-    assert not any(key.startswith("embeddings/") for h in history for key in h)
+    assert not any(key.startswith("~learnscope/embeddings/") for h in history for key in h)

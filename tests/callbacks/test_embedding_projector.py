@@ -51,9 +51,9 @@ def test_fit_with_tensorboard_and_wandb(tmp_path: Path, wandb_dir: Path) -> None
 
     wb.experiment.finish()
     run_dir = wandb_run_dir(wandb_dir)
-    logged = [h for h in wandb_history(run_dir) if "embeddings/encoder/validate" in h]
+    logged = [h for h in wandb_history(run_dir) if "~learnscope/embeddings/encoder/validate" in h]
     assert [h["trainer/global_step"] for h in logged] == steps
-    table = wandb_table(run_dir, logged[-1]["embeddings/encoder/validate"])
+    table = wandb_table(run_dir, logged[-1]["~learnscope/embeddings/encoder/validate"])
     assert table["columns"] == ["embedding", "step", "stage", "label", "image"]
     np.testing.assert_allclose([r[0] for r in table["data"]], expected, rtol=1e-5, atol=1e-6)
     assert [r[3] for r in table["data"]] == y_val.tolist()

@@ -163,7 +163,7 @@ def test_pooled_cnn_features_give_one_row_per_image(tmp_path: Path, channels_las
     assert header is None  # a single column, 'label': no 'position'
     assert [int(r[0]) for r in rows] == images(24, seed=1).tensors[1].tolist()
 
-    ranks = scalars(tb.log_dir, "health/collapse/avgpool/effective_rank")
+    ranks = scalars(tb.log_dir, "~learnscope/health/collapse/avgpool/effective_rank")
     assert sorted(ranks) == [0, 1, 2]
     for step, value in ranks.items():
         reference = effective_rank(model.seen[step][1].flatten(1).numpy())
@@ -206,7 +206,7 @@ def test_spatial_modes_give_the_expected_rows(
         assert vectors.shape == (24, 16) and header is None
         assert [int(r[0]) for r in rows] == labels.tolist()
 
-    ranks = scalars(tb.log_dir, "health/collapse/features/effective_rank")
+    ranks = scalars(tb.log_dir, "~learnscope/health/collapse/features/effective_rank")
     assert sorted(ranks) == [0, 1, 2]
     for step, value in ranks.items():
         rows_seen = reference(model.seen[step][0])[:128]  # 8 rows per dimension are kept
@@ -376,8 +376,8 @@ def test_padding_positions_are_left_out_by_the_attention_mask(tmp_path: Path) ->
     everything, header, _ = snapshot(tmp_path / "tb", "padded/validate/step_000000003")
     assert everything.shape == (all_rows, HIDDEN) and header == ["label", "position"]
 
-    ranks = scalars(tb.log_dir, "health/collapse/encoder/effective_rank")
-    spreads = scalars(tb.log_dir, "health/collapse/encoder/cosine_spread")
+    ranks = scalars(tb.log_dir, "~learnscope/health/collapse/encoder/effective_rank")
+    spreads = scalars(tb.log_dir, "~learnscope/health/collapse/encoder/cosine_spread")
     assert sorted(ranks) == sorted(spreads) == [0, 1, 2]
     for step in ranks:
         states, mask = model.seen[step]
@@ -498,8 +498,8 @@ def test_node_mask_with_edges_keeps_the_edges_between_kept_nodes(tmp_path: Path)
     number = {node: i for i, node in enumerate(kept)}  # renumbered independently
     pairs = [(int(s), int(t)) for s, t in batch["edges"].t()]
     edges = torch.tensor([[number[s], number[t]] for s, t in pairs if s in number and t in number])
-    rayleigh = scalars(tb.log_dir, "health/collapse/encoder/rayleigh_quotient")
-    mad = scalars(tb.log_dir, "health/collapse/encoder/mad_global")
+    rayleigh = scalars(tb.log_dir, "~learnscope/health/collapse/encoder/rayleigh_quotient")
+    mad = scalars(tb.log_dir, "~learnscope/health/collapse/encoder/mad_global")
     assert sorted(rayleigh) == [0, 1, 2]
     for step in rayleigh:
         expected = collapse_metrics(model.seen[step][batch["keep"]], edges.t())

@@ -108,17 +108,19 @@ def test_backbone_finetuning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
 
     # The head is analysed from the start; the history starts again when the backbone trains
     # (step 6), and analyses resume once it holds more than max(lags) steps (step 12).
-    steps = [e.step for e in events.Scalars("autocorrelation/params/head/lag_1")]
+    steps = [e.step for e in events.Scalars("~learnscope/autocorrelation/params/head/lag_1")]
     assert steps == [4, 12, 16]
     for kind in ("params", "grads"):
-        backbone = [e.step for e in events.Scalars(f"autocorrelation/{kind}/backbone/lag_1")]
+        backbone = [
+            e.step for e in events.Scalars(f"~learnscope/autocorrelation/{kind}/backbone/lag_1")
+        ]
         assert backbone == [12, 16]
     sampled = run["ac"].state_dict()["history"]["names"]
     assert "backbone.layers.0.weight" in sampled and "head.weight" in sampled
 
     # TrainingHelper: the backbone's gradients are checked once it trains, and its dead layer,
     # trainable from step 6 on, is reported after its first round.
-    grad_steps = [e.step for e in events.Scalars("health/grad_norm/backbone")]
+    grad_steps = [e.step for e in events.Scalars("~learnscope/health/grad_norm/backbone")]
     assert grad_steps == [6, 8, 10, 12, 14, 16]
     assert _unused(run["helper"]) == {"backbone.dead": 6}
 
@@ -136,11 +138,20 @@ def test_every_parameter_frozen_at_fit_start(
 
     for kind in ("params", "grads"):
         for group in ("backbone", "head"):
-            steps = [e.step for e in events.Scalars(f"autocorrelation/{kind}/{group}/lag_1")]
+            steps = [
+                e.step for e in events.Scalars(f"~learnscope/autocorrelation/{kind}/{group}/lag_1")
+            ]
             assert steps == [12, 16]
     names = run["ac"].state_dict()["history"]["names"]
     assert {name.split(".")[0] for name in names} == {"backbone", "head"}
-    assert [e.step for e in events.Scalars("health/grad_norm/head")] == [6, 8, 10, 12, 14, 16]
+    assert [e.step for e in events.Scalars("~learnscope/health/grad_norm/head")] == [
+        6,
+        8,
+        10,
+        12,
+        14,
+        16,
+    ]
     assert _unused(run["helper"]) == {"backbone.dead": 6}
     messages = [r.getMessage() for r in caplog.records if r.name == "learnscope"]
     assert not [m for m in messages if "failed" in m], messages

@@ -78,10 +78,10 @@ def autocorrelation_fit(tmp_path: Path, **kwargs: Any) -> list[str]:
 
 def test_default_writes_lag1_median_and_tau_only(tmp_path: Path) -> None:
     tags = autocorrelation_fit(tmp_path)
-    ours = [t for t in tags if t.startswith("autocorrelation/")]
+    ours = [t for t in tags if t.startswith("~learnscope/autocorrelation/")]
     assert ours and all(t.endswith(("/rho1_median", "/tau")) for t in ours), ours
     assert {t.rsplit("/", 1)[0] for t in ours} == {
-        f"autocorrelation/{kind}/{group}"
+        f"~learnscope/autocorrelation/{kind}/{group}"
         for kind in ("params", "grads")
         for group in ("encoder", "head")
     }
@@ -92,7 +92,7 @@ def test_all_scalars_writes_every_lag_and_quartile(tmp_path: Path) -> None:
     tags = autocorrelation_fit(tmp_path, all_scalars=True)
     for kind in ("params", "grads"):
         for group in ("encoder", "head"):
-            base = f"autocorrelation/{kind}/{group}"
+            base = f"~learnscope/autocorrelation/{kind}/{group}"
             wanted = {f"{base}/lag_{k}" for k in (1, 2, 5)}
             wanted |= {f"{base}/rho1_median", f"{base}/rho1_q25", f"{base}/rho1_q75"}
             assert wanted <= set(tags), sorted(wanted - set(tags))
@@ -103,12 +103,14 @@ def test_demo_writes_few_learnscope_scalars_and_no_unnamed_histogram(tmp_path: P
 
     runs = run_demo(tmp_path / "runs", epochs=3)
     tags = scalar_tags(runs.tensorboard)
-    ours = [t for t in tags if t.startswith(("autocorrelation/", "health/"))]
+    ours = [
+        t for t in tags if t.startswith(("~learnscope/autocorrelation/", "~learnscope/health/"))
+    ]
     users = [t for t in tags if t.startswith(("train/", "val/"))]
     assert users == ["train/loss", "val/accuracy", "val/loss"]
     assert 0 < len(ours) <= 20, ours  # was 46 of 50
     assert not any("/lag_" in t or "_q25" in t for t in ours)
-    assert "health/grad_norm" not in histogram_tags(runs.tensorboard)
+    assert "~learnscope/health/grad_norm" not in histogram_tags(runs.tensorboard)
 
 
 # --- the summary at the end of a fit ----------------------------------------------------------

@@ -114,11 +114,17 @@ def test_resumed_run_keeps_every_entry_and_continues_steps(
     assert reader.names(run) == [f"encoder/validate/step_{s:09d}" for s in steps]  # earlier kept
     events = EventAccumulator(str(tmp_path / "tb" / "version_0"), size_guidance={"scalars": 0})
     events.Reload()
-    assert [s.step for s in events.Scalars("health/grad_norm/encoder")] == [0, 5, 10, 15, 20]
-    images = [i.step for i in events.Images("embeddings/encoder/validate/pca")]
+    assert [s.step for s in events.Scalars("~learnscope/health/grad_norm/encoder")] == [
+        0,
+        5,
+        10,
+        15,
+        20,
+    ]
+    images = [i.step for i in events.Images("~learnscope/embeddings/encoder/validate/pca")]
     assert images == steps
     if ModelAutocorrelation is not None:  # analyses go on; the layout of the first run stays
-        lag_1 = events.Scalars("autocorrelation/params/encoder/lag_1")
+        lag_1 = events.Scalars("~learnscope/autocorrelation/params/encoder/lag_1")
         assert [s.step for s in lag_1] == [4, 8, 12, 16, 20, 24]
         assert events.Tensors("custom_scalars__config__")
         layout = json.loads((tmp_path / "tb" / "version_0" / LAYOUT_FILE).read_text())
@@ -135,7 +141,11 @@ def test_resumed_run_keeps_every_entry_and_continues_steps(
     # (wandb adds "-1" to the second directory's name when both runs start in the same second)
     assert len(runs) == 2 and all(re.search(r"-resumed(-1)?$", r.name) for r in runs)
     logged = [
-        [h["trainer/global_step"] for h in wandb_history(r) if "embeddings/encoder/validate" in h]
+        [
+            h["trainer/global_step"]
+            for h in wandb_history(r)
+            if "~learnscope/embeddings/encoder/validate" in h
+        ]
         for r in runs
     ]
     assert logged == [steps[:2], steps[2:]]
@@ -205,9 +215,9 @@ def test_real_fit_with_either_lightning_package(
     assert names == ["encoder/validate/step_000000006", "encoder/validate/step_000000012"]
     assert callbacks[1].findings[0].code == "zero-gradient"
     rows = csv_rows(csv_logger)
-    assert logged_steps(rows, "health/grad_norm/encoder") == [0, 5, 10]
+    assert logged_steps(rows, "learnscope/health/grad_norm/encoder") == [0, 5, 10]
     if ModelAutocorrelation is not None:
-        assert logged_steps(rows, "autocorrelation/params/encoder/lag_1")
+        assert logged_steps(rows, "learnscope/autocorrelation/params/encoder/lag_1")
 
 
 def test_csv_logger_gets_the_scalar_summaries_with_one_warning_per_callback(
@@ -219,9 +229,9 @@ def test_csv_logger_gets_the_scalar_summaries_with_one_warning_per_callback(
     assert run.global_step == 20
 
     rows = csv_rows(csv_logger)
-    assert logged_steps(rows, "health/grad_norm/encoder") == [0, 5, 10, 15]
-    assert logged_steps(rows, "health/weight_norm/head") == [0, 5, 10, 15]
-    assert logged_steps(rows, "health/collapse/encoder/rankme")  # collapse metrics
+    assert logged_steps(rows, "learnscope/health/grad_norm/encoder") == [0, 5, 10, 15]
+    assert logged_steps(rows, "learnscope/health/weight_norm/head") == [0, 5, 10, 15]
+    assert logged_steps(rows, "learnscope/health/collapse/encoder/rankme")  # collapse metrics
     unshown = sorted(m for m in messages(learnscope_log) if "cannot show" in m)
     expected = [
         "learnscope: LoggerMetricsWriter(CSVLogger) cannot show embedding records; they are "
@@ -230,10 +240,16 @@ def test_csv_logger_gets_the_scalar_summaries_with_one_warning_per_callback(
         "written there",  # no histogram by default
     ]
     if ModelAutocorrelation is not None:
-        assert logged_steps(rows, "autocorrelation/params/encoder/lag_1") == [4, 8, 12, 16, 20]
+        assert logged_steps(rows, "learnscope/autocorrelation/params/encoder/lag_1") == [
+            4,
+            8,
+            12,
+            16,
+            20,
+        ]
         expected.append(
             "learnscope: LoggerMetricsWriter(CSVLogger) cannot show autocorrelation charts; it "
-            "gets the autocorrelation/... scalars only"
+            "gets the autocorrelation scalars only"
         )
     assert unshown == sorted(expected)
 
@@ -302,13 +318,17 @@ def test_projector_folder_replaced_by_a_file_mid_run(
     assert "record is skipped" in error.getMessage() and error.exc_info is not None
     events = EventAccumulator(tb.log_dir, size_guidance={"scalars": 0})
     events.Reload()
-    steps = [e.step for e in events.Scalars("health/grad_norm/encoder")]
+    steps = [e.step for e in events.Scalars("~learnscope/health/grad_norm/encoder")]
     assert steps == [0, 5, 10]  # the same writer's scalars went on after the failure
     wb.experiment.finish()
     history = wandb_history(wandb_runs(wandb_dir)[0])
-    tables = [h["trainer/global_step"] for h in history if "embeddings/encoder/validate" in h]
+    tables = [
+        h["trainer/global_step"] for h in history if "~learnscope/embeddings/encoder/validate" in h
+    ]
     assert tables == [6, 12]  # the other writer went on
-    assert [h["trainer/global_step"] for h in history if "health/grad_norm/encoder" in h] == [
+    assert [
+        h["trainer/global_step"] for h in history if "~learnscope/health/grad_norm/encoder" in h
+    ] == [
         0,
         5,
         10,
@@ -392,7 +412,7 @@ def test_non_finite_rows_are_dropped_and_an_all_non_finite_snapshot_is_skipped(
     ]
     events = EventAccumulator(tb.log_dir, size_guidance={"tensors": 0})
     events.Reload()
-    (text,) = events.Tensors("learnscope/findings/text_summary")
+    (text,) = events.Tensors("~learnscope/findings/text_summary")
     assert "non-finite-output" in text.tensor_proto.string_val[0].decode()
 
 
@@ -428,7 +448,7 @@ def test_half_precision_embeddings(tmp_path: Path, dtype: torch.dtype) -> None:
     np.testing.assert_array_equal(tensor, expected)
     events = EventAccumulator(tb.log_dir, size_guidance={"scalars": 0})
     events.Reload()
-    assert events.Scalars("health/collapse/cast/rankme")
+    assert events.Scalars("~learnscope/health/collapse/cast/rankme")
 
 
 def test_awkward_labels_and_a_tag_with_path_separators(tmp_path: Path, wandb_dir: Path) -> None:

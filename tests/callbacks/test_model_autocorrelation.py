@@ -47,16 +47,20 @@ def test_fit_with_tensorboard_wandb_and_csv(
     # TensorBoard: the scalars at the analysis steps, the layout, the ACF images.
     run_dir = Path(tensorboard.log_dir)
     events = read_events(run_dir)
-    tags = {t for t in events.Tags()["scalars"] if t.startswith("autocorrelation/")}
+    tags = {t for t in events.Tags()["scalars"] if t.startswith("~learnscope/autocorrelation/")}
     for kind in ("params", "grads"):
         for group in ("encoder", "head"):
-            base = f"autocorrelation/{kind}/{group}"
+            base = f"~learnscope/autocorrelation/{kind}/{group}"
             for name in ("lag_1", "lag_2", "lag_5", "rho1_median", "rho1_q25", "rho1_q75"):
                 assert f"{base}/{name}" in tags
-    assert [e.step for e in events.Scalars("autocorrelation/grads/head/lag_1")] == [10, 20]
-    assert {"autocorrelation/params/acf", "autocorrelation/grads/acf"} <= set(
-        events.Tags()["images"]
-    )
+    assert [e.step for e in events.Scalars("~learnscope/autocorrelation/grads/head/lag_1")] == [
+        10,
+        20,
+    ]
+    assert {
+        "~learnscope/autocorrelation/params/acf",
+        "~learnscope/autocorrelation/grads/acf",
+    } <= set(events.Tags()["images"])
     TensorBoardWriter(run_dir).add_charts({"later": {"loss": multiline(["train_loss"])}})
     charts = chart_tag_patterns(CustomScalarsReader(run_dir).layout())
     assert "later: loss" in charts
@@ -70,20 +74,26 @@ def test_fit_with_tensorboard_wandb_and_csv(
 
     # wandb: the same scalars against the trainer step, and the line-series tables.
     wandb_run = wandb_run_dir(wandb_dir)
-    rows = [r for r in wandb_history(wandb_run) if "autocorrelation/params/encoder/lag_1" in r]
+    rows = [
+        r
+        for r in wandb_history(wandb_run)
+        if "~learnscope/autocorrelation/params/encoder/lag_1" in r
+    ]
     assert [r["trainer/global_step"] for r in rows] == [10, 20]
-    assert {k for k in rows[0] if k.startswith("autocorrelation/")} >= tags
-    table = wandb_artifact_tables(wandb_run, "autocorrelation/params/acf_lines_table")[-1]
+    assert {k for k in rows[0] if k.startswith("~learnscope/autocorrelation/")} >= tags
+    table = wandb_artifact_tables(wandb_run, "~learnscope/autocorrelation/params/acf_lines_table")[
+        -1
+    ]
     assert {group for _, group, _ in table["data"]} == {"encoder", "head"}
 
     # Other loggers get the scalars, with one warning that says so.
     with open(Path(csv_logger.log_dir) / "metrics.csv") as file:
         columns = next(csv.reader(file))
-    assert "autocorrelation/params/head/lag_1" in columns
+    assert "learnscope/autocorrelation/params/head/lag_1" in columns
     warnings = [r.getMessage() for r in learnscope_log.records]
     assert [w for w in warnings if "CSVLogger" in w] == [
         "learnscope: LoggerMetricsWriter(CSVLogger) cannot show autocorrelation charts; it gets "
-        "the autocorrelation/... scalars only"
+        "the autocorrelation scalars only"
     ]
 
 
@@ -147,16 +157,18 @@ def test_sgd_on_a_noisy_quadratic(tmp_path: Path) -> None:
     fit.fit(NoisyQuadratic(), DataLoader(noise, batch_size=1))
 
     ((step, scalars),) = [
-        (s, m) for s, m in sink.metrics if "autocorrelation/grads/slow/lag_1" in m
+        (s, m) for s, m in sink.metrics if "learnscope/autocorrelation/grads/slow/lag_1" in m
     ]
     assert step == steps  # named by the step after the last optimizer step it holds
     expected = {("params", "slow"): 0.8, ("params", "fast"): 0.0}
     expected |= {("grads", "slow"): -0.1, ("grads", "fast"): -0.5}
     for (kind, group), rho1 in expected.items():
-        assert scalars[f"autocorrelation/{kind}/{group}/rho1_median"] == pytest.approx(
+        assert scalars[f"learnscope/autocorrelation/{kind}/{group}/rho1_median"] == pytest.approx(
             rho1, abs=0.06
         ), (kind, group)
-        assert scalars[f"autocorrelation/{kind}/{group}/lag_1"] == pytest.approx(rho1, abs=0.06)
+        assert scalars[f"learnscope/autocorrelation/{kind}/{group}/lag_1"] == pytest.approx(
+            rho1, abs=0.06
+        )
 
 
 def test_bad_arguments_fail_at_construction() -> None:

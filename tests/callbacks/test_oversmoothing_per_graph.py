@@ -366,12 +366,12 @@ def test_sixteen_layer_gcn_oversmooths_per_graph_and_two_layers_do_not(tmp_path:
     # The scalars: the mean over graphs of each graph's MAD, and the lowest graph's.
     for s in (0, 2):
         expected = step_reference(deep.seen[s])
-        assert tb_scalars(tb, "health/collapse/encoder/mad_global")[s] == pytest.approx(
+        assert tb_scalars(tb, "~learnscope/health/collapse/encoder/mad_global")[s] == pytest.approx(
             np.mean(list(expected.values())), rel=1e-4
         )
-        assert tb_scalars(tb, "health/collapse/encoder/mad_global_min")[s] == pytest.approx(
-            min(expected.values()), rel=1e-4, abs=1e-7
-        )
+        assert tb_scalars(tb, "~learnscope/health/collapse/encoder/mad_global_min")[
+            s
+        ] == pytest.approx(min(expected.values()), rel=1e-4, abs=1e-7)
 
     torch.manual_seed(0)
     shallow = TrainingHelper(

@@ -128,17 +128,21 @@ def test_lightning_model_parallel_fit_equals_the_unsharded_fit(tmp_path: Path) -
 
     assert rank0["findings"] == reference["findings"] == [["zero-gradient", "branch"]]
     assert rank1["findings"] == []  # rank zero reports
-    learnscope = ("health/", "autocorrelation/")
+    learnscope = ("learnscope/health/", "learnscope/autocorrelation/")
     sharded = csv_metrics(tmp_path / "fsdp2" / "csv" / "version_0" / "metrics.csv", learnscope)
     single = csv_metrics(tmp_path / "single" / "csv" / "version_0" / "metrics.csv", learnscope)
     assert sharded.keys() == single.keys()
     keys = {key for _, key in single}
-    assert {"health/grad_norm/encoder", "health/loss", "health/weight_norm/head"} <= keys
-    assert "autocorrelation/params/encoder/lag_1" in keys
+    assert {
+        "learnscope/health/grad_norm/encoder",
+        "learnscope/health/loss",
+        "learnscope/health/weight_norm/head",
+    } <= keys
+    assert "learnscope/autocorrelation/params/encoder/lag_1" in keys
     assert {step for step, _ in single} >= {0, 2, 4, 6, 8}  # checks at 0, 2, 4, 6; analyses at 4, 8
-    assert "health/collapse/encoder/rankme" in keys
+    assert "learnscope/health/collapse/encoder/rankme" in keys
     for entry, value in single.items():
-        if entry[1].startswith("health/collapse/"):
+        if entry[1].startswith("learnscope/health/collapse/"):
             continue  # rank 0's half of the batch, as under DDP (the plain loop compares them)
         assert sharded[entry] == pytest.approx(value, rel=1e-4, abs=1e-6, nan_ok=True), entry
     logged = (tmp_path / "fsdp2" / "log_rank1.txt").read_text()

@@ -29,8 +29,10 @@ def test_analyses_and_snapshots_every_20_steps_are_at_the_same_steps(tmp_path: P
 
     events = EventAccumulator(str(logger.log_dir), size_guidance={"images": 0, "scalars": 0})
     events.Reload()
-    scalar = next(t for t in events.Tags()["scalars"] if t.startswith("autocorrelation/grads/"))
+    scalar = next(
+        t for t in events.Tags()["scalars"] if t.startswith("~learnscope/autocorrelation/grads/")
+    )
     analyses = [e.step for e in events.Scalars(scalar)]
-    acf_images = [e.step for e in events.Images("autocorrelation/params/acf")]
-    snapshots = [e.step for e in events.Images("embeddings/encoder/validate/pca")]
+    acf_images = [e.step for e in events.Images("~learnscope/autocorrelation/params/acf")]
+    snapshots = [e.step for e in events.Images("~learnscope/embeddings/encoder/validate/pca")]
     assert analyses == acf_images == snapshots == [20, 40, 60]

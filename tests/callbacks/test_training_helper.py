@@ -325,15 +325,20 @@ def test_dashboards_get_histograms_scalars_and_the_findings_table(
 
     events = EventAccumulator(tb.log_dir, size_guidance={"histograms": 0, "tensors": 0})
     events.Reload()
-    histograms = events.Histograms("health/grad_norm")
+    histograms = events.Histograms("~learnscope/health/grad_norm")
     assert [h.step for h in histograms] == [0, 5, 10, 15]
     assert histograms[0].histogram_value.num == 8  # one norm per parameter
     assert histograms[0].histogram_value.min == 0  # the branch
-    grad = events.Scalars("health/grad_norm/encoder")
+    grad = events.Scalars("~learnscope/health/grad_norm/encoder")
     assert [s.step for s in grad] == [0, 5, 10, 15] and all(s.value > 0 for s in grad)
-    assert events.Scalars("health/grad_norm/branch")[0].value == 0
-    assert [s.step for s in events.Scalars("health/collapse/encoder/rankme")] == [0, 5, 10, 15]
-    texts = events.Tensors("learnscope/findings/text_summary")  # when found, and at the end
+    assert events.Scalars("~learnscope/health/grad_norm/branch")[0].value == 0
+    assert [s.step for s in events.Scalars("~learnscope/health/collapse/encoder/rankme")] == [
+        0,
+        5,
+        10,
+        15,
+    ]
+    texts = events.Tensors("~learnscope/findings/text_summary")  # when found, and at the end
     assert len(texts) == 2 and texts[-1].step == 20
     for text in texts:
         table = text.tensor_proto.string_val[0].decode()
@@ -342,12 +347,12 @@ def test_dashboards_get_histograms_scalars_and_the_findings_table(
     wb.experiment.finish()
     run_dir = wandb_run_dir(wandb_dir)
     history = wandb_history(run_dir)
-    norms = [h for h in history if "health/grad_norm/encoder" in h]
+    norms = [h for h in history if "~learnscope/health/grad_norm/encoder" in h]
     assert [h["trainer/global_step"] for h in norms] == [0, 5, 10, 15]
-    hists = [h for h in history if "health/grad_norm" in h]
-    assert hists and hists[0]["health/grad_norm"]["_type"] == "histogram"
-    assert any("health/collapse/encoder/cosine_spread" in h for h in history)
-    tables = wandb_artifact_tables(run_dir, "learnscope/findings")
+    hists = [h for h in history if "~learnscope/health/grad_norm" in h]
+    assert hists and hists[0]["~learnscope/health/grad_norm"]["_type"] == "histogram"
+    assert any("~learnscope/health/collapse/encoder/cosine_spread" in h for h in history)
+    tables = wandb_artifact_tables(run_dir, "~learnscope/findings")
     assert len(tables) == 2
     for table in tables:
         assert table["columns"] == ["step", "severity", "code", "subject", "message"]

@@ -68,7 +68,7 @@ def test_loss_under_gradient_accumulation_is_the_mean_of_the_micro_batch_losses(
     helper = TrainingHelper(check_every_n_steps=2)
     run = trainer(tmp_path, tb, [helper], max_steps=6, max_epochs=-1, accumulate_grad_batches=4)
     run.fit(model, DataLoader(blobs(960), batch_size=16, shuffle=True))
-    reported = scalars(tb, "health/loss")
+    reported = scalars(tb, "~learnscope/health/loss")
     assert sorted(reported) == [0, 2, 4]
     for step, value in reported.items():
         micro_batches = model.losses[step]
@@ -103,7 +103,7 @@ def test_lbfgs_checks_gradients_once_per_step_with_the_loss_of_the_step(
     assert all(count > 2 for count in evaluations.values())  # 1 + several closure calls
     assert checked == [0, 1, 2, 3]
     # the first micro-batch, and the first closure evaluation of the stepping one
-    reported = scalars(tb, "health/loss")
+    reported = scalars(tb, "~learnscope/health/loss")
     assert sorted(reported) == [0, 1, 2, 3]
     for step, value in reported.items():
         first, stepping = model.losses[step][:2]
@@ -139,7 +139,7 @@ def test_gradient_scaler_skips_nonfinite_steps_and_the_loss_is_unscaled(tmp_path
     run.fit(model, DataLoader(blobs(96), batch_size=16))
     assert helper.findings == []
     assert scaler.get_scale() < 65536  # the scaler did skip the step
-    reported = scalars(tb, "health/loss")
+    reported = scalars(tb, "~learnscope/health/loss")
     assert sorted(reported) == [0, 3]
     for step, value in reported.items():
         assert value == pytest.approx(model.losses[step][0], rel=1e-5)
@@ -198,9 +198,9 @@ def test_gan_generator_is_used_and_a_spare_module_is_not(
     else:
         assert helper.findings == [] and warnings_of(learnscope_log) == []
     # each optimizer step of a check batch is checked on its own optimizer's parameters
-    assert sorted(scalars(tb, "health/grad_norm/discriminator")) == [0, 4, 8, 12]
-    assert sorted(scalars(tb, "health/grad_norm/generator")) == [1, 5, 9, 13]
-    assert sorted(scalars(tb, "health/loss")) == [0, 4, 8, 12]  # the first backward's
+    assert sorted(scalars(tb, "~learnscope/health/grad_norm/discriminator")) == [0, 4, 8, 12]
+    assert sorted(scalars(tb, "~learnscope/health/grad_norm/generator")) == [1, 5, 9, 13]
+    assert sorted(scalars(tb, "~learnscope/health/loss")) == [0, 4, 8, 12]  # the first backward's
 
 
 # -- healthy models stay quiet -----------------------------------------------------------------
@@ -352,7 +352,7 @@ def test_two_layer_gcn_gives_no_warning(
     assert run.global_step == 60 and warnings_of(learnscope_log) == []
     assert helper.findings == []
     # judged on each check step's own 34 nodes, well above the oversmoothing threshold (0.01)
-    mad_global = scalars(tb, "health/collapse/encoder/mad_global")
+    mad_global = scalars(tb, "~learnscope/health/collapse/encoder/mad_global")
     assert sorted(mad_global) == list(range(0, 60, 5))
     assert min(mad_global.values()) > 0.1
 

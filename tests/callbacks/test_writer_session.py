@@ -65,11 +65,13 @@ def test_every_callback_shares_one_writer_per_logger_and_teardown_closes_them(
     assert run not in sessions._SESSIONS  # the last callback to leave closed the session
     wb.experiment.finish()
     history = wandb_history(wandb_run_dir(wandb_dir))
-    assert [h["trainer/global_step"] for h in history if "embeddings/encoder/validate" in h] == [
+    assert [
+        h["trainer/global_step"] for h in history if "~learnscope/embeddings/encoder/validate" in h
+    ] == [
         6,
         12,
     ]
-    assert any("autocorrelation/params/encoder/lag_1" in h for h in history)
+    assert any("~learnscope/autocorrelation/params/encoder/lag_1" in h for h in history)
 
 
 def test_a_logger_that_cannot_show_a_record_is_named_once_for_all_callbacks(

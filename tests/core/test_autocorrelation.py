@@ -283,8 +283,8 @@ def test_summarize_all_constant_group_and_several_kinds() -> None:
     assert np.isnan(frozen.mean_acf).all() and math.isnan(frozen.rho1_median)
     assert frozen.tau is None
     scalars = summary.to_scalars()
-    assert not any(name.startswith("autocorrelation/grads/frozen/") for name in scalars)
-    assert "autocorrelation/params/head/lag_1" in scalars
+    assert not any(name.startswith("~learnscope/autocorrelation/grads/frozen/") for name in scalars)
+    assert "~learnscope/autocorrelation/params/head/lag_1" in scalars
 
 
 def test_summarize_validates_arguments() -> None:
@@ -307,12 +307,12 @@ def test_record_flattens_to_scalars_and_is_read_only() -> None:
     group = GroupAutocorrelation("encoder", "params", np.array([1.0, 0.8, 0.6]), 0.8, 0.7, 0.9, 4)
     summary = AutocorrelationSummary(step=5, lags=(1, 2), groups=(group,))
     assert summary.to_scalars() == {
-        "autocorrelation/params/encoder/lag_1": 0.8,
-        "autocorrelation/params/encoder/lag_2": 0.6,
-        "autocorrelation/params/encoder/rho1_median": 0.8,
-        "autocorrelation/params/encoder/rho1_q25": 0.7,
-        "autocorrelation/params/encoder/rho1_q75": 0.9,
-        "autocorrelation/params/encoder/tau": 4.0,
+        "~learnscope/autocorrelation/params/encoder/lag_1": 0.8,
+        "~learnscope/autocorrelation/params/encoder/lag_2": 0.6,
+        "~learnscope/autocorrelation/params/encoder/rho1_median": 0.8,
+        "~learnscope/autocorrelation/params/encoder/rho1_q25": 0.7,
+        "~learnscope/autocorrelation/params/encoder/rho1_q75": 0.9,
+        "~learnscope/autocorrelation/params/encoder/tau": 4.0,
     }
     with pytest.raises(ValueError):
         group.mean_acf[0] = 2.0
@@ -429,8 +429,8 @@ def test_non_finite_columns_are_left_out_and_counted_per_group() -> None:
         assert ours.rho1_q25 == pytest.approx(reference.rho1_q25, abs=1e-6)
         assert (ours.tau is None) == (reference.tau is None)
     scalars = summary.to_scalars()
-    assert scalars["autocorrelation/params/a/non_finite_elements"] == 1.0
-    assert scalars["autocorrelation/params/b/non_finite_elements"] == 2.0
+    assert scalars["~learnscope/autocorrelation/params/a/non_finite_elements"] == 1.0
+    assert scalars["~learnscope/autocorrelation/params/b/non_finite_elements"] == 2.0
     clean = summarize({"params": series}, index, ["a", "b"], step=3, lags=(1,))
     assert [g.non_finite_elements for g in clean.groups] == [0, 0]
     assert not any("non_finite" in name for name in clean.to_scalars())

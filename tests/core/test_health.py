@@ -240,13 +240,20 @@ def test_group_norms_and_weight_rms() -> None:
     stats = gradient_statistics(model.named_parameters())
     scalars = health_scalars(stats)
     encoder_grads = [p.grad.norm() ** 2 for p in model.encoder.parameters()]
-    assert scalars["health/grad_norm/encoder"] == pytest.approx(sum(encoder_grads).sqrt().item())
-    assert scalars["health/grad_norm/spare"] == 0.0
-    assert scalars["health/weight_norm/root"] == pytest.approx(1.0)
+    assert scalars["~learnscope/health/grad_norm/encoder"] == pytest.approx(
+        sum(encoder_grads).sqrt().item()
+    )
+    assert scalars["~learnscope/health/grad_norm/spare"] == 0.0
+    assert scalars["~learnscope/health/weight_norm/root"] == pytest.approx(1.0)
     total = sum(p.grad.norm() ** 2 for p in model.parameters() if p.grad is not None)
-    assert scalars["health/grad_norm/total"] == pytest.approx(total.sqrt().item(), rel=1e-6)
+    assert scalars["~learnscope/health/grad_norm/total"] == pytest.approx(
+        total.sqrt().item(), rel=1e-6
+    )
     deeper = health_scalars(stats, group_depth=2)
-    assert {"health/grad_norm/encoder.0", "health/grad_norm/encoder.2"} <= set(deeper)
+    assert {
+        "~learnscope/health/grad_norm/encoder.0",
+        "~learnscope/health/grad_norm/encoder.2",
+    } <= set(deeper)
     weights = torch.cat([model.encoder[0].weight.flatten(), model.encoder[2].weight.flatten()])
     assert weight_rms(stats, "encoder") == pytest.approx(weights.pow(2).mean().sqrt().item())
     assert weight_rms(stats, "") > 0 and math.isnan(weight_rms(stats, "missing"))
@@ -257,8 +264,8 @@ def test_head_that_dwarfs_the_encoder_is_found_and_default_init_is_not() -> None
     stats = gradient_statistics(model.named_parameters())
     findings, ratios = head_findings(stats, "encoder", ["head", "spare"], 0)
     assert findings == [] and set(ratios) == {
-        "health/head_weight_ratio/head",
-        "health/head_weight_ratio/spare",
+        "~learnscope/health/head_weight_ratio/head",
+        "~learnscope/health/head_weight_ratio/spare",
     }
     with torch.no_grad():
         model.head.weight.mul_(1000)
@@ -267,7 +274,7 @@ def test_head_that_dwarfs_the_encoder_is_found_and_default_init_is_not() -> None
     )
     (finding,) = findings
     assert (finding.code, finding.subject, finding.step) == ("head-dominates-encoder", "head", 4)
-    assert ratios["health/head_weight_ratio/head"] > 100
+    assert ratios["~learnscope/health/head_weight_ratio/head"] > 100
 
 
 def test_collapse_findings_map_verdicts_to_codes() -> None:

@@ -73,8 +73,11 @@ def test_the_lightning_example_fills_every_tab(ran: list[tuple[str, Path]]) -> N
     events = EventAccumulator(str(cwd / "runs" / run))
     events.Reload()
     scalars = set(events.Tags()["scalars"])
-    assert {"autocorrelation/params/encoder/rho1_median", "health/grad_norm/encoder"} <= scalars
-    assert "learnscope/findings/text_summary" in events.Tags()["tensors"]
+    assert {
+        "~learnscope/autocorrelation/params/encoder/rho1_median",
+        "~learnscope/health/grad_norm/encoder",
+    } <= scalars
+    assert "~learnscope/findings/text_summary" in events.Tags()["tensors"]
     assert list((cwd / "wandb").glob("offline-run-*"))  # the WandbLogger ran, offline
 
 
@@ -143,4 +146,4 @@ def test_the_first_screen_is_a_quick_start_whose_three_lines_work(
     ]
     events = EventAccumulator(str(tmp_path / "runs" / run))
     events.Reload()
-    assert any(tag.startswith("health/") for tag in events.Tags()["scalars"])
+    assert any(tag.startswith("~learnscope/health/") for tag in events.Tags()["scalars"])

@@ -52,7 +52,9 @@ def train(log_dir: str, wandb_dir: str) -> None:
         if step % 25 == 0:  # gradient health: norms in one transfer, named findings
             stats = gradient_statistics(model.named_parameters(), loss.detach())
             writers.write_scalars(health_scalars(stats), step)
-            writers.write_histogram(Histogram("health/grad_norm", step, stats.grad_norms))
+            writers.write_histogram(
+                Histogram("~learnscope/health/grad_norm", step, stats.grad_norms)
+            )
             writers.write_findings(gradient_findings(stats, step), step)
         optimizer.step()
         if (step + 1) % 50 == 0:  # autocorrelation of successive steps, per module group
@@ -108,15 +110,22 @@ def test_core_and_writers_in_a_plain_pytorch_loop(tmp_path: Path) -> None:
     assert header is None and len(rows) == 256
     events = EventAccumulator(str(log_dir), size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
-    assert [s.step for s in events.Scalars("health/grad_norm/0")] == [0, 25, 50, 75]
-    assert [s.step for s in events.Scalars("autocorrelation/params/0/lag_1")] == [49, 99]
+    assert [s.step for s in events.Scalars("~learnscope/health/grad_norm/0")] == [0, 25, 50, 75]
+    assert [s.step for s in events.Scalars("~learnscope/autocorrelation/params/0/lag_1")] == [
+        49,
+        99,
+    ]
     assert events.Scalars("collapse/encoder/rankme")
     assert events.Tensors("custom_scalars__config__")
 
     (run_dir,) = wandb_dir.rglob("offline-run-*")
     history = wandb_history(run_dir)
-    assert [h["trainer/global_step"] for h in history if "autocorrelation/params/0/lag_1" in h] == [
+    assert [
+        h["trainer/global_step"]
+        for h in history
+        if "~learnscope/autocorrelation/params/0/lag_1" in h
+    ] == [
         49,
         99,
     ]
-    assert any("embeddings/encoder/validate" in h for h in history)
+    assert any("~learnscope/embeddings/encoder/validate" in h for h in history)

@@ -94,7 +94,10 @@ def test_custom_scalars_layout_lists_every_chart_and_tags_resolve(
     layout = server.json("/data/plugin/custom_scalars/layout")
     scalar_tags = set(run_tags(server, "scalars"))
     titles = {c["title"]: [ch["title"] for ch in c["chart"]] for c in layout["category"]}
-    assert {"autocorrelation/params/encoder", "autocorrelation/grads/head"} <= set(titles)
+    assert {
+        "autocorrelation/params/encoder",
+        "autocorrelation/grads/head",
+    } <= set(titles)
     for category in layout["category"]:
         for chart in category["chart"]:
             if "multiline" in chart:
@@ -105,7 +108,9 @@ def test_custom_scalars_layout_lists_every_chart_and_tags_resolve(
                     assert {series["value"], series["lower"], series["upper"]} <= scalar_tags
     # each multiline chart's series has points
     tag = next(
-        t for t in scalar_tags if t.startswith("autocorrelation/params/") and "rho1_median" in t
+        t
+        for t in scalar_tags
+        if t.startswith("~learnscope/autocorrelation/params/") and "rho1_median" in t
     )
     points = server.json("/data/plugin/scalars/scalars", run=RUN, tag=tag)
     assert len(points) >= 1
@@ -113,21 +118,23 @@ def test_custom_scalars_layout_lists_every_chart_and_tags_resolve(
 
 def test_histograms_images_and_findings_are_served(server: TensorBoardServer) -> None:
     histograms = server.json("/data/plugin/histograms/tags").get(RUN, {})
-    assert "health/grad_norm" not in histograms  # on request only: TrainingHelper(histograms=)
+    assert (
+        "~learnscope/health/grad_norm" not in histograms
+    )  # on request only: TrainingHelper(histograms=)
 
     images = run_tags(server, "images")
-    assert "embeddings/encoder/validate/pca" in images
-    assert any(tag.startswith("autocorrelation/") for tag in images)
+    assert "~learnscope/embeddings/encoder/validate/pca" in images
+    assert any(tag.startswith("~learnscope/autocorrelation/") for tag in images)
     for tag in (
-        "embeddings/encoder/validate/pca",
-        next(t for t in images if t.startswith("autocorrelation/")),
+        "~learnscope/embeddings/encoder/validate/pca",
+        next(t for t in images if t.startswith("~learnscope/autocorrelation/")),
     ):
         samples = server.json("/data/plugin/images/images", run=RUN, tag=tag, sample=0)
         assert samples
         png = server.get(f"/data/plugin/images/individualImage?{samples[-1]['query']}")
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
-    tag = "learnscope/findings/text_summary"  # SummaryWriter.add_text appends /text_summary
+    tag = "~learnscope/findings/text_summary"  # SummaryWriter.add_text appends /text_summary
     assert tag in run_tags(server, "text")
     text = server.json("/data/plugin/text/text", run=RUN, tag=tag)
     assert "No findings" in text[-1]["text"]
@@ -136,7 +143,7 @@ def test_histograms_images_and_findings_are_served(server: TensorBoardServer) ->
 def test_wandb_run_holds_tables_charts_histograms_and_findings(demo_logdir: Path) -> None:
     run_dir = wandb_run_dir(demo_logdir)
     history = wandb_history(run_dir)
-    tables = wandb_artifact_tables(run_dir, "embeddings/encoder/validate")
+    tables = wandb_artifact_tables(run_dir, "~learnscope/embeddings/encoder/validate")
     assert len(tables) == EPOCHS
     for table in tables:
         assert table["columns"][:3] == ["embedding", "step", "stage"]
@@ -146,16 +153,18 @@ def test_wandb_run_holds_tables_charts_histograms_and_findings(demo_logdir: Path
         k
         for row in history
         for k in row
-        if k.startswith("autocorrelation/") and k.endswith("_table")
+        if k.startswith("~learnscope/autocorrelation/") and k.endswith("_table")
     ]
     assert chart_keys, "no autocorrelation chart table logged"
     acf = wandb_artifact_tables(run_dir, chart_keys[0])[-1]
     assert sorted(acf["columns"]) == ["lineKey", "lineVal", "step"]
     value = acf["columns"].index("lineVal")
     assert acf["data"] and all(-1.0 <= row[value] <= 1.0 for row in acf["data"])
-    assert not any("health/grad_norm" in row for row in history)  # on request only
-    assert any("health/grad_norm/encoder" in row for row in history)  # the per-group norms
-    findings = wandb_artifact_tables(run_dir, "learnscope/findings")
+    assert not any("~learnscope/health/grad_norm" in row for row in history)  # on request only
+    assert any(
+        "~learnscope/health/grad_norm/encoder" in row for row in history
+    )  # the per-group norms
+    findings = wandb_artifact_tables(run_dir, "~learnscope/findings")
     assert findings and findings[-1]["columns"] == [
         "step",
         "severity",
@@ -169,11 +178,11 @@ def readme_demo_tags() -> set[str]:
     """Every tag the README's demo section names (``{a,b}`` choices expanded)."""
     text = (Path(__file__).parents[2] / "README.md").read_text()
     section = text[text.index("## What the demo writes") : text.index("## How to read")]
-    prefixes = ("autocorrelation/", "health/", "embeddings/", "learnscope/", "encoder/", "val/")
+    prefixes = ("~learnscope/", "autocorrelation/", "encoder/", "val/")  # Custom Scalars: a/...
     return {
         tag
         for quoted in re.findall(r"`([^`\s]+)`", section)
-        if quoted.startswith((*prefixes, "train/"))
+        if quoted.startswith((*prefixes, "train/")) and not quoted.endswith("/")
         for tag in expand(quoted)
     }
 
@@ -240,4 +249,10 @@ def test_browser_shows_projector_and_custom_scalars(
         assert text.index("encoder params: lag-1") < text.index("head params: lag-1")
 
         driver.get(f"{server.base}/#images")
-        wait_for_text(driver, lambda t: "embeddings/encoder/validate/pca" in t)
+        wait_for_text(driver, lambda t: "~learnscope/embeddings/encoder/validate/pca" in t)
+
+        # Time Series lists the user's groups first; learnscope's are one group, the last.
+        driver.get(f"{server.base}/#timeseries")
+        text = wait_for_text(driver, lambda t: re.search(r"~learnscope \d+ cards", t) is not None)
+        last = text.index("~learnscope")
+        assert 0 < text.index(" train ") < last and 0 < text.index(" val ") < last

@@ -51,9 +51,9 @@ def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
     events = read_events(tmp_path)
     tags = set(events.Tags()["scalars"])
     assert summary(9).to_scalars().keys() <= tags
-    assert "autocorrelation/params/encoder/tau" in tags
+    assert "~learnscope/autocorrelation/params/encoder/tau" in tags
     assert not any("frozen.norm" in tag for tag in tags)  # constant: nothing made up
-    lag_1 = events.Scalars("autocorrelation/grads/encoder/lag_1")
+    lag_1 = events.Scalars("~learnscope/autocorrelation/grads/encoder/lag_1")
     assert [(e.step, round(e.value, 6)) for e in lag_1] == [(9, -0.4), (19, -0.4)]
 
     layout = CustomScalarsReader(tmp_path).layout()
@@ -83,9 +83,12 @@ def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
         assert len([chart for chart in category["chart"] if "margin" in chart]) <= 1
 
     images = {tag: events.Images(tag) for tag in events.Tags()["images"]}
-    assert set(images) == {"autocorrelation/params/acf", "autocorrelation/grads/acf"}
-    assert [image.step for image in images["autocorrelation/grads/acf"]] == [9, 19]
-    first = images["autocorrelation/params/acf"][0]
+    assert set(images) == {
+        "~learnscope/autocorrelation/params/acf",
+        "~learnscope/autocorrelation/grads/acf",
+    }
+    assert [image.step for image in images["~learnscope/autocorrelation/grads/acf"]] == [9, 19]
+    first = images["~learnscope/autocorrelation/params/acf"][0]
     assert first.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
     assert (first.width, first.height) == (400, 333)  # about as wide as an image card
 
@@ -147,7 +150,7 @@ def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
     assert [row["trainer/global_step"] for row in history] == [9, 19]
     for row in history:
         keys = {k for k in row if not k.startswith("_")} - {"trainer/global_step"}
-        assert all(key.startswith("autocorrelation/") for key in keys)
+        assert all(key.startswith("~learnscope/autocorrelation/") for key in keys)
         assert summary(9).to_scalars().items() <= row.items()
     charts = [
         json.loads(item.value_json)
@@ -159,10 +162,10 @@ def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
     assert {c["panel_config"]["panelDefId"] for c in charts} == {"wandb/lineseries/v0"}
     for row in history:  # the pictures TensorBoard shows, under the same tags
         for kind in ("params", "grads"):
-            image = row[f"autocorrelation/{kind}/acf"]
+            image = row[f"~learnscope/autocorrelation/{kind}/acf"]
             size = (400, 333) if kind == "params" else (400, 385)  # grads: a third legend row
             assert (image["_type"], image["width"], image["height"]) == ("image-file", *size)
-    tables = wandb_artifact_tables(run_dir, "autocorrelation/grads/acf_lines_table")
+    tables = wandb_artifact_tables(run_dir, "~learnscope/autocorrelation/grads/acf_lines_table")
     assert len(tables) == 2
     table = tables[-1]
     assert table["columns"] == ["step", "lineKey", "lineVal"]

@@ -163,6 +163,6 @@ def test_wandb_rows_logged_from_both_threads_all_arrive(tmp_path: Path, wandb_di
     wb.experiment.finish()
     history = wandb_history(wandb_run_dir(wandb_dir))
     losses = [row for row in history if "train_loss" in row]
-    tables = [row for row in history if "embeddings/encoder/validate" in row]
+    tables = [row for row in history if "~learnscope/embeddings/encoder/validate" in row]
     assert len(losses) == 4 * 6  # 96 samples / 16 a batch, every step logged
     assert sorted(row["trainer/global_step"] for row in tables) == [6, 12, 18, 24]

@@ -204,12 +204,12 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
 
     events = EventAccumulator(str(tmp_path))
     events.Reload()
-    assert "autocorrelation/params/encoder/lag_1" in events.Tags()["scalars"]
+    assert "~learnscope/autocorrelation/params/encoder/lag_1" in events.Tags()["scalars"]
     assert events.Tags()["images"] == []
     (entry,) = projector_files.read_config(tmp_path).embeddings
     assert entry.tensor_path and not entry.sprite.image_path  # the vectors, no thumbnails
-    assert "autocorrelation/params/acf_lines" in logged
-    assert "autocorrelation/params/acf" not in logged
+    assert "~learnscope/autocorrelation/params/acf_lines" in logged
+    assert "~learnscope/autocorrelation/params/acf" not in logged
     assert image is None and "pca_x" in projected.metadata
     warnings = [r.getMessage() for r in learnscope_log.records]
     assert len(warnings) == 1, warnings

@@ -83,11 +83,11 @@ def test_learnscope_writes_its_own_event_file(tmp_path: Path) -> None:
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # and Lightning's own
     events = EventAccumulator(str(own[0]), size_guidance={"scalars": 0})
     events.Reload()
-    assert "health/grad_norm/encoder" in events.Tags()["scalars"]
+    assert "~learnscope/health/grad_norm/encoder" in events.Tags()["scalars"]
     assert "train_loss" not in events.Tags()["scalars"]  # Lightning's metrics are not in it
     both = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     both.Reload()  # TensorBoard reads every event file of the run
-    assert {"health/grad_norm/encoder", "train_loss"} <= set(both.Tags()["scalars"])
+    assert {"~learnscope/health/grad_norm/encoder", "train_loss"} <= set(both.Tags()["scalars"])
 
 
 def test_no_learnscope_failure_reaches_lightnings_logger(

@@ -16,9 +16,10 @@ from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins import projector_files, tensorboard_layout
-from learnscope.plugins.tensorboard import FINDINGS_TAG, TensorBoardWriter
+from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.plugins.tensorboard_layout import LAYOUT_TAG, multiline
 from learnscope.records import Finding
+from learnscope.tags import FINDINGS
 
 
 def snap(tag: str, step: int) -> EmbeddingSnapshot:
@@ -206,6 +207,6 @@ def test_findings_table_is_not_written_twice_at_one_step(tmp_path: Path) -> None
     writer.write_findings(changed, step=9)  # the same at a later step: written
     writer.close()
 
-    records = event_records(run, f"{FINDINGS_TAG}/text_summary")
+    records = event_records(run, f"{FINDINGS}/text_summary")
     assert [step for step, _ in records] == [3, 3, 9]
     assert "tiny-gradient" not in records[0][1] and "tiny-gradient" in records[1][1]

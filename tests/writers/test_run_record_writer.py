@@ -61,7 +61,7 @@ def scalars(run_dir: str) -> dict[tuple[str, int], float]:
 def newest_text_table(run_dir: str) -> str:
     events = EventAccumulator(run_dir, size_guidance={"tensors": 0})
     events.Reload()
-    *_, last = events.Tensors("learnscope/findings/text_summary")
+    *_, last = events.Tensors("~learnscope/findings/text_summary")
     return last.tensor_proto.string_val[0].decode()
 
 
@@ -140,7 +140,7 @@ def test_a_tensorboard_fit_with_three_callbacks_keeps_the_whole_run_in_the_recor
     for entry in analyses:
         assert entry["lags"] == list(range(len(entry["acf"][0])))
         for i, group in enumerate(entry["groups"]):
-            base = f"autocorrelation/{entry['what']}/{group}"
+            base = f"~learnscope/autocorrelation/{entry['what']}/{group}"
             for name, value in (
                 ("lag_1", entry["acf"][i][1]),
                 ("rho1_median", entry["rho1_median"][i]),
@@ -190,7 +190,7 @@ def test_a_fit_with_only_a_wandb_logger_keeps_the_record_in_the_wandb_runs_files
     assert not list(tmp_path.rglob("*.tfevents.*"))  # no TensorBoard anywhere
     wb.experiment.finish()
     history = wandb_history(wandb_run_dir(wandb_dir))
-    views = [row["trainer/global_step"] for row in history if "learnscope/view" in row]
+    views = [row["trainer/global_step"] for row in history if "~learnscope/view" in row]
     assert views == [6, 12]  # the view panel, from the wandb run's own record
 
 

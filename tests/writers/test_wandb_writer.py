@@ -33,14 +33,14 @@ def test_embedding_table_has_every_column(wandb_dir: Path) -> None:
     history = wandb_history(run_dir)
     logged = history[0]
     assert logged["trainer/global_step"] == 7
-    table = wandb_table(run_dir, logged["embeddings/encoder/validate"])
+    table = wandb_table(run_dir, logged["~learnscope/embeddings/encoder/validate"])
     assert table["columns"] == ["embedding", "step", "stage", "label", "name", "image"]
     assert len(table["data"]) == 6
     for row, vector in zip(table["data"], vectors.tolist(), strict=True):
         assert row[0] == pytest.approx(vector, rel=1e-6)
         assert row[1:3] == [7, "validate"]
     assert [r[3] for r in table["data"]] == [0, 1, 2, 0, 1, 2]
-    (full,) = wandb_artifact_tables(run_dir, "embeddings/encoder/validate")
+    (full,) = wandb_artifact_tables(run_dir, "~learnscope/embeddings/encoder/validate")
     images = [row[5] for row in full["data"]]
     assert all(i["_type"] == "image-file" and (i["width"], i["height"]) == (4, 4) for i in images)
     assert all(Path(full["_files"][i["path"]]).stat().st_size > 0 for i in images)
@@ -59,7 +59,7 @@ def test_more_than_10k_rows_are_subsampled_deterministically(
     run.finish()
 
     run_dir = wandb_run_dir(wandb_dir)
-    table = wandb_table(run_dir, wandb_history(run_dir)[0]["embeddings/big"])
+    table = wandb_table(run_dir, wandb_history(run_dir)[0]["~learnscope/embeddings/big"])
     kept = [row[3] for row in table["data"]]
     assert len(kept) == 10_000
     assert kept == sorted(kept)
@@ -77,7 +77,7 @@ def test_a_healthy_run_says_no_findings(wandb_dir: Path) -> None:
     WandbWriter(run).write_findings([Finding("zero-gradient", "head.bias", "is zero", 40)], 40)
     run.finish()
 
-    first, second = wandb_artifact_tables(wandb_run_dir(wandb_dir), "learnscope/findings")
+    first, second = wandb_artifact_tables(wandb_run_dir(wandb_dir), "~learnscope/findings")
     assert first["columns"] == ["step", "severity", "code", "subject", "message"]
     assert first["data"] == [
         [20, "info", "no-findings", "", "No findings: nothing looks wrong so far."]
