@@ -1,8 +1,10 @@
 // The embedding-evolution panel: the scatter with its slider, play, trails, hover, pin, movers.
 
 import { OTHER_COLOUR, colourScheme, viridis } from './colours.js';
-import { columnText, el, setupCanvas, statusText } from './dom.js';
+import { el, setupCanvas, statusText } from './dom.js';
 import { MoversList } from './movers.js';
+import { PointCard } from './point_card.js';
+import { ScatterBar } from './scatter_bar.js';
 import { ScatterCanvas } from './scatter_canvas.js';
 
 const SECONDS_PER_SNAPSHOT = 0.8;
@@ -17,15 +19,15 @@ function askedRenderer() {
 /**
  * The embeddings of a view (prepared: frames decoded) in one section. It writes what it shows
  * into the shared ``state`` (key, points, steps, position, playing, frames, drawnPoints,
- * renderer, hovered, tooltip, pinned, colourBy, movers) and steers the step ``cursor``. The
- * picture itself (canvases, renderer, positions) is a ScatterCanvas, ``scatter``.
+ * renderer, hovered, tooltip, pinned, colourBy, movers) and steers the step ``cursor``. Its
+ * parts: the ``bar`` (ScatterBar), the picture (``scatter``, a ScatterCanvas: canvases,
+ * renderer, positions), the hovered and pinned point's ``card`` (PointCard), the movers.
  */
 export class EmbeddingPanel {
   constructor({ view, embeddings, state, cursor, tip }) {
     this.embeddings = embeddings;
     this.state = state;
     this.cursor = cursor;
-    this.tip = tip;
     this.element = el('section');
     this.element.append(el('h2', { text: 'Embedding evolution (aligned PCA)' }));
     if (!embeddings.length) {
@@ -37,30 +39,25 @@ export class EmbeddingPanel {
       text: 'Each dot is one input at this step. Good: the clusters of each label pull apart ' +
         'over the steps; bad: everything folds into one blob or a line (collapse). Click a dot ' +
         'to pin it: its path, ■ at its start.' }));
-    this.build();
+    this.build(tip);
     cursor.steer = (step) => this.goToStep(step);
     this.selectTag(0);
   }
 
-  build() {
-    this.tagSelect = el('select', { 'aria-label': 'tag', onchange: () => this.selectTag(+this.tagSelect.value) },
-      this.embeddings.map((e, i) => el('option', { value: i, text: e.key })));
-    this.colourSelect = el('select', { 'aria-label': 'colour by', onchange: () => this.colourBy(+this.colourSelect.value) });
-    this.playButton = el('button', { text: '▶ play', onclick: () => (this.state.playing ? this.pause() : this.play()) });
-    this.slider = el('input', { type: 'range', min: 0, max: 0, step: 'any', value: 0, 'aria-label': 'step',
-      oninput: () => { this.pause(); this.setPosition(+this.slider.value); } });
-    this.slider.style.width = '260px';
-    this.stepLabel = el('span');
-    this.trails = el('input', { type: 'checkbox', onchange: () => this.draw() });
-    this.element.append(el('div', { class: 'ls-bar' }, [
-      el('label', {}, ['tag ', this.tagSelect]), el('label', {}, ['colour by ', this.colourSelect]),
-      this.playButton, this.slider, this.stepLabel, el('label', {}, [this.trails, ' trails']),
-    ]));
+  build(tip) {
+    this.bar = new ScatterBar(this.embeddings.map((e) => e.key), {
+      tag: (i) => this.selectTag(i),
+      colour: (i) => this.colourBy(i),
+      playPause: () => (this.state.playing ? this.pause() : this.play()),
+      seek: (p) => { this.pause(); this.setPosition(p); },
+      trails: () => this.draw(),
+    });
+    this.element.append(this.bar.element);
     this.legend = el('div', { class: 'ls-legend' });
-    this.pinInfo = el('div');
+    this.card = new PointCard(tip);
     this.note = el('div', { style: 'color:#616161' });
     this.movers = new MoversList((k) => this.pin(k), () => this.findMovers());
-    const side = el('div', { class: 'ls-side' }, [this.note, this.legend, this.pinInfo, ...this.movers.nodes]);
+    const side = el('div', { class: 'ls-side' }, [this.note, this.legend, this.card.element, ...this.movers.nodes]);
     this.scatter = this.newScatter(askedRenderer());
     this.element.append(el('div', { class: 'ls-row' }, [this.scatter.element, side]));
   }
@@ -70,13 +67,13 @@ export class EmbeddingPanel {
     const old = this.scatter;
     this.scatter = this.newScatter(name);
     old.element.replaceWith(this.scatter.element);
-    if (this.current) this.colourBy(+this.colourSelect.value);
+    if (this.current) this.colourBy(this.bar.colourIndex);
   }
 
   newScatter(name) {
     const scatter = new ScatterCanvas(SCATTER_WIDTH, SCATTER_HEIGHT, name, () => this.setRenderer('canvas'));
     scatter.canvas.addEventListener('mousemove', (ev) => this.onHover(ev));
-    scatter.canvas.addEventListener('mouseleave', () => { this.state.hovered = null; this.tip.style.display = 'none'; this.draw(); });
+    scatter.canvas.addEventListener('mouseleave', () => { this.state.hovered = null; this.card.showTip(null); this.draw(); });
     scatter.canvas.addEventListener('click', (ev) => this.pin(this.pointAt(ev)));
     this.state.renderer = scatter.renderer;
     return scatter;
@@ -96,24 +93,15 @@ export class EmbeddingPanel {
     const n = e.ids.length;
     Object.assign(this.state, { key: e.key, points: n, pointsTotal: e.points_total, steps: e.steps,
       hovered: null, pinned: null, movers: [] });
-    this.colourSelect.textContent = '';
-    e.columns.forEach((c, i) => this.colourSelect.append(el('option', { value: i, text: c.name })));
-    if (!e.columns.length) this.colourSelect.append(el('option', { value: -1, text: '(none)' }));
-    this.slider.max = e.steps.length - 1;
+    this.bar.showEmbedding(e);
     this.movers.showSteps(e.steps);
     this.note.textContent = `${n.toLocaleString()} points` +
       (e.points_total > n ? ` of ${e.points_total.toLocaleString()} (a fixed subsample by id)` : '') +
       `, ${e.steps.length} snapshot${e.steps.length === 1 ? '' : 's'}`;
-    this.sprite = null;
-    if (e.sprite) {
-      const img = new Image();
-      img.onload = () => { this.sprite = img; };
-      img.src = e.sprite.png;
-    }
+    this.card.showEmbedding(e);
     this.colourBy(e.columns.length ? 0 : -1);
     this.setPosition(e.steps.length - 1);
   }
-
   colourBy(index) {
     const e = this.current;
     const column = e.columns[index] || null;
@@ -141,11 +129,8 @@ export class EmbeddingPanel {
     const e = this.current;
     const last = e.steps.length - 1;
     this.state.position = Math.max(0, Math.min(last, p));
-    this.slider.value = this.state.position;
+    this.bar.showPosition(e, this.state.position);
     const i = Math.round(this.state.position);
-    const spread = e.spreads ? e.spreads[i] : null;
-    this.stepLabel.textContent = `step ${e.steps[i]} (${i + 1}/${e.steps.length})` +
-      (spread != null && e.units === 'spread' ? `, spread ${Number(spread).toPrecision(3)}` : '');
     this.draw();
     this.cursor.show(e.steps[i], this);
   }
@@ -161,7 +146,7 @@ export class EmbeddingPanel {
   play() {
     if (!this.current || this.current.steps.length < 2) return;
     this.state.playing = true;
-    this.playButton.textContent = '❚❚ pause';
+    this.bar.showPlaying(true);
     if (this.state.position >= this.current.steps.length - 1) this.state.position = 0;
     let last = performance.now();
     const tick = (now) => {
@@ -180,14 +165,14 @@ export class EmbeddingPanel {
   pause() {
     this.state.playing = false;
     if (this.raf) cancelAnimationFrame(this.raf);
-    if (this.playButton) this.playButton.textContent = '▶ play';
+    if (this.bar) this.bar.showPlaying(false);
   }
 
   draw() {
     if (!this.scatter || !this.current) return;
     const { pinned, hovered } = this.state;
     const { drawn, pathStart } = this.scatter.draw(this.current, this.state.position,
-      { trails: this.trails.checked, pinned, hovered });
+      { trails: this.bar.trailsShown, pinned, hovered });
     this.state.drawnPoints = drawn;
     this.state.pathStart = pathStart;
   }
@@ -196,52 +181,16 @@ export class EmbeddingPanel {
     return this.scatter.pointAt(ev, this.current, this.state.position);
   }
 
-  describe(k) {
-    const e = this.current;
-    return [`id ${e.ids[k]}`, ...e.columns.map((c) => `${c.name}: ${columnText(c, k)}`)];
-  }
-
-  thumbnail(k) {
-    const s = this.current.sprite;
-    if (!s || !this.sprite) return null;
-    const row = s.rows[k];
-    const canvas = el('canvas');
-    const ctx = setupCanvas(canvas, 48, 48);
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(this.sprite, (row % s.per_row) * s.width, Math.floor(row / s.per_row) * s.height,
-      s.width, s.height, 0, 0, 48, 48);
-    return canvas;
-  }
-
   onHover(ev) {
     const k = this.pointAt(ev);
     this.state.hovered = k;
-    if (k == null) {
-      this.tip.style.display = 'none';
-    } else {
-      this.tip.textContent = '';
-      this.tip.append(...this.describe(k).map((t) => el('div', { text: t })));
-      const thumb = this.thumbnail(k);
-      if (thumb) this.tip.append(thumb);
-      this.tip.style.left = ev.clientX + 14 + 'px';
-      this.tip.style.top = ev.clientY + 10 + 'px';
-      this.tip.style.display = 'block';
-    }
-    this.state.tooltip = k == null ? '' : this.tip.textContent;
+    this.state.tooltip = this.card.showTip(k, ev);
     if (!this.state.playing) this.draw();
   }
 
   pin(k) {
     this.state.pinned = k;
-    this.pinInfo.textContent = '';
-    if (k != null) {
-      this.pinInfo.append(el('h2', { text: 'Pinned point' }),
-        ...this.describe(k).map((t) => el('div', { text: t })),
-        el('div', { style: 'color:#616161', text: `its path: ■ step ${this.current.steps[0]} to now` }),
-        el('button', { text: 'unpin', onclick: () => this.pin(null) }));
-      const thumb = this.thumbnail(k);
-      if (thumb) this.pinInfo.append(thumb);
-    }
+    this.card.showPinned(k, () => this.pin(null));
     this.draw();
   }
 
