@@ -8,16 +8,22 @@
 2. A run whose snapshots have 100,000 points: the exported page opens with a fixed 5,000-point
    subsample (and says so); the same page with all 100,000 points (``--max-points 100000``) is
    opened too, and its frame rate measured.
-3. The tab's load time for a run of 50 snapshots of 100,000 points (5,000 drawn): from the
-   iframe's start to the points drawn (``performance.now()`` in the iframe when the view is
-   ready), for the front end as ES modules and, side by side, the previous single-module front
-   end (``plugins/static/learnscope_view.js`` at ``--previous``, served as ``/index.js`` by the
+3. The tab's load time for a run of 50 snapshots of 100,000 points (all drawn, the tab's
+   ``MAX_POINTS``): from the iframe's start to the points drawn
+   (``performance.now()`` in the iframe when the view is ready), for the front end as ES
+   modules and, side by side, the previous single-module front end
+   (``plugins/static/learnscope_view.js`` at ``--previous``, served as ``/index.js`` by the
    same plugin), each in its own ``tensorboard``, both running and opened in turns; the first
    open reads the record, the others are served from the plugin's kept view (median of the
-   other ``--opens - 1``).
+   other ``--opens - 1``); then the ``/view`` response's size and time.
+4. The renderers side by side (issue 24): one run of 100,000 points x 8 snapshots exported at
+   5,000, 20,000 and 100,000 points; each page opened once and played with the points drawn by
+   WebGL and by the 2-D canvas in turns (frames per second over ``--seconds``), and the cost of
+   one mouse move over the scatter (hover picking on the CPU) at each size.
 
 Usage: python benchmarks/dynamics_view.py [--screenshot /tmp/shots/learnscope_tab.png]
        python benchmarks/dynamics_view.py --only-tab-load [--previous COMMIT] [--opens 7]
+       python benchmarks/dynamics_view.py --only-renderers [--seconds 3]
 """
 
 from __future__ import annotations
@@ -107,6 +113,53 @@ def frames_per_second(driver: Any, seconds: float = 2.0) -> float:
     return frames / seconds
 
 
+# Mean ms of one mouse move over the paused scatter (the point found, its tooltip, the picture
+# drawn again) and of the picking alone, at a new position each time (no positions kept).
+_HOVER_MS = """
+const panel = window.learnscopeView.embedding, canvas = panel.canvas;
+const r = canvas.getBoundingClientRect(), moves = 20;
+const move = (i) => new MouseEvent('mousemove',
+  {clientX: r.left + 100 + 20 * i, clientY: r.top + 240, bubbles: true});
+let start = performance.now();
+for (let i = 0; i < moves; i++) {
+  panel.state.position = 0.5 + i / (2 * moves);
+  canvas.dispatchEvent(move(i));
+}
+const whole = (performance.now() - start) / moves;
+start = performance.now();
+for (let i = 0; i < moves; i++) {
+  panel.state.position = 0.25 + i / (2 * moves);
+  panel.pointAt(move(i));
+}
+return [whole, (performance.now() - start) / moves];
+"""
+
+
+def renderer_figures(root: Path, seconds: float) -> dict[str, str]:
+    """Frames per second, WebGL and 2-D canvas in turns, at 5,000, 20,000 and 100,000 points."""
+    write_run(root / "renderers" / "run", 100_000, 8, seed=3)
+    results = {}
+    with chromium() as driver:
+        for points in (5_000, 20_000, 100_000):
+            page = root / f"renderers-{points}.html"
+            dynamics_data.export_html(root / "renderers", page, max_points=points)
+            driver.get(page.as_uri())
+            assert wait_ready(driver)["points"] == points
+            row = []
+            for renderer in ("webgl", "canvas"):
+                driver.execute_script(
+                    "window.learnscopeView.embedding.setRenderer(arguments[0])", renderer
+                )
+                state = wait_ready(driver)
+                assert state["renderer"] == renderer and state["drawnPoints"] == points, state
+                fps = frames_per_second(driver, seconds)
+                move, pick = driver.execute_script(_HOVER_MS)
+                row.append(f"{renderer} {fps:.1f} fps, mouse move {move:.1f} ms (pick {pick:.1f})")
+            results[f"playing {points:,} points x 8 snapshots"] = "; ".join(row)
+    shutil.rmtree(root / "renderers", ignore_errors=True)
+    return results
+
+
 def open_tab(driver: Any, base: str) -> tuple[float, dict[str, Any]]:
     driver.switch_to.default_content()
     driver.get("about:blank")
@@ -169,7 +222,7 @@ def tab_load(servers: dict[str, TensorBoardServer], opens: int) -> dict[str, dic
         for _ in range(opens):
             for label, server in servers.items():
                 took, state = open_tab(driver, server.base)
-                assert state["drawnPoints"] == state["points"] == 5_000, state
+                assert state["drawnPoints"] == state["points"] == dynamics_data.MAX_POINTS, state
                 ready[label].append(state["readyMs"] / 1000)
                 whole[label].append(took)
     return {
@@ -184,7 +237,8 @@ def tab_load(servers: dict[str, TensorBoardServer], opens: int) -> dict[str, dic
 
 
 def tab_load_figures(root: Path, previous: str, opens: int) -> dict[str, Any]:
-    """Issue 20's figure: the tab on 50 snapshots of 100,000 points, new and previous front end.
+    """Issue 20's figure: the tab on 50 snapshots of 100,000 points, new and previous front end,
+    and the size and time of its ``/view`` response.
 
     Both front ends are served at once (two ``tensorboard`` processes on the same log
     directory) and opened in turns, so both see the same load of the machine.
@@ -203,11 +257,16 @@ def tab_load_figures(root: Path, previous: str, opens: int) -> dict[str, Any]:
                 tensorboard_with_front_end(root / "tab", old)
             ),
         }
-        figures = tab_load(servers, opens)
+        figures = tab_load(servers, opens)  # the first open reads the record
+        start = time.perf_counter()
+        body = servers["ES modules"].get("/data/plugin/learnscope/view", run="run")
+        results["100,000 x 50, /view response (the plugin's kept view)"] = (
+            f"{time.perf_counter() - start:.2f} s, {len(body) / 1e6:.1f} MB"
+        )
     shutil.rmtree(root / "tab", ignore_errors=True)  # 0.3 GB
     for label, figure in figures.items():
         low, high = figure["spread"]
-        results[f"100,000 x 50, tab iframe start to 5,000 points drawn, {label}"] = (
+        results[f"100,000 x 50, tab iframe start to points drawn, {label}"] = (
             f"first open {figure['first']:.2f} s (reads the record), again {figure['again']:.2f}"
             f" s (median of {opens - 1}: {low:.2f}-{high:.2f}), whole page again "
             f"{figure['page again']:.2f} s"
@@ -221,11 +280,17 @@ def main() -> None:
     parser.add_argument("--only-tab-load", action="store_true", help="only the 100,000 x 50 tab")
     parser.add_argument("--previous", default="ea9ab0b", help="commit of the previous front end")
     parser.add_argument("--opens", type=int, default=11, help="tab opens per front end")
+    parser.add_argument("--only-renderers", action="store_true", help="only WebGL against 2-D")
+    parser.add_argument("--seconds", type=float, default=3.0, help="playing time per figure")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dynamics-view-"))
     results: dict[str, Any] = {}
-    if args.only_tab_load:
-        for name, value in tab_load_figures(root, args.previous, args.opens).items():
+    if args.only_tab_load or args.only_renderers:
+        if args.only_renderers:
+            results.update(renderer_figures(root, args.seconds))
+        if args.only_tab_load:
+            results.update(tab_load_figures(root, args.previous, args.opens))
+        for name, value in results.items():
             print(f"| {name} | {value} |")
         return
 
@@ -251,7 +316,7 @@ def main() -> None:
         results["playing 5,000 points (fps)"] = round(frames_per_second(driver), 1)
 
     write_run(root / "huge" / "run", 100_000, 3, seed=1)
-    for max_points in (dynamics_data.MAX_POINTS, 100_000):
+    for max_points in (5_000, 100_000):  # the export command's default, and all
         page = root / f"huge-{max_points}.html"
         start = time.perf_counter()
         dynamics_data.export_html(root / "huge", page, max_points=max_points)
@@ -269,6 +334,7 @@ def main() -> None:
             f"{fps:.0f} fps"
         )
 
+    results.update(renderer_figures(root, args.seconds))
     results.update(tab_load_figures(root, args.previous, args.opens))
 
     if args.screenshot:
