@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--max-points",
         type=int,
-        default=5000,
+        default=5000,  # view_page.EXPORT_MAX_POINTS, written out: --help imports no numpy
         help="most points per embedding tag; more are subsampled by id (default: 5000)",
     )
     export.add_argument(

@@ -16,8 +16,12 @@ from typing import Any
 
 from learnscope.plugins.compare_runs import RunSnapshots, compare_every_key
 from learnscope.plugins.run_search import find_runs
-from learnscope.plugins.run_view import MAX_POINTS, RunView
+from learnscope.plugins.run_view import RunView
 from learnscope.plugins.view_modules import joined_source
+
+# Points per key on an exported page: a page is a file to share, and 100,000 points x 50
+# snapshots (the tab's most) would be 28 MB.
+EXPORT_MAX_POINTS = 5_000
 
 
 def thin_snapshots(view: dict[str, Any], most: int) -> dict[str, Any]:
@@ -115,7 +119,7 @@ class Export:
 def export_html(
     logdir: str | Path,
     out: str | Path,
-    max_points: int = MAX_POINTS,
+    max_points: int = EXPORT_MAX_POINTS,
     sprites: bool = True,
     compare: tuple[str, str] | None = None,
 ) -> Export:

@@ -26,7 +26,7 @@ function halfTable() {
 
 /** Decode base64 little-endian float16 values into a Float32Array. */
 export function decodeHalf(text) {
-  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const bytes = base64Bytes(text);
   const table = halfTable();
   const out = new Float32Array(bytes.length >> 1);
   for (let i = 0; i < out.length; i++) out[i] = table[bytes[2 * i] | (bytes[2 * i + 1] << 8)];
@@ -35,8 +35,16 @@ export function decodeHalf(text) {
 
 /** Decode base64 little-endian float32 values into a Float32Array. */
 export function decodeFloat32(text) {
-  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const bytes = base64Bytes(text);
   return new Float32Array(bytes.buffer, 0, bytes.length >> 2);
+}
+
+/** The bytes of base64 ``text`` (a plain loop: ``Uint8Array.from`` with a map is ~10x slower). */
+function base64Bytes(text) {
+  const chars = atob(text);
+  const bytes = new Uint8Array(chars.length);
+  for (let i = 0; i < chars.length; i++) bytes[i] = chars.charCodeAt(i);
+  return bytes;
 }
 
 /** An embedding of the view with its snapshots decoded (frames) and the bounds drawn. */

@@ -406,7 +406,7 @@ def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_d
     assert shown["embeddings"][0]["xy"] == view["embeddings"][0]["xy"]
     assert shown["embeddings"][0]["steps"] == [0, 1, 2]
     assert shown["status"]["findings"] == "no findings yet" and shown["messages"] == []
-    assert VIEW_KEY == "learnscope/view"
+    assert VIEW_KEY == "~learnscope/view"
 
 
 def test_a_fit_with_only_a_wandb_logger_logs_a_true_page_after_each_snapshot(
@@ -604,7 +604,9 @@ def test_the_view_of_a_real_fit_is_what_its_writers_wrote(demo_run: Path) -> Non
         assert kind["steps"] == sorted(kind["steps"]) and len(kind["steps"]) >= 2
         for s, step in enumerate(kind["steps"]):
             for g, group in enumerate(kind["groups"]):
-                scalars = events.Scalars(f"autocorrelation/{kind['kind']}/{group}/lag_5")
+                scalars = events.Scalars(
+                    f"~learnscope/autocorrelation/{kind['kind']}/{group}/lag_5"
+                )
                 value = next(e.value for e in scalars if e.step == step)
                 assert kind["values"][s][g][2] == pytest.approx(value, abs=1e-4)
     assert view["findings"] == [] and view["messages"] == []
