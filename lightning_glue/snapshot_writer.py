@@ -29,7 +29,7 @@ import torch
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.plugins import Writers
-from learnscope.plugins.figures import scatter_image
+from learnscope.plugins.figures import figure_pixels, pictures_available, scatter_figure
 from learnscope.projection import PCA_COLUMNS
 from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage, ViewFrame
 from learnscope.scatter import label_column, labels_of
@@ -139,10 +139,10 @@ def compare_snapshot(
     metadata = snapshot.metadata_columns()
     title = f"{key}  step {snapshot.step}  spread {view.spread:.3g}"
     label = label_column(metadata)
-    pixels = scatter_image(view.xy, labels_of(metadata), title, view.limits, label)
-    if pixels is None:  # no matplotlib (warned once): the PCA columns are still written
+    if not pictures_available():  # no matplotlib (warned once): the PCA columns are still written
         return snapshot, None
-    return snapshot, RenderedImage(embedding_picture(key), snapshot.step, pixels)
+    figure = scatter_figure(view.xy, labels_of(metadata), title, view.limits, label)
+    return snapshot, RenderedImage(embedding_picture(key), snapshot.step, figure_pixels(figure))
 
 
 def report_non_finite(

@@ -49,7 +49,6 @@ __all__ = [
     "pictures_available",
     "png_bytes",
     "scatter_figure",
-    "scatter_image",
 ]
 
 log = logging.getLogger("learnscope")
@@ -469,25 +468,6 @@ def scatter_figure(
             handletextpad=0.3,
         )
     return figure
-
-
-def scatter_image(
-    xy: np.ndarray,
-    labels: Sequence[Any] | None = None,
-    title: str = "",
-    limits: Limits | None = None,
-    label_name: str | None = None,
-) -> np.ndarray | None:
-    """:func:`scatter_figure` as ``uint8 [H, 400, 3]`` pixels, or ``None`` without matplotlib.
-
-    Example:
-        >>> image = scatter_image(np.array([[0.0, 0.0], [1.0, 1.0]]), ["cat", "dog"], "step 5")
-        >>> image.shape, image.dtype
-        ((453, 400, 3), dtype('uint8'))
-    """
-    if not pictures_available():
-        return None
-    return figure_pixels(scatter_figure(xy, labels, title, limits, label_name))
 
 
 def _label_axes(ax: Any, xlabel: str, ylabel: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from learnscope import records
 from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
 from learnscope.plugins import projector_files, tensorboard_layout
@@ -16,15 +17,6 @@ from learnscope.plugins.event_file import EventFile
 from learnscope.plugins.figures import png_bytes
 from learnscope.plugins.projector_refresh import ProjectorRefresh
 from learnscope.plugins.run_record_writer import RunRecordWriter, Sprite, TensorFile
-from learnscope.records import (
-    AutocorrelationSummary,
-    EmbeddingSnapshot,
-    Finding,
-    Histogram,
-    RenderedImage,
-    RunEnd,
-    RunStart,
-)
 from learnscope.run_files import EVENTS_SUFFIX, PROJECTOR_FOLDER, step_name
 from learnscope.tags import FINDINGS
 
@@ -63,7 +55,7 @@ class TensorBoardWriter(Writer):
     Example:
         >>> import tempfile, torch
         >>> writer = TensorBoardWriter(tempfile.mkdtemp())
-        >>> writer.write_embedding(EmbeddingSnapshot("encoder", 0, torch.randn(8, 3)))
+        >>> writer.write_embedding(records.EmbeddingSnapshot("encoder", 0, torch.randn(8, 3)))
         >>> writer.write_scalars({"loss": 0.25}, step=0)
         >>> writer.close()
     """
@@ -87,7 +79,7 @@ class TensorBoardWriter(Writer):
         if self.summary is None and self.reserve.allows(0, "learnscope's event file"):
             self._events = EventFile(self.run_dir, SUFFIX)
 
-    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+    def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
 
         Then add it to the run record, with the sprite the projector got. A snapshot that
@@ -118,7 +110,7 @@ class TensorBoardWriter(Writer):
         for name, value in scalars.items():
             self.add_summary(scalar(name, value), step)
 
-    def write_histogram(self, histogram: Histogram) -> None:
+    def write_histogram(self, histogram: records.Histogram) -> None:
         """Add a histogram of the finite values (nothing when there are none)."""
         from torch.utils.tensorboard.summary import histogram as histogram_summary
 
@@ -127,7 +119,7 @@ class TensorBoardWriter(Writer):
             proto = histogram_summary(histogram.tag, values, bins=_tensorflow_bins())
             self.add_summary(proto, histogram.step)
 
-    def write_image(self, image: RenderedImage) -> None:
+    def write_image(self, image: records.RenderedImage) -> None:
         """Add an image to the Images tab, PNG-encoded (Pillow)."""
         from tensorboard.compat.proto.summary_pb2 import Summary
 
@@ -140,7 +132,7 @@ class TensorBoardWriter(Writer):
         )
         self.add_summary(Summary(value=[Summary.Value(tag=image.tag, image=encoded)]), image.step)
 
-    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+    def write_autocorrelation(self, summary: records.AutocorrelationSummary) -> None:
         """Scalars, Custom Scalars charts and ACF images (``tensorboard_autocorrelation``).
 
         The analysis also goes into the run record.
@@ -150,7 +142,7 @@ class TensorBoardWriter(Writer):
         tensorboard_autocorrelation.write_autocorrelation(self, summary)
         self.record.write_autocorrelation(summary)
 
-    def write_findings(self, findings: Sequence[Finding], step: int) -> None:
+    def write_findings(self, findings: Sequence[records.Finding], step: int) -> None:
         """Write the findings as one Markdown table in the Text tab, and into the run record.
 
         A table identical to the one this writer wrote last, at the same or an earlier step, is
@@ -172,11 +164,11 @@ class TensorBoardWriter(Writer):
             self._findings_written = (text, step)
         self.record.write_findings(findings, step)
 
-    def write_run_start(self, run: RunStart) -> None:
+    def write_run_start(self, run: records.RunStart) -> None:
         """Start a run in the run record: the attached callbacks and their settings."""
         self.record.write_run_start(run)
 
-    def write_run_end(self, end: RunEnd) -> None:
+    def write_run_end(self, end: records.RunEnd) -> None:
         """End the run in the run record."""
         self.record.write_run_end(end)
 
@@ -238,11 +230,12 @@ class TensorBoardWriter(Writer):
         return f"TensorBoardWriter({self.run_dir})"
 
 
-def findings_markdown(findings: Sequence[Finding]) -> str:
+def findings_markdown(findings: Sequence[records.Finding]) -> str:
     r"""A Markdown table of findings, for TensorBoard's Text tab.
 
     Example:
-        >>> print(findings_markdown([Finding("zero-gradient", "head.bias", "is | zero", 3)]))
+        >>> finding = records.Finding("zero-gradient", "head.bias", "is | zero", 3)
+        >>> print(findings_markdown([finding]))
         | step | severity | code | subject | message |
         |---:|---|---|---|---|
         | 3 | warning | zero-gradient | `head.bias` | is \| zero |
@@ -281,7 +274,7 @@ def _md(text: str) -> str:
 
 
 def _tensor_file(
-    run_dir: Path, snapshot: EmbeddingSnapshot, files: projector_files.SnapshotFiles
+    run_dir: Path, snapshot: records.EmbeddingSnapshot, files: projector_files.SnapshotFiles
 ) -> TensorFile | None:
     """The raw float32 tensor the projector got, when it holds every row of ``snapshot``.
 

@@ -9,20 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from learnscope import records
 from learnscope.optional import import_optional
 from learnscope.plugins.base import Writer
 from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.run_record_writer import RunRecordWriter
 from learnscope.plugins.wandb_scatter import pca_scatter_chart
-from learnscope.records import (
-    AutocorrelationSummary,
-    EmbeddingSnapshot,
-    Finding,
-    Histogram,
-    RenderedImage,
-    RunEnd,
-    RunStart,
-)
 from learnscope.tags import EMBEDDINGS, FINDINGS
 
 log = logging.getLogger("learnscope")
@@ -56,9 +48,10 @@ class WandbWriter(Writer):
         >>> import os, tempfile, torch, wandb  # doctest: +SKIP
         >>> os.environ["WANDB_MODE"] = "offline"  # doctest: +SKIP
         >>> run = wandb.init(dir=tempfile.mkdtemp())  # doctest: +SKIP
-        >>> WandbWriter(run).write_embedding(  # doctest: +SKIP
-        ...     EmbeddingSnapshot("encoder", 0, torch.randn(8, 3), {"label": list("abcdabcd")})
-        ... )
+        >>> labels = {"label": list("abcdabcd")}  # doctest: +SKIP
+        >>> vectors = torch.randn(8, 3)  # doctest: +SKIP
+        >>> snapshot = records.EmbeddingSnapshot("encoder", 0, vectors, labels)  # doctest: +SKIP
+        >>> WandbWriter(run).write_embedding(snapshot)  # doctest: +SKIP
     """
 
     def __init__(self, run: Any) -> None:
@@ -68,7 +61,7 @@ class WandbWriter(Writer):
         self.record = RunRecordWriter(Path(run.dir), self.reserve)
         self._view_due: int | None = None  # step of a snapshot not yet in the view panel
 
-    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+    def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
 
         More than 10,000 rows are subsampled deterministically, with a warning. A snapshot with
@@ -137,7 +130,7 @@ class WandbWriter(Writer):
         """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""
         self.run.log({**scalars, STEP_KEY: step})
 
-    def write_histogram(self, histogram: Histogram) -> None:
+    def write_histogram(self, histogram: records.Histogram) -> None:
         """Log a ``wandb.Histogram`` of the finite values (nothing when there are none)."""
         values = histogram.finite_values()
         if values.size:
@@ -145,18 +138,18 @@ class WandbWriter(Writer):
             hist = self.wandb.Histogram(np_histogram=(counts, edges))
             self.run.log({histogram.tag: hist, STEP_KEY: histogram.step})
 
-    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+    def write_autocorrelation(self, summary: records.AutocorrelationSummary) -> None:
         """Log the scalars and a line-series chart per kind (``wandb_autocorrelation``)."""
         from learnscope.plugins.wandb_autocorrelation import autocorrelation_log
 
         self.run.log(autocorrelation_log(self.wandb, summary, STEP_KEY))
         self.record.write_autocorrelation(summary)
 
-    def write_image(self, image: RenderedImage) -> None:
+    def write_image(self, image: records.RenderedImage) -> None:
         """Log a ``wandb.Image``."""
         self.run.log({image.tag: self.wandb.Image(image.pixels), STEP_KEY: image.step})
 
-    def write_findings(self, findings: Sequence[Finding], step: int) -> None:
+    def write_findings(self, findings: Sequence[records.Finding], step: int) -> None:
         """Log the findings as a table (wandb tables cannot be appended to: the whole list).
 
         The table also goes into the run record.
@@ -171,11 +164,11 @@ class WandbWriter(Writer):
         self.run.log({FINDINGS_KEY: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
         self.record.write_findings(findings, step)
 
-    def write_run_start(self, run: RunStart) -> None:
+    def write_run_start(self, run: records.RunStart) -> None:
         """Start a run in the run record: the attached callbacks and their settings."""
         self.record.write_run_start(run)
 
-    def write_run_end(self, end: RunEnd) -> None:
+    def write_run_end(self, end: records.RunEnd) -> None:
         """End the run in the run record."""
         self.record.write_run_end(end)
 

@@ -2,7 +2,7 @@
 // lag-1 median of each group over the steps; it follows the step cursor.
 
 import { categoryColour, diverging } from './colours.js';
-import { el, setupCanvas, statusText } from './dom.js';
+import { el, panelSection, setupCanvas } from './dom.js';
 
 /** Draw kind ``kind``'s heatmap at trainer ``step`` on ``ctx`` (``width`` x ``height``). */
 function drawHeatmap(ctx, kind, step, width, height) {
@@ -101,17 +101,13 @@ export class AutocorrelationPanel {
     this.cursor = cursor;
     this.selected = null; // the clicked cell: {kind, row, column}
     this.selecting = false;
-    this.element = el('section');
-    this.element.append(el('h2', { text: 'Autocorrelation of parameters and gradients' }));
     const kinds = view.autocorrelation;
-    if (!kinds.length) {
-      this.element.append(el('div', { 'data-role': 'status-autocorrelation',
-        text: statusText(view, 'autocorrelation', 'No autocorrelation analysis in this run.') }));
-      return;
-    }
-    this.element.append(el('div', { class: 'ls-hint', 'data-role': 'hint-autocorrelation',
-      text: 'How alike each value is to itself k steps before (red +1, blue −1); good and bad ' +
-        'values per kind below. Click a cell or a chart to select that analysis.' }));
+    this.element = panelSection(view, 'autocorrelation', {
+      title: 'Autocorrelation of parameters and gradients', has: kinds.length > 0,
+      empty: 'No autocorrelation analysis in this run.',
+      hint: 'How alike each value is to itself k steps before (red +1, blue −1); good and bad ' +
+        'values per kind below. Click a cell or a chart to select that analysis.' });
+    if (!kinds.length) return;
     this.steps = [...new Set(kinds.flatMap((k) => k.steps))].sort((a, b) => a - b);
     this.slider = el('input', { type: 'range', min: 0, max: this.steps.length - 1, step: 1,
       value: this.steps.length - 1, 'aria-label': 'analysis step', oninput: () => this.draw(+this.slider.value) });

@@ -27,6 +27,18 @@ export function setupCanvas(canvas, width, height) {
   return ctx;
 }
 
+/**
+ * A panel's section: its heading, then the one-line ``hint`` on how to read it, or, when it has
+ * nothing to show (not ``has``), what the view says of ``section`` (``empty`` when nothing).
+ */
+export function panelSection(view, section, { title, has, hint, empty }) {
+  const element = el('section', {}, [el('h2', { text: title })]);
+  element.append(has
+    ? el('div', { class: 'ls-hint', 'data-role': `hint-${section}`, text: hint })
+    : el('div', { 'data-role': `status-${section}`, text: statusText(view, section, empty) }));
+  return element;
+}
+
 /** What an empty section says: the view's status for it (capitalised), else ``fallback``. */
 export function statusText(view, section, fallback) {
   const text = view.status && view.status[section];

@@ -1,7 +1,7 @@
 // The embedding-evolution panel: the scatter with its slider, play, trails, hover, pin, movers.
 
 import { OTHER_COLOUR, colourScheme, viridis } from './colours.js';
-import { el, setupCanvas, statusText } from './dom.js';
+import { el, panelSection, setupCanvas } from './dom.js';
 import { MoversList } from './movers.js';
 import { PointCard } from './point_card.js';
 import { ScatterBar } from './scatter_bar.js';
@@ -28,17 +28,13 @@ export class EmbeddingPanel {
     this.embeddings = embeddings;
     this.state = state;
     this.cursor = cursor;
-    this.element = el('section');
-    this.element.append(el('h2', { text: 'Embedding evolution (aligned PCA)' }));
-    if (!embeddings.length) {
-      this.element.append(el('div', { 'data-role': 'status-embeddings',
-        text: statusText(view, 'embeddings', 'No embedding snapshots with aligned PCA coordinates.') }));
-      return;
-    }
-    this.element.append(el('div', { class: 'ls-hint', 'data-role': 'hint-embeddings',
-      text: 'Each dot is one input at this step. Good: the clusters of each label pull apart ' +
+    this.element = panelSection(view, 'embeddings', {
+      title: 'Embedding evolution (aligned PCA)', has: embeddings.length > 0,
+      empty: 'No embedding snapshots with aligned PCA coordinates.',
+      hint: 'Each dot is one input at this step. Good: the clusters of each label pull apart ' +
         'over the steps; bad: everything folds into one blob or a line (collapse). Click a dot ' +
-        'to pin it: its path, ■ at its start.' }));
+        'to pin it: its path, ■ at its start.' });
+    if (!embeddings.length) return;
     this.build(tip);
     cursor.steer = (step) => this.goToStep(step);
     this.selectTag(0);
