@@ -49,7 +49,7 @@ FORMAT = "learnscope-view/2"
 # Points per key animated by default in the learnscope tab, where WebGL draws them
 # (static/scatter_gl.js; a 2-D canvas where WebGL is missing); more are subsampled by id, saying
 # so. At 100,000 points x 50 snapshots the tab's /view response is 27.7 MB (float16
-# coordinates) and the tab opens in about 1.8 s (BENCHMARKS.md, issue 24). The export command
+# coordinates) and the tab opens in about 0.8 s (BENCHMARKS.md, issue 24). The export command
 # keeps 5,000 (its --max-points default): 100,000 x 50 would be a 28 MB page to share.
 MAX_POINTS = 100_000
 MAX_DAMAGE_MESSAGES = 20  # damaged entries named one by one; the rest are counted
