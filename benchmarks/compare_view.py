@@ -1,8 +1,8 @@
 """How fast two runs are compared side by side, in the tab, the export and numpy (issue 24).
 
-1. The neighbourhood overlap alone (``compare_runs.neighbourhood_overlap``: each point's 10
-   nearest neighbours in A and in B, exact, in blocks of at most 32 MB of distances) at 1,000,
-   10,000 and 20,000 shared points x 128 dims (10 Gaussian clusters, B a noisy copy of A).
+1. The neighbourhood overlap alone (``learnscope.neighbourhoods.neighbourhood_overlap``: each
+   point's 10 nearest neighbours in A and in B, exact, in blocks of at most 32 MB of distances)
+   at 1,000, 10,000 and 20,000 shared points x 128 dims (10 Gaussian clusters, B a noisy copy of A).
 2. Two runs of 50 snapshots of ``--points`` points x 128 dims, written with the real
    ``TensorBoardWriter`` (run record and Projector tensors): the ``/compare`` route of a real
    ``tensorboard`` (first: the plugin reads both records, both newest tensors and computes; again:
@@ -33,7 +33,7 @@ from dynamics_view import open_tab  # noqa: E402
 from tb_server import tensorboard  # noqa: E402
 
 from learnscope.lightning_glue.cli import main as learnscope  # noqa: E402
-from learnscope.plugins.compare_runs import neighbourhood_overlap  # noqa: E402
+from learnscope.neighbourhoods import neighbourhood_overlap  # noqa: E402
 from learnscope.plugins.tensorboard import TensorBoardWriter  # noqa: E402
 from learnscope.records import EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402

@@ -22,13 +22,8 @@ from readers import ProjectorReader
 from record_entries import categorical, run_entry, snapshot_entry, write
 from tiny_models import loaders, trainer
 
-from learnscope.plugins.compare_runs import (
-    Comparisons,
-    RunSnapshots,
-    compare_runs,
-    nearest_neighbours,
-    neighbourhood_overlap,
-)
+from learnscope.neighbourhoods import nearest_neighbours, neighbourhood_overlap
+from learnscope.plugins.compare_runs import Comparisons, RunSnapshots, compare_runs
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
 
