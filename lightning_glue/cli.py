@@ -163,7 +163,7 @@ def run_demo_command(logdir: str, epochs: int, use_wandb: bool) -> int:
         f"run: {runs.tensorboard}"
     )
     print(f"Look at it with:\n  tensorboard --logdir {shlex.quote(logdir)}")
-    print("then open the Projector, Images and Custom Scalars tabs.")
+    print("then open its learnscope tab (and the Projector, Images and Custom Scalars tabs).")
     if runs.wandb is not None:
         print(f"The offline wandb run is in {runs.wandb}; upload it with:")
         print(f"  wandb sync {shlex.quote(_shown(runs.wandb))}")
