@@ -18,8 +18,9 @@
    other ``--opens - 1``); then the ``/view`` response's size and time.
 4. The renderers side by side (issue 24): one run of 100,000 points x 8 snapshots exported at
    5,000, 20,000 and 100,000 points; each page opened once and played with the points drawn by
-   WebGL and by the 2-D canvas in turns (frames per second over ``--seconds``), and the cost of
-   one mouse move over the scatter (hover picking on the CPU) at each size.
+   WebGL and by the 2-D canvas in turns (frames per second over ``--seconds``, without and
+   then with trails), and the cost of one mouse move over the scatter (hover picking on the
+   CPU) at each size.
 
 Usage: python benchmarks/dynamics_view.py [--screenshot /tmp/shots/learnscope_tab.png]
        python benchmarks/dynamics_view.py --only-tab-load [--previous COMMIT] [--opens 7]
@@ -135,8 +136,16 @@ return [whole, (performance.now() - start) / moves];
 """
 
 
+# The trails checkbox set to arguments[0] (as a click would).
+_TRAILS = """
+const box = window.learnscopeView.embedding.bar.trails;
+if (box.checked !== arguments[0]) box.click();
+"""
+
+
 def renderer_figures(root: Path, seconds: float) -> dict[str, str]:
-    """Frames per second, WebGL and 2-D canvas in turns, at 5,000, 20,000 and 100,000 points."""
+    """Frames per second, WebGL and 2-D canvas in turns, at 5,000, 20,000 and 100,000 points,
+    without and with trails."""
     write_run(root / "renderers" / "run", 100_000, 8, seed=3)
     results = {}
     with chromium() as driver:
@@ -154,7 +163,13 @@ def renderer_figures(root: Path, seconds: float) -> dict[str, str]:
                 assert state["renderer"] == renderer and state["drawnPoints"] == points, state
                 fps = frames_per_second(driver, seconds)
                 move, pick = driver.execute_script(_HOVER_MS)
-                row.append(f"{renderer} {fps:.1f} fps, mouse move {move:.1f} ms (pick {pick:.1f})")
+                driver.execute_script(_TRAILS, True)
+                trails = frames_per_second(driver, seconds)
+                driver.execute_script(_TRAILS, False)
+                row.append(
+                    f"{renderer} {fps:.1f} fps, with trails {trails:.1f} fps, "
+                    f"mouse move {move:.1f} ms (pick {pick:.1f})"
+                )
             results[f"playing {points:,} points x 8 snapshots"] = "; ".join(row)
     shutil.rmtree(root / "renderers", ignore_errors=True)
     return results

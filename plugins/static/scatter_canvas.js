@@ -1,8 +1,9 @@
-// The scatter's picture: three canvases stacked. At the back (2-D) the frame and the trails; in
-// the middle the points, drawn by the GPU (scatter_gl.js, WebGL) or, where the browser has no
-// WebGL or the 2-D canvas is asked for, with scatter.js's 2-D helpers; in front (2-D, it takes
-// the mouse) the hover and pin rings and the pinned point's path. The canvas positions of the
-// points are computed on the CPU only when asked for (hover, tests, or the 2-D renderer).
+// The scatter's picture: three canvases stacked. At the back (2-D) the frame; in the middle the
+// points with their trails behind them, drawn by the GPU (scatter_gl.js, WebGL) or, where the
+// browser has no WebGL or the 2-D canvas is asked for, with scatter.js's 2-D helpers (the
+// trails then on the back canvas); in front (2-D, it takes the mouse) the hover and pin rings
+// and the pinned point's path. The canvas positions of the points are computed on the CPU only
+// when asked for (hover, tests, or the 2-D renderer).
 
 import { groupByColour } from './colours.js';
 import { el, setupCanvas } from './dom.js';
@@ -80,12 +81,12 @@ export class ScatterCanvas {
     back.strokeStyle = '#eeeeee';
     back.lineWidth = 1;
     back.strokeRect(mapping.left, mapping.top, (x1 - x0) * mapping.scale, (y1 - y0) * mapping.scale);
-    if (trails) drawTrails(back, e, Math.floor(position), mapping, this.positions(e, position));
     const r = pointRadius(e.ids.length);
     let drawn;
     if (this.gl) {
-      drawn = this.gl.draw(e, position, mapping, this.width, this.height, 2 * r);
+      drawn = this.gl.draw(e, position, mapping, this.width, this.height, 2 * r, trails);
     } else {
+      if (trails) drawTrails(back, e, Math.floor(position), mapping, this.positions(e, position));
       this.ctx.clearRect(0, 0, this.width, this.height);
       drawn = drawPoints(this.ctx, this.positions(e, position), this.scheme.groups, this.scheme.colours, r);
     }

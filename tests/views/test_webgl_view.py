@@ -1,7 +1,8 @@
 """The scatter's points drawn by WebGL: 100,000 points in the tab, where the CPU puts them.
 
 The points layer is WebGL where the browser has it (headless Chromium here: SwiftShader, software
-GL), else the 2-D canvas; hover, pin rings, the pinned path and trails are drawn on 2-D canvases
+GL), else the 2-D canvas; the trails are drawn on it by WebGL, behind the points (by the 2-D
+canvas on the back one, else); hover, pin rings and the pinned path are drawn on 2-D canvases
 around it, the same for both. Pixels are checked against positions computed here in float64
 from the view's own coordinates, not by the front end.
 """
@@ -129,7 +130,7 @@ def test_points_land_where_the_cpu_puts_them_between_snapshots(
 
 
 @pytest.mark.parametrize("renderer", ["webgl", "canvas"])
-def test_hover_names_the_point_and_trails_and_the_pinned_path_draw(
+def test_hover_names_the_point_and_the_pinned_path_draws(
     small_page: tuple[Path, dict], browser: Any, renderer: str
 ) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
@@ -155,16 +156,88 @@ def test_hover_names_the_point_and_trails_and_the_pinned_path_draw(
     assert state["pathStart"] == pytest.approx(start.tolist(), abs=0.01)
     assert browser.execute_script(_LAYER_PIXEL, "front", *start) == [0, 0, 0, 255]  # its marker
 
-    # Trails: each point's way from snapshot 0 through 1 to where it is now, behind the points.
-    at = expected_positions(embedding, 0.0, width, height)[5]
-    to = expected_positions(embedding, 1.0, width, height)[5]
-    middle = np.floor((at + to) / 2)  # the pixel the segment's middle lies in
-    assert browser.execute_script(_LAYER_PIXEL, "back", *middle)[3] == 0
-    browser.find_element("css selector", "input[type=checkbox]").click()
-    assert browser.execute_script(_LAYER_PIXEL, "back", *middle)[3] > 0
-    browser.find_element("css selector", "input[type=checkbox]").click()
     browser.execute_script("window.learnscopeView.pin(null)")
     assert browser.execute_script(_LAYER_PIXEL, "front", *start)[3] == 0
+
+
+# The 3 x 3 pixels around CSS pixel (x, y) of the layer that draws the trails: the points' layer
+# (read back from WebGL, premultiplied) or the back one (2-D, not premultiplied).
+_AROUND = """
+const [layer, x, y] = arguments, scatter = window.learnscopeView.embedding.scatter;
+const r = window.devicePixelRatio || 1, out = [];
+for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) {
+  const px = Math.round((x + dx) * r), py = Math.round((y + dy) * r);
+  out.push(layer === 'points' ? scatter.pixel(x + dx, y + dy)
+    : Array.from(scatter.back.getImageData(px, py, 1, 1).data));
+}
+return out;
+"""
+TRAIL_RGB, TRAIL_ALPHA = 120, 0.35  # scatter.js drawTrails's rgba(120,120,120,0.35)
+
+
+def trail_midpoints(embedding: dict, position: float, width: int, height: int) -> dict:
+    """Middles of the trail segments drawn at ``position``, by (point, segment), in float64.
+
+    ``"stored"``: the segment from snapshot i - 1 to i (none at i = 0); ``"last"``: from
+    snapshot i to where the point is at ``position``.
+    """
+    i = int(np.floor(position))
+    at, now = (expected_positions(embedding, p, width, height) for p in (i, position))
+    middles = {(k, "last"): (at[k] + now[k]) / 2 for k in range(len(at))}
+    if i > 0:
+        before = expected_positions(embedding, i - 1, width, height)
+        middles.update({(k, "stored"): (before[k] + at[k]) / 2 for k in range(len(at))})
+    return middles
+
+
+def trail_pixel(driver: Any, layer: str, middle: np.ndarray) -> tuple[list[float], int]:
+    """The most opaque of the 3 x 3 pixels around ``middle`` of ``layer``: (its RGB, its alpha).
+
+    A 1-pixel line lies in the pixel of the segment's middle or one beside it.
+    """
+    pixels = driver.execute_script(_AROUND, layer, *np.floor(middle).tolist())
+    r, g, b, a = max(pixels, key=lambda p: p[3])
+    if layer == "points" and a:  # WebGL's canvas holds premultiplied colours
+        return [255 * c / a for c in (r, g, b)], a
+    return [r, g, b], a
+
+
+# (position, point, segment): point 0 is clamped to the frame's edge at the second snapshot (its
+# last segment at 1.5 lies on that edge, where the 2-D frame is drawn: left out).
+TRAIL_CHECKS = [(0.6, k, "last") for k in (0, 2, 5)] + [
+    (1.5, k, segment)
+    for k in (0, 2, 5)
+    for segment in ("stored", "last")
+    if (k, segment) != (0, "last")
+]
+
+
+@pytest.mark.parametrize("renderer", ["webgl", "canvas"])
+def test_trails_run_from_the_last_snapshots_to_where_the_points_are(
+    small_page: tuple[Path, dict], browser: Any, renderer: str
+) -> None:
+    embedding, width, height = _open(browser, small_page, renderer)
+    layer = {"webgl": "points", "canvas": "back"}[renderer]
+    trails = browser.find_element("css selector", "input[type=checkbox]")
+    for position in (0.6, 1.5):
+        browser.execute_script(
+            "window.learnscopeView.embedding.setPosition(arguments[0])", position
+        )
+        middles = trail_midpoints(embedding, position, width, height)
+        checks = [middles[k, segment] for p, k, segment in TRAIL_CHECKS if p == position]
+        assert all(trail_pixel(browser, layer, m)[1] == 0 for m in checks)  # trails off
+        trails.click()
+        assert browser.execute_script(_STATE)["drawnPoints"] == 8
+        for middle in checks:
+            rgb, alpha = trail_pixel(browser, layer, middle)
+            if renderer == "webgl":  # aliased 1-pixel lines: the whole alpha
+                assert alpha == pytest.approx(255 * TRAIL_ALPHA, abs=2), (position, middle)
+            else:  # antialiased: a share of it
+                assert 0 < alpha <= 255 * TRAIL_ALPHA + 2, (position, middle)
+            assert rgb == pytest.approx([TRAIL_RGB] * 3, abs=6), (position, middle)
+            if renderer == "webgl":  # drawn by WebGL, behind the points: none on the 2-D back
+                assert trail_pixel(browser, "back", middle)[1] == 0
+        trails.click()
 
 
 def test_without_webgl_the_2d_canvas_draws(
@@ -241,5 +314,17 @@ def test_the_tab_plays_100000_points_with_webgl(big_logdir: Path, browser: Any) 
             assert after["position"] != before["position"]
             assert after["drawnPoints"] == 100_000
             print(f"100,000 points, WebGL: {(after['frames'] - before['frames']) / 2:.1f} fps")
+            browser.execute_script("learnscopeView.embedding.bar.trails.click()")  # trails on
+            browser.execute_script("window.learnscopeView.play()")
+            before = browser.execute_script(_STATE)
+            time.sleep(3.0)
+            after = browser.execute_script(_STATE)
+            browser.execute_script("window.learnscopeView.pause()")
+            assert browser.execute_script("return learnscopeView.embedding.bar.trailsShown")
+            assert after["renderer"] == "webgl" and after["drawnPoints"] == 100_000
+            assert (
+                after["frames"] - before["frames"] >= 2 and after["position"] != before["position"]
+            )
+            print(f"with trails: {(after['frames'] - before['frames']) / 3:.1f} fps")
         finally:
             browser.switch_to.default_content()
