@@ -26,6 +26,9 @@ examples:
                                that opens offline
   learnscope export runs --html compare.html --compare fit/version_0 fit/version_1
                                the same page, opening on two runs side by side
+  learnscope export runs --html tags.html --compare fit/version_0 fit/version_0 \
+      --tags encoder/validate pooler/validate
+                               one run's two tags side by side
 """
 
 
@@ -82,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compare two runs (named as the export lists them) on every tag they share: "
         "aligned views and the overlap of each point's nearest neighbours; the page opens on it",
     )
+    export.add_argument(
+        "--tags",
+        nargs=2,
+        metavar=("TAG_A", "TAG_B"),
+        help="with --compare: RUN_A's TAG_A beside RUN_B's TAG_B only (RUN_A may be RUN_B), "
+        "such as encoder/validate pooler/validate",
+    )
     return parser
 
 
@@ -108,17 +118,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.command == "export":
-        return run_export_command(args.logdir, args.html, args.max_points, args.compare)
+        if args.tags and not args.compare:
+            parser.error("--tags TAG_A TAG_B needs --compare RUN_A RUN_B")
+        return run_export_command(args.logdir, args.html, args.max_points, args.compare, args.tags)
     return run_demo_command(args.logdir, args.epochs, args.wandb)
 
 
 def run_export_command(
-    logdir: str, html: str, max_points: int, compare: list[str] | None = None
+    logdir: str,
+    html: str,
+    max_points: int,
+    compare: list[str] | None = None,
+    tags: list[str] | None = None,
 ) -> int:
     """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
 
     The runs that cannot be read are listed on standard error; the others are written. With
-    ``compare`` (two run names), the page also compares them; 2 when one is not a run.
+    ``compare`` (two run names), the page also compares them, on the two ``tags`` when given;
+    2 when one is not a run or a tag is not one of its run's keys.
     """
     from learnscope.plugins.view_page import export_html
 
@@ -129,7 +146,8 @@ def run_export_command(
         return 2
     try:
         pair = (compare[0], compare[1]) if compare else None
-        export = export_html(logdir, html, max_points=max_points, compare=pair)
+        keys = (tags[0], tags[1]) if tags else None
+        export = export_html(logdir, html, max_points=max_points, compare=pair, tags=keys)
     except ValueError as error:
         print(f"learnscope export: {error}", file=sys.stderr)
         return 2

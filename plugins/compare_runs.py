@@ -1,8 +1,9 @@
-"""Two runs side by side on the points they share: aligned views and neighbourhood overlap.
+"""Two runs (or two tags) side by side on the points they share: aligned views and overlap.
 
-Two snapshots of one key (``encoder/validate``), one from each run (the newest step of each by
-default), are compared on the ids they share (the record's point names; rows in order when
-neither has ids):
+Two snapshots, one of key ``key`` (``encoder/validate``) in run A and one of ``key_b`` (the same
+key by default; ``pooler/validate``, say) in run B, the newest step of each by default, are
+compared on the ids they share (the record's point names; rows in order when neither has ids).
+A and B may be the same run, on two keys:
 
 * **Aligned views**: each snapshot's aligned PCA view (``xy``), centred on the shared points and
   in units of its spread, and B's rotated onto A's by orthogonal Procrustes (rotation or
@@ -15,7 +16,8 @@ neither has ids):
 
 At most ``max_points`` shared points are compared (20,000 by default), a fixed subsample by a
 hash of the id, said in the notes. The learnscope tab answers ``/compare`` with
-:func:`compare_runs`; ``learnscope export --compare A B`` embeds one comparison per shared key.
+:func:`compare_runs`; ``learnscope export --compare A B`` embeds one comparison per shared key
+(or of one pair of keys, ``--tags KEY_A KEY_B``).
 Everything here is numpy: nothing imports torch.
 
 Example:
@@ -114,20 +116,26 @@ def compare_runs(
     step_b: int | None = None,
     k: int = NEIGHBOURS,
     max_points: int = MAX_COMPARED,
+    key_b: str | None = None,
 ) -> dict[str, Any]:
-    """The comparison of ``key`` in runs ``a`` and ``b`` (refreshed first), as JSON-able data.
+    """Run ``a``'s ``key`` beside run ``b``'s ``key_b`` (refreshed first), as JSON-able data.
+
+    ``a`` and ``b`` may be the same run on two keys; the same snapshot on both sides is not
+    compared (a message says to pick another run or another tag).
 
     Args:
         a: Run A, whose view B is rotated onto.
-        b: Run B.
-        key: The snapshot key, such as ``encoder/validate``.
+        b: Run B (may be ``a``).
+        key: A's snapshot key, such as ``encoder/validate``.
         step_a: A's step; its newest by default.
         step_b: B's step; its newest by default.
         k: The neighbours compared per point.
         max_points: The most shared points compared.
+        key_b: B's snapshot key; ``key`` by default.
 
     Returns:
-        ``format``, ``key``, ``k``, ``a`` and ``b`` (``run``, ``step``, ``steps``, ``points``),
+        ``format``, ``key`` (A's), ``k``, ``a`` and ``b`` (``run``, ``key``, ``keys`` (the
+        run's keys), ``step``, ``steps``, ``points``),
         ``shared`` and ``compared`` (counts), ``ids`` (the compared points), ``xy_a`` and
         ``xy_b`` (base64 ``<f4`` ``x0 y0 x1 y1 ...`` in spreads, B rotated onto A; ``None``
         without aligned PCA), ``frame``, ``rotation``, ``residual``, ``overlap`` (per point,
@@ -141,20 +149,28 @@ def compare_runs(
     """
     a.refresh()
     b.refresh()
-    result = _empty(a.name, b.name, key, k)
+    key_b = key if key_b is None else key_b
+    result = _empty(a.name, b.name, key, k, key_b)
     snapshots = []
-    for run, step, side in ((a, step_a, result["a"]), (b, step_b, result["b"])):
-        steps = run.steps(key)
-        entry = _chosen(run, key, step)
+    for run, name, step, side in ((a, key, step_a, result["a"]), (b, key_b, step_b, result["b"])):
+        steps = run.steps(name)
+        entry = _chosen(run, name, step)
         side.update(step=steps[-1] if step is None and steps else step, steps=steps)
+        side["keys"] = run.keys()
         if not steps:
-            known = ", ".join(run.keys()) or "none"
-            result["messages"].append(f"run {run.name} has no snapshot of {key} (keys: {known})")
+            result["messages"].append(missing_key(run, name))
         elif entry is None:
-            result["messages"].append(f"run {run.name} has no snapshot of {key} at step {step}")
+            result["messages"].append(f"run {run.name} has no snapshot of {name} at step {step}")
         else:
             snapshots.append(entry)
     if len(snapshots) < 2:
+        return result
+    same_run = a.name == b.name and a.run_dir.resolve() == b.run_dir.resolve()
+    if same_run and key == key_b and result["a"]["step"] == result["b"]["step"]:
+        result["messages"].append(
+            f"A and B are the same snapshot (run {a.name}, {key} at step {result['a']['step']}): "
+            "pick another run or another tag"
+        )
         return result
     try:
         _compare(result, (a, b), snapshots, k, max_points)
@@ -163,26 +179,39 @@ def compare_runs(
     return result
 
 
-def comparison_error(a: str, b: str, key: str, message: str) -> dict[str, Any]:
+def missing_key(run: RunSnapshots, key: str) -> str:
+    """What to say when ``run`` has no snapshot of ``key``: the run's keys.
+
+    Example:
+        >>> import tempfile
+        >>> missing_key(RunSnapshots(tempfile.mkdtemp(), "a"), "enc")
+        'run a has no snapshot of enc (keys: none)'
+    """
+    return f"run {run.name} has no snapshot of {key} (keys: {', '.join(run.keys()) or 'none'})"
+
+
+def comparison_error(
+    a: str, b: str, key: str, message: str, key_b: str | None = None
+) -> dict[str, Any]:
     """The comparison of runs ``a`` and ``b`` that could not be made, ``message`` saying why.
 
     Example:
         >>> comparison_error("a", "b", "enc", "boom")["messages"]
         ['runs a and b cannot be compared: boom']
     """
-    result = _empty(a, b, key, NEIGHBOURS)
+    result = _empty(a, b, key, NEIGHBOURS, key if key_b is None else key_b)
     result["messages"].append(f"runs {a} and {b} cannot be compared: {message}")
     return result
 
 
-def _empty(a: str, b: str, key: str, k: int) -> dict[str, Any]:
-    side = {"step": None, "steps": [], "points": 0}
+def _empty(a: str, b: str, key: str, k: int, key_b: str) -> dict[str, Any]:
+    side = {"step": None, "steps": [], "points": 0, "keys": []}
     return {
         "format": FORMAT,
         "key": key,
         "k": k,
-        "a": {"run": a, **side},
-        "b": {"run": b, **side},
+        "a": {"run": a, "key": key, **side},
+        "b": {"run": b, "key": key_b, **side},
         "shared": 0,
         "compared": 0,
         "ids": [],
@@ -218,9 +247,11 @@ def _compare(
     if note:
         result["notes"].append(note)
     if len(ids) < k + 1:
+        keys = [result["a"]["key"], result["b"]["key"]]
+        which = f"key {keys[0]}" if keys[0] == keys[1] else f"keys {keys[0]} and {keys[1]}"
         result["messages"].append(
             f"runs {names[0]} and {names[1]} share {len(ids):,} of {counts[0]:,}/{counts[1]:,} "
-            f"ids of key {result['key']}: need at least {k + 1}"
+            f"ids of {which}: need at least {k + 1}"
         )
         return
     if len(ids) > max_points:
@@ -427,26 +458,35 @@ class Comparisons:
         key: str,
         step_a: int | None = None,
         step_b: int | None = None,
+        key_b: str | None = None,
     ) -> dict[str, Any]:
         """:func:`compare_runs` of runs ``a`` and ``b`` (``(run_dir, name)`` each), kept.
 
         Raises:
             OSError: When a record cannot be read.
         """
+        key_b = key if key_b is None else key_b
         run_a, run_b = self.run(*a), self.run(*b)
         run_a.refresh()
         run_b.refresh()
-        entries = (_chosen(run_a, key, step_a), _chosen(run_b, key, step_b))
-        question = (a[1], b[1], key, step_a, step_b)
+        entries = (_chosen(run_a, key, step_a), _chosen(run_b, key_b, step_b))
+        keys = (run_a.keys(), run_b.keys())  # the answer lists them: a new key asks again
+        question = (a[1], b[1], key, key_b, step_a, step_b)
         held = self.answers.get(question)
-        if held is not None and all(x is y for x, y in zip(held["entries"], entries, strict=True)):
+        if held is not None and held["keys"] == keys and _same(held["entries"], entries):
             self.answers.move_to_end(question)
             return held["answer"]
-        answer = compare_runs(run_a, run_b, key, step_a, step_b)
-        self.answers[question] = {"entries": entries, "answer": answer}  # held: ids stay unique
+        answer = compare_runs(run_a, run_b, key, step_a, step_b, key_b=key_b)
+        # the entries are held, so that their ids stay those of live objects
+        self.answers[question] = {"entries": entries, "keys": keys, "answer": answer}
         while len(self.answers) > self.most_answers:
             self.answers.popitem(last=False)
         return answer
+
+
+def _same(held: tuple, entries: tuple) -> bool:
+    """Whether the kept snapshot entries are the very ones of now (not only equal)."""
+    return all(x is y for x, y in zip(held, entries, strict=True))
 
 
 def compare_every_key(a: RunSnapshots, b: RunSnapshots) -> dict[str, dict[str, Any]]:

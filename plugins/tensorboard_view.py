@@ -10,7 +10,8 @@ imports the others by relative URL and fetches, relative to ``data/plugin/learns
 * ``/runs``: the runs with a record, ``[{"name", "time"}]`` sorted by name (names relative to
   the log directory; ``time`` is when the run started), so the tab opens the newest;
 * ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.run_view.RunView`);
-* ``/compare?a=RUN&b=RUN&key=KEY[&step_a=STEP&step_b=STEP]``: two runs side by side on the
+* ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&step_a=STEP&step_b=STEP]``: run A's ``key``
+  beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on the
   points they share (:func:`learnscope.plugins.compare_runs.compare_runs`), the newest step of
   each unless steps are given.
 
@@ -128,22 +129,28 @@ class LearnscopePlugin(base_plugin.TBPlugin):
                 return error_view(run, str(error))
 
     def compare(
-        self, a: str, b: str, key: str, step_a: int | None = None, step_b: int | None = None
+        self,
+        a: str,
+        b: str,
+        key: str,
+        step_a: int | None = None,
+        step_b: int | None = None,
+        key_b: str | None = None,
     ) -> dict[str, Any] | None:
-        """Runs ``a`` and ``b`` side by side on ``key``, or ``None`` when one is not a run.
+        """Run ``a``'s ``key`` beside run ``b``'s ``key_b`` (``key`` by default), or ``None``.
 
-        Runs are those of :meth:`runs`, as for :meth:`view`; a record that cannot be read
-        answers with a comparison that says why.
+        ``None`` when ``a`` or ``b`` is not one of :meth:`runs` (as for :meth:`view`); a record
+        that cannot be read answers with a comparison that says why.
         """
         if a not in self._runs or b not in self._runs or self.logdir is None:
             return None
         with self._comparing:
             try:
                 return self._comparisons.compare(
-                    (self.logdir / a, a), (self.logdir / b, b), key, step_a, step_b
+                    (self.logdir / a, a), (self.logdir / b, b), key, step_a, step_b, key_b
                 )
             except (OSError, ValueError) as error:
-                return comparison_error(a, b, key, str(error))
+                return comparison_error(a, b, key, str(error), key_b)
 
     def _search_loop(self) -> None:
         while True:
@@ -213,16 +220,17 @@ class LearnscopePlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         a, b, key = (request.args.get(name, "") for name in ("a", "b", "key"))
+        key_b = request.args.get("key_b") or None  # absent or empty: A's key
         steps = [request.args.get(name) for name in ("step_a", "step_b")]
         if not all(s is None or s.lstrip("-").isdigit() for s in steps):
             message = {"error": f"steps {steps[0]!r} and {steps[1]!r} are not whole numbers"}
             return _json(json.dumps(message).encode("utf-8"), status=400)
         step_a, step_b = (None if s is None else int(s) for s in steps)
         try:
-            answer = self.compare(a, b, key, step_a, step_b)
+            answer = self.compare(a, b, key, step_a, step_b, key_b)
         except Exception as error:  # never a server error: the tab shows what went wrong
             log.exception("learnscope tab: comparing %r and %r failed", a, b)
-            answer = comparison_error(a, b, key, f"{type(error).__name__}: {error}")
+            answer = comparison_error(a, b, key, f"{type(error).__name__}: {error}", key_b)
         if answer is None:
             missing = a if a not in self._runs else b
             message = {"error": f"no learnscope run named {missing!r}"}

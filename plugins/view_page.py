@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.compare_runs import RunSnapshots, compare_every_key
+from learnscope.plugins.compare_runs import (
+    RunSnapshots,
+    compare_every_key,
+    compare_runs,
+    missing_key,
+)
 from learnscope.plugins.run_search import find_runs
 from learnscope.plugins.run_view import RunView
 from learnscope.plugins.view_modules import joined_source
@@ -122,6 +127,7 @@ def export_html(
     max_points: int = EXPORT_MAX_POINTS,
     sprites: bool = True,
     compare: tuple[str, str] | None = None,
+    tags: tuple[str, str] | None = None,
 ) -> Export:
     """Write the view of every learnscope run under ``logdir`` as one page ``out``.
 
@@ -135,12 +141,15 @@ def export_html(
         sprites: Include thumbnails.
         compare: Runs ``(A, B)``, named as :attr:`Export.runs` names them: the page also
             holds their comparison on every key they share, and opens on it.
+        tags: Keys ``(KEY_A, KEY_B)``: with ``compare``, A's ``KEY_A`` beside B's ``KEY_B``
+            only (A and B may then be one run).
 
     Returns:
         The runs written and the runs left out.
 
     Raises:
-        ValueError: When a run to compare is not one of the runs written.
+        ValueError: When a run to compare is not one of the runs written, or a tag is not one
+            of its run's keys.
 
     Example:
         >>> import tempfile
@@ -158,23 +167,34 @@ def export_html(
             failed.append((shown, str(error)))
     comparison = None
     if compare is not None and runs:
-        comparison = compare_pages(folders, [name for name, _ in runs], *compare)
+        comparison = compare_pages(folders, [name for name, _ in runs], *compare, tags=tags)
     if runs:
         Path(out).write_text(page_html(runs, comparison=comparison), encoding="utf-8")
     return Export([name for name, _ in runs], failed)
 
 
-def compare_pages(folders: dict[str, Path], written: list[str], a: str, b: str) -> dict[str, Any]:
+def compare_pages(
+    folders: dict[str, Path],
+    written: list[str],
+    a: str,
+    b: str,
+    tags: tuple[str, str] | None = None,
+) -> dict[str, Any]:
     """``{"a", "b", "keys": {key: comparison}, "messages"}``: runs ``a`` and ``b`` compared.
+
+    Every key the two runs share, or with ``tags`` only A's ``tags[0]`` beside B's ``tags[1]``
+    (under the key ``tags[0]``; ``a`` and ``b`` may then be one run).
 
     Args:
         folders: Each run's folder, by the name the page shows.
         written: The runs the page holds.
         a: Run A.
         b: Run B.
+        tags: A's key and B's key, or ``None`` for every shared key.
 
     Raises:
-        ValueError: When ``a`` or ``b`` is not one of ``written``.
+        ValueError: When ``a`` or ``b`` is not one of ``written``, when it is one run without
+            two different ``tags``, or when a tag is not one of its run's keys.
 
     Example:
         >>> compare_pages({}, ["x"], "x", "y")
@@ -187,6 +207,16 @@ def compare_pages(folders: dict[str, Path], written: list[str], a: str, b: str) 
             raise ValueError(
                 f"no learnscope run named {name!r} to compare (runs: {', '.join(written)})"
             )
-    keys = compare_every_key(RunSnapshots(folders[a], a), RunSnapshots(folders[b], b))
-    messages = [] if keys else [f"runs {a} and {b} have no snapshot key in common"]
-    return {"a": a, "b": b, "keys": keys, "messages": messages}
+    if a == b and (tags is None or tags[0] == tags[1]):
+        raise ValueError(f"{a} is compared with itself: pick another run or two tags (--tags)")
+    runs = RunSnapshots(folders[a], a), RunSnapshots(folders[b], b)
+    if tags is None:
+        keys = compare_every_key(*runs)
+        messages = [] if keys else [f"runs {a} and {b} have no snapshot key in common"]
+        return {"a": a, "b": b, "keys": keys, "messages": messages}
+    for run, tag in zip(runs, tags, strict=True):
+        run.refresh()
+        if tag not in run.entries:
+            raise ValueError(missing_key(run, tag))
+    keys = {tags[0]: compare_runs(*runs, tags[0], key_b=tags[1])}
+    return {"a": a, "b": b, "keys": keys, "messages": []}

@@ -1,6 +1,6 @@
-// Two runs side by side: A's view and B's rotated onto it, coloured by how much of each point's
-// neighbourhood (its k nearest neighbours in the full embedding) the two runs share; linked
-// hover and pin, the points whose neighbourhoods differ most, and a histogram of the overlap.
+// Two runs (or two tags) side by side: A's view and B's rotated onto it, coloured by how much of
+// each point's neighbourhood (its k nearest neighbours in the full embedding) the two share;
+// linked hover and pin, the points whose neighbourhoods differ most, a histogram of the overlap.
 // The data is one comparison of the /compare route (or of an exported page), as
 // learnscope.plugins.compare_runs makes it.
 
@@ -17,29 +17,37 @@ export function overlapColour(t) {
   return `hsl(${Math.round(120 * t)}, 70%, 42%)`;
 }
 
+/** The name of side ``side`` ({run, key}) of ``data``: its run, and its tag when the tags differ. */
+function sideName(data, side) {
+  return data.a.key === data.b.key || !side.key ? side.run : `${side.run} ${side.key}`;
+}
+
 /**
- * The comparison ``data`` as a section. ``state`` (for tests): runs, steps, shared and compared
- * counts, k, histogram, mean overlap, the ids listed, hovered and pinned point (index into
- * ``data.ids``), the tooltip text, the points drawn in each canvas, the messages shown.
- * ``chooseSteps(stepA, stepB)``, when given, asks for the comparison at other steps.
+ * The comparison ``data`` as a section. ``state`` (for tests): runs, tags (key: A's, keyB: B's),
+ * steps, shared and compared counts, k, histogram, mean overlap, the ids listed, hovered and
+ * pinned point (index into ``data.ids``), the tooltip text, the points drawn in each canvas,
+ * the messages shown. ``chooseSteps(stepA, stepB)``, when given, asks for other steps.
  */
 export class ComparePanel {
   constructor({ data, tip, chooseSteps }) {
     this.data = data;
     this.tip = tip;
     const n = data.ids.length;
+    const keyB = (data.b && data.b.key) || data.key;
     this.state = {
-      ready: false, a: data.a.run, b: data.b.run, key: data.key, stepA: data.a.step,
+      ready: false, a: data.a.run, b: data.b.run, key: data.key, keyB, stepA: data.a.step,
       stepB: data.b.step, shared: data.shared, compared: data.compared, k: data.k,
       histogram: data.histogram, meanOverlap: data.mean_overlap,
       listed: data.differ.map((d) => d.id), hovered: null, pinned: null, tooltip: '',
       drawn: [0, 0], colourBy: 'overlap', messages: data.messages.slice(),
     };
     this.element = el('section', { 'data-role': 'compare' });
-    this.element.append(el('h2', { text: `Compare ${data.a.run} (A) with ${data.b.run} (B): ${data.key}` }));
-    this.element.append(el('div', { class: 'ls-hint', text: `Each dot is one input both runs saw; ` +
+    const heading = keyB === data.key ? `Compare ${data.a.run} (A) with ${data.b.run} (B): ${data.key}`
+      : `Compare ${data.a.run} ${data.key} (A) with ${data.b.run} ${keyB} (B)`;
+    this.element.append(el('h2', { text: heading }));
+    this.element.append(el('div', { class: 'ls-hint', text: `Each dot is one input both saw; ` +
       `B's view is turned onto A's (orthogonal Procrustes). Colour: of its ${data.k} nearest ` +
-      'neighbours in the full embedding, how many are the same in both runs (green all, red none).' }));
+      'neighbours in the full embedding, how many are the same in both (green all, red none).' }));
     for (const m of data.messages) this.element.append(el('div', { class: 'ls-msg', 'data-role': 'compare-message', text: m }));
     for (const m of data.notes) this.element.append(el('div', { class: 'ls-hint', text: m }));
     this.element.append(this.stepBar(chooseSteps));
@@ -59,7 +67,7 @@ export class ComparePanel {
         side.steps.map((s) => el('option', { value: s, text: `step ${s}` })));
       if (side.step != null) select.value = side.step;
       select.disabled = !chooseSteps;
-      bar.append(el('label', {}, [`${name}: ${side.run} `, select]));
+      bar.append(el('label', {}, [`${name}: ${sideName(this.data, side)} `, select]));
       return select;
     });
     if (chooseSteps) {
@@ -85,7 +93,7 @@ export class ComparePanel {
       canvas.addEventListener('mousemove', (ev) => this.hover(this.pointAt(side, ev), ev));
       canvas.addEventListener('mouseleave', () => this.hover(null, null));
       canvas.addEventListener('click', (ev) => this.pin(this.pointAt(side, ev)));
-      this.canvases.push(el('div', {}, [el('div', { text: `${name}: ${this.data[name.toLowerCase()].run}` }), canvas]));
+      this.canvases.push(el('div', {}, [el('div', { text: `${name}: ${sideName(this.data, this.data[name.toLowerCase()])}` }), canvas]));
     });
     this.count = n;
   }

@@ -1,10 +1,11 @@
 // The data: where runs and their views come from, and the embeddings decoded for drawing.
 //
-// A source is {runs(): [{name, time}], view(name): view, compare(a, b, key, steps)}. In
-// TensorBoard it fetches the plugin's routes ./runs, ./view?run=... and ./compare?a=&b=&key=
-// (relative to data/plugin/learnscope/); on a standalone page it reads the JSON script element
+// A source is {runs(): [{name, time}], view(name): view, compare(a, b, key, steps, keyB)}
+// (keyB: B's tag, A's ``key`` when not given). In TensorBoard it fetches the plugin's routes
+// ./runs, ./view?run=... and ./compare?a=&b=&key=[&key_b=] (relative to
+// data/plugin/learnscope/); on a standalone page it reads the JSON script element
 // "learnscope-data", {"runs": [{"name", "view"}], "compare": {"a", "b", "keys", "messages"}},
-// the comparison being optional (learnscope export --compare).
+// the comparison being optional (learnscope export --compare [--tags]).
 
 let HALF_TABLE = null;
 
@@ -88,18 +89,19 @@ export function serverSource() {
     view: (run) => json('./view?' + new URLSearchParams({ run })),
     pair: null, // no comparison to open first
     chooseSteps: true,
-    compare: (a, b, key, steps) => {
+    compare: (a, b, key, steps, keyB) => {
       const query = { a, b, key };
+      if (keyB && keyB !== key) query.key_b = keyB;
       if (steps) Object.assign(query, { step_a: steps[0], step_b: steps[1] });
       return json('./compare?' + new URLSearchParams(query));
     },
   };
 }
 
-/** What a page without the comparison of ``a`` and ``b`` on ``key`` says instead. */
-export function missingComparison(a, b, key, why) {
-  const side = (run) => ({ run, step: null, steps: [], points: 0 });
-  return { format: 'learnscope-compare/1', key, k: 10, a: side(a), b: side(b), shared: 0,
+/** What a page without the comparison of ``a``'s ``key`` and ``b``'s ``keyB`` says instead. */
+export function missingComparison(a, b, key, why, keyB = key) {
+  const side = (run, tag) => ({ run, key: tag, keys: [], step: null, steps: [], points: 0 });
+  return { format: 'learnscope-compare/1', key, k: 10, a: side(a, key), b: side(b, keyB), shared: 0,
     compared: 0, ids: [], xy_a: null, xy_b: null, frame: null, overlap: null, histogram: null,
     mean_overlap: null, differ: [], columns: [], messages: [why], notes: [] };
 }
@@ -111,16 +113,23 @@ export function inlineSource(id) {
   const data = JSON.parse(element.textContent);
   const byName = new Map(data.runs.map((r) => [r.name, r.view]));
   const held = data.compare || null;
+  const comparisons = held ? Object.values(held.keys) : [];
+  const first = comparisons[0] || null;
+  const tagOf = (c, side) => (c[side] && c[side].key) || c.key; // pages before two tags: key
   return {
     runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0 })),
     view: async (run) => byName.get(run),
-    pair: held && { a: held.a, b: held.b, key: Object.keys(held.keys)[0] || null, messages: held.messages },
+    pair: held && { a: held.a, b: held.b, key: first && tagOf(first, 'a'),
+      keyB: first && tagOf(first, 'b'), messages: held.messages },
     chooseSteps: false,
-    compare: async (a, b, key) => {
-      if (held && held.a === a && held.b === b && held.keys[key]) return held.keys[key];
+    compare: async (a, b, key, steps, keyB = key) => {
+      const found = held && held.a === a && held.b === b &&
+        comparisons.find((c) => tagOf(c, 'a') === key && tagOf(c, 'b') === keyB);
+      if (found) return found;
       const has = held ? `the comparison of ${held.a} with ${held.b}` : 'no comparison';
-      return missingComparison(a, b, key, `this page holds ${has} only: ` +
-        `learnscope export LOGDIR --html PAGE --compare ${a} ${b} makes one of ${key}`);
+      const tags = keyB === key ? '' : ` --tags ${key} ${keyB}`;
+      return missingComparison(a, b, key, `this page holds ${has} only: learnscope export ` +
+        `LOGDIR --html PAGE --compare ${a} ${b}${tags} makes one of ${key}`, keyB);
     },
   };
 }

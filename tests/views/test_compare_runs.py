@@ -1,8 +1,10 @@
-"""Two runs side by side: the comparison of real fits against numpy, the tab and the export.
+"""Two runs (or two tags) side by side: real fits against numpy, the tab and the export.
 
 Two real ``Trainer.fit`` runs (versions 0 and 1 of one TensorBoard log dir, different seeds,
-the same validation set with ids); every number is checked against an independent float64
-computation on the tensors TensorBoard's own projector plugin serves back.
+the same validation set with ids), and one fit with two projectors (``encoder.0``, 16 wide, as
+tag ``hidden``; ``encoder``, 8 wide) compared with itself tag against tag; every number is
+checked against an independent float64 computation on the tensors TensorBoard's own projector
+plugin serves back.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
 
 KEY = "encoder/validate"
+HIDDEN = "hidden/validate"  # the two-tag fit's other key: encoder.0's output, 16 wide
+TAGS_RUN = "tags/version_0"
 
 _FRAMES = """
 const out = [];
@@ -41,7 +45,10 @@ return out;
 """
 
 
-def _fit(logdir: Path, seed: int) -> Path:
+def _fit(
+    logdir: Path, seed: int, name: str = "fit", tags: tuple[tuple[str, str], ...] = ()
+) -> Path:
+    """A fit of ``TinyClassifier``: a projector on ``encoder``, and one per ``(module, tag)``."""
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
     from tiny_models import TinyClassifier
@@ -49,12 +56,14 @@ def _fit(logdir: Path, seed: int) -> Path:
     from learnscope.lightning_glue import EmbeddingProjector
 
     pl.seed_everything(seed)
-    logger = TensorBoardLogger(str(logdir), name="fit")
-    projector = EmbeddingProjector(
-        metadata_fn=lambda b: {"label": b[1]}, ids_fn="dataset_index", aligned_pca=True
-    )
+    logger = TensorBoardLogger(str(logdir), name=name)
+    options = {"metadata_fn": lambda b: {"label": b[1]}, "ids_fn": "dataset_index"}
+    projectors = [
+        EmbeddingProjector(module, tag=tag, aligned_pca=True, **options)  # type: ignore[arg-type]
+        for module, tag in (*tags, ("encoder", "encoder"))
+    ]
     train, val = loaders(n_val=48)
-    trainer(logdir, logger, [projector], max_epochs=2).fit(TinyClassifier(), train, val)
+    trainer(logdir, logger, projectors, max_epochs=2).fit(TinyClassifier(), train, val)
     return Path(logger.log_dir)
 
 
@@ -64,6 +73,14 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logdir = tmp_path_factory.mktemp("compare")
     assert _fit(logdir, 1).name == "version_0"
     assert _fit(logdir, 2).name == "version_1"
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def two_tags(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log dir with one real fit, ``tags/version_0``: ``hidden`` (16 wide), ``encoder`` (8)."""
+    logdir = tmp_path_factory.mktemp("two_tags")
+    assert _fit(logdir, 3, "tags", (("encoder.0", "hidden"),)).name == "version_0"
     return logdir
 
 
@@ -150,8 +167,6 @@ def test_the_tensor_rows_are_the_snapshots_points_with_non_finite_rows_dropped(
 
 
 def test_overlaps_and_procrustes_of_two_real_fits_equal_numpy(fitted: Path) -> None:
-    from scipy.linalg import orthogonal_procrustes
-
     dirs = [fitted / "fit" / "version_0", fitted / "fit" / "version_1"]
     result = compare_runs(RunSnapshots(dirs[0], "A"), RunSnapshots(dirs[1], "B"), KEY)
     assert result["messages"] == [] and result["notes"] == []
@@ -160,12 +175,22 @@ def test_overlaps_and_procrustes_of_two_real_fits_equal_numpy(fitted: Path) -> N
     reader = ProjectorReader(fitted)
     entries = [_snapshots(d)[-1] for d in dirs]
     tensors = [reader.tensor(f"fit/{d.name}", f"{KEY}/step_000000012") for d in dirs]
+    expected = _equals_numpy(result, entries, tensors)
+    assert 0 < expected.mean() < 10  # two seeds: neighbourhoods neither all kept nor all lost
+
+
+def _equals_numpy(
+    result: dict[str, Any], entries: list[dict[str, Any]], tensors: list[np.ndarray]
+) -> np.ndarray:
+    """Check ``result`` (48 points) against float64 numpy on the snapshots' ``entries`` and full
+    ``tensors`` (A's, B's); the reference overlap."""
+    from scipy.linalg import orthogonal_procrustes
+
     ids = result["ids"]
     assert ids == entries[0]["ids"]  # A's order
     rows_b = [entries[1]["ids"].index(i) for i in ids]
     expected = _reference_overlap(tensors[0], tensors[1][rows_b], 10)
     assert result["overlap"] == expected.tolist()
-    assert 0 < expected.mean() < 10  # two seeds: neighbourhoods neither all kept nor all lost
     assert result["histogram"] == np.bincount(expected, minlength=11).tolist()
     assert result["mean_overlap"] == pytest.approx(expected.mean() / 10, abs=1e-6)
     lowest = np.argsort(expected, kind="stable")[:20]
@@ -185,6 +210,7 @@ def test_overlaps_and_procrustes_of_two_real_fits_equal_numpy(fitted: Path) -> N
     np.testing.assert_allclose(result["rotation"], rotation, atol=1e-9)
     np.testing.assert_allclose(_decode_xy(result["xy_a"]), views[0], atol=1e-5)
     np.testing.assert_allclose(_decode_xy(result["xy_b"]), views[1] @ rotation, atol=1e-5)
+    return expected
 
 
 def test_a_chosen_step_is_compared_and_a_missing_one_said(fitted: Path) -> None:
@@ -393,8 +419,8 @@ def _check_panel(driver: Any, expected: dict[str, Any]) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
 
     state = _compare_state(driver)
-    assert (state["a"], state["b"], state["key"]) == (
-        expected["a"]["run"], expected["b"]["run"], expected["key"],
+    assert (state["a"], state["b"], state["key"], state["keyB"]) == (
+        expected["a"]["run"], expected["b"]["run"], expected["key"], expected["b"]["key"],
     )  # fmt: skip
     assert state["histogram"] == expected["histogram"] and state["drawn"] == [48, 48]
     shown = driver.execute_script(
@@ -479,28 +505,175 @@ def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browse
             browser.switch_to.default_content()
 
 
+def _open_export(browser: Any, page: Path, logdir: Path, *args: str) -> None:
+    """``learnscope export LOGDIR --html PAGE --compare ARGS...``, opened in the browser."""
+    from browser import open_page
+
+    from learnscope.lightning_glue.cli import main
+
+    assert main(["export", str(logdir), "--html", str(page), "--compare", *args]) == 0
+    open_page(browser, page)
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_exported_comparison_shows_the_same_numbers(
     fitted: Path, browser: Any, tmp_path: Path
 ) -> None:
-    from browser import open_page
-
-    from learnscope.lightning_glue.cli import main
-
     page = tmp_path / "compare.html"
-    argv = ["export", str(fitted), "--html", str(page), "--compare"]
-    assert main([*argv, "fit/version_0", "fit/version_1"]) == 0
-    open_page(browser, page)
+    _open_export(browser, page, fitted, "fit/version_0", "fit/version_1")
     assert browser.execute_script("return learnscopeView.state.run") == "fit/version_0"
     _check_panel(browser, _page_data(page)["compare"]["keys"][KEY])
     assert _expected(fitted)["histogram"] == _compare_state(browser)["histogram"]
 
     _two_runs_sharing(fitted / "few", shared=3, only_a=497, only_b=477)
-    assert main([*argv, "few/a", "few/b"]) == 0
-    open_page(browser, page)
+    _open_export(browser, page, fitted, "few/a", "few/b")
     state = _compare_state(browser)
     message = "runs few/a and few/b share 3 of 500/480 ids of key enc: need at least 11"
     assert state["messages"] == [message]
     shown = browser.find_element("css selector", "[data-role=compare-message]").text
     assert shown == message
+
+
+# ------------------------------------------------------------------------------ two tags
+
+
+def _expected_tags(logdir: Path, key_b: str = KEY) -> dict[str, Any]:
+    """The two-tag run's ``hidden`` beside its ``key_b``, as JSON brings it back."""
+    run = RunSnapshots(logdir / TAGS_RUN, TAGS_RUN)
+    return json.loads(json.dumps(compare_runs(run, run, HIDDEN, key_b=key_b)))
+
+
+def _keys_written(run_dir: Path) -> str:
+    """The run's snapshot keys in the order its record first names them, as messages list them."""
+    return ", ".join(dict.fromkeys(e["key"] for e in _snapshots(run_dir)))
+
+
+def test_two_tags_of_one_run_of_different_widths_equal_numpy(two_tags: Path) -> None:
+    run = RunSnapshots(two_tags / TAGS_RUN, TAGS_RUN)
+    result = compare_runs(run, run, HIDDEN, key_b=KEY)
+    assert result["messages"] == [] and result["notes"] == []
+    assert (result["key"], result["a"]["key"], result["b"]["key"]) == (HIDDEN, HIDDEN, KEY)
+    assert sorted(result["a"]["keys"]) == sorted(result["b"]["keys"]) == sorted([HIDDEN, KEY])
+    assert result["a"]["step"] == result["b"]["step"] == 12
+    assert result["shared"] == result["compared"] == 48
+    entries = {e["key"]: e for e in _snapshots(two_tags / TAGS_RUN) if e["step"] == 12}
+    reader = ProjectorReader(two_tags)
+    tensors = [reader.tensor(TAGS_RUN, f"{key}/step_000000012") for key in (HIDDEN, KEY)]
+    assert [t.shape for t in tensors] == [(48, 16), (48, 8)]  # two widths
+    expected = _equals_numpy(result, [entries[HIDDEN], entries[KEY]], tensors)
+    assert 0 < expected.mean() < 10  # two layers: neighbourhoods neither all kept nor all lost
+
+
+def test_one_run_and_one_tag_on_both_sides_is_said_plainly(two_tags: Path) -> None:
+    run = RunSnapshots(two_tags / TAGS_RUN, TAGS_RUN)
+    same = compare_runs(run, run, KEY)
+    assert same["messages"] == [
+        f"A and B are the same snapshot (run {TAGS_RUN}, {KEY} at step 12): "
+        "pick another run or another tag"
+    ]
+    assert same["overlap"] is None and same["xy_a"] is None and same["b"]["key"] == KEY
+    over_time = compare_runs(run, run, KEY, step_a=6)  # one tag at two steps is two snapshots
+    assert over_time["messages"] == [] and over_time["overlap"] is not None
+    missing = Comparisons().compare(
+        (two_tags / TAGS_RUN, TAGS_RUN), (two_tags / TAGS_RUN, TAGS_RUN), KEY, key_b="nope"
+    )
+    keys = _keys_written(two_tags / TAGS_RUN)
+    assert missing["messages"] == [f"run {TAGS_RUN} has no snapshot of nope (keys: {keys})"]
+    assert missing["b"]["key"] == "nope" and missing["a"]["step"] == 12
+
+
+def test_the_tab_route_compares_two_tags_and_keeps_each_pair(two_tags: Path) -> None:
+    from tb_server import tensorboard
+
+    route = "/data/plugin/learnscope/compare"
+    with tensorboard(two_tags) as server:
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 1)
+        answer = server.json(route, a=TAGS_RUN, b=TAGS_RUN, key=HIDDEN, key_b=KEY)
+        assert answer == _expected_tags(two_tags)
+        assert answer["b"]["key"] == KEY and sum(answer["histogram"]) == 48
+        # the kept answers are keyed on both tags: the other pairs are not this one
+        reverse = server.json(route, a=TAGS_RUN, b=TAGS_RUN, key=KEY, key_b=HIDDEN)
+        assert (reverse["a"]["key"], reverse["b"]["key"]) == (KEY, HIDDEN)
+        assert reverse["overlap"] == answer["overlap"]  # the overlap is symmetric
+        assert reverse["xy_a"] != answer["xy_a"]  # A's picture is the other tag's
+        same = server.json(route, a=TAGS_RUN, b=TAGS_RUN, key=HIDDEN)
+        assert same["b"]["key"] == HIDDEN and same["overlap"] is None
+        assert same["messages"][0].endswith("pick another run or another tag")
+        assert server.json(route, a=TAGS_RUN, b=TAGS_RUN, key=HIDDEN, key_b="") == same
+
+
+def test_the_export_with_tags_holds_that_pair_and_says_what_is_wrong(
+    two_tags: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from learnscope.lightning_glue.cli import main
+
+    page = tmp_path / "tags.html"
+    argv = ["export", str(two_tags), "--html", str(page)]
+    assert main([*argv, "--compare", TAGS_RUN, TAGS_RUN, "--tags", HIDDEN, KEY]) == 0
+    compare = _page_data(page)["compare"]
+    assert (compare["a"], compare["b"], compare["messages"]) == (TAGS_RUN, TAGS_RUN, [])
+    assert compare["keys"] == {HIDDEN: _expected_tags(two_tags)}
+    capsys.readouterr()
+
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--tags", HIDDEN, KEY])
+    assert stop.value.code == 2
+    assert "error: --tags TAG_A TAG_B needs --compare RUN_A RUN_B" in capsys.readouterr().err
+    other = ["export", str(two_tags), "--html", str(tmp_path / "no.html"), "--compare", TAGS_RUN]
+    assert main([*other, TAGS_RUN, "--tags", HIDDEN, "nope/validate"]) == 2
+    keys = _keys_written(two_tags / TAGS_RUN)
+    assert capsys.readouterr().err == (
+        f"learnscope export: run {TAGS_RUN} has no snapshot of nope/validate (keys: {keys})\n"
+    )
+    assert main([*other, TAGS_RUN]) == 2  # one run, no tags: nothing to compare
+    assert "pick another run or two tags (--tags)" in capsys.readouterr().err
+    assert not (tmp_path / "no.html").exists()
+
+
+def _select(driver: Any, label: str) -> Any:
+    from selenium.webdriver.support.ui import Select
+
+    return Select(driver.find_element("css selector", f"select[aria-label='{label}']"))
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_with_tag_choice_and_the_exported_pair_show_the_routes_numbers(
+    two_tags: Path, browser: Any, tmp_path: Path
+) -> None:
+    from browser import enter_learnscope_tab, wait_view_ready
+    from tb_server import tensorboard
+
+    with tensorboard(two_tags) as server:
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 1)
+        route = "/data/plugin/learnscope/compare"
+        expected = server.json(route, a=TAGS_RUN, b=TAGS_RUN, key=HIDDEN, key_b=KEY)
+        enter_learnscope_tab(browser, server.base)
+        try:
+            wait_view_ready(browser)
+            _select(browser, "compare tag").select_by_value(HIDDEN)
+            _select(browser, "compare with").select_by_value(TAGS_RUN)  # the run shown
+            shown = browser.find_element("css selector", "[data-role=compare-message]").text
+            assert shown.endswith("pick another run or another tag (with tag)")
+            assert browser.execute_script("return learnscopeView.compare") is None
+            tags = [o.get_attribute("value") for o in _select(browser, "compare with tag").options]
+            assert sorted(tags) == sorted([HIDDEN, KEY])
+            _select(browser, "compare with tag").select_by_value(KEY)
+            _check_panel(browser, expected)
+            assert _select(browser, "compare with tag").first_selected_option.text == KEY
+            heading = browser.find_element("css selector", "[data-role=compare] h2").text
+            assert heading == f"Compare {TAGS_RUN} {HIDDEN} (A) with {TAGS_RUN} {KEY} (B)"
+        finally:
+            browser.switch_to.default_content()
+
+    # the exported page with --tags opens on that pair, with the route's numbers
+    page = tmp_path / "tags.html"
+    _open_export(browser, page, two_tags, TAGS_RUN, TAGS_RUN, "--tags", HIDDEN, KEY)
+    assert _page_data(page)["compare"]["keys"][HIDDEN] == expected
+    _check_panel(browser, expected)
+    chosen = [
+        _select(browser, label).first_selected_option.get_attribute("value")
+        for label in ("compare with", "compare tag", "compare with tag")
+    ]
+    assert chosen == [TAGS_RUN, HIDDEN, KEY]
