@@ -58,20 +58,26 @@ export class EmbeddingPanel {
     this.element.append(el('div', { class: 'ls-row' }, [this.scatter.element, side]));
   }
 
-  /** Draw with ``name`` ('webgl' where the browser has it, or 'canvas'); ``state.renderer`` says which. */
-  setRenderer(name) {
+  /**
+   * Draw with ``name`` ('webgl' where the browser has it, or 'canvas') and the trails with
+   * ``trails`` ('auto', 'webgl' or 'canvas': see ScatterCanvas); ``state.renderer`` and
+   * ``state.trailsRenderer`` say which draw.
+   */
+  setRenderer(name, trails = 'auto') {
     const old = this.scatter;
-    this.scatter = this.newScatter(name);
+    this.scatter = this.newScatter(name, trails);
     old.element.replaceWith(this.scatter.element);
     if (this.current) this.colourBy(this.bar.colourIndex);
   }
 
-  newScatter(name) {
-    const scatter = new ScatterCanvas(SCATTER_WIDTH, SCATTER_HEIGHT, name, () => this.setRenderer('canvas'));
+  newScatter(name, trails = 'auto') {
+    const lost = () => this.setRenderer('canvas');
+    const scatter = new ScatterCanvas(SCATTER_WIDTH, SCATTER_HEIGHT, name, lost, trails);
     scatter.canvas.addEventListener('mousemove', (ev) => this.onHover(ev));
     scatter.canvas.addEventListener('mouseleave', () => { this.state.hovered = null; this.card.showTip(null); this.draw(); });
     scatter.canvas.addEventListener('click', (ev) => this.pin(this.pointAt(ev)));
     this.state.renderer = scatter.renderer;
+    this.state.trailsRenderer = scatter.trailsRenderer;
     return scatter;
   }
 

@@ -1,7 +1,7 @@
 // The scatter's picture: three canvases stacked. At the back (2-D) the frame; in the middle the
 // points with their trails behind them, drawn by the GPU (scatter_gl.js, WebGL) or, where the
 // browser has no WebGL or the 2-D canvas is asked for, with scatter.js's 2-D helpers (the
-// trails then on the back canvas); in front (2-D, it takes the mouse) the hover and pin rings
+// trails then on the back canvas, as they are where WebGL runs on the CPU); in front (2-D, it takes the mouse) the hover and pin rings
 // and the pinned point's path. The canvas positions of the points are computed on the CPU only
 // when asked for (hover, tests, or the 2-D renderer).
 
@@ -24,9 +24,12 @@ export function pointRadius(n) {
  * The scatter of ``width`` x ``height`` CSS pixels in ``element``. ``renderer`` 'webgl' (the
  * default) draws the points with WebGL where the browser has it, 'canvas' with the 2-D canvas;
  * ``renderer`` says which draws. ``onLost`` is called if the browser takes the WebGL context away.
+ * ``trails`` 'auto' draws the trails with WebGL when a GPU draws it and on the 2-D canvas when
+ * the CPU does (software WebGL spends more per line vertex than the 2-D canvas: BENCHMARKS.md),
+ * 'webgl' or 'canvas' asks for one; ``trailsRenderer`` says which draws them.
  */
 export class ScatterCanvas {
-  constructor(width, height, renderer = 'webgl', onLost = null) {
+  constructor(width, height, renderer = 'webgl', onLost = null, trails = 'auto') {
     this.width = width;
     this.height = height;
     this.element = el('div', { style: 'position:relative;flex:none' });
@@ -39,6 +42,7 @@ export class ScatterCanvas {
     Object.assign(points.style, { width: width + 'px', height: height + 'px' });
     this.gl = renderer === 'canvas' ? null : GLPoints.create(points);
     this.ctx = this.gl ? null : setupCanvas(points, width, height);
+    this.glTrails = Boolean(this.gl) && (trails === 'webgl' || (trails === 'auto' && !this.gl.software));
     if (this.gl && onLost) points.addEventListener('webglcontextlost', (ev) => { ev.preventDefault(); onLost(); });
     this.canvas = el('canvas', { 'data-role': 'scatter', style: LAYER });
     this.front = setupCanvas(this.canvas, width, height);
@@ -48,6 +52,8 @@ export class ScatterCanvas {
   }
 
   get renderer() { return this.gl ? 'webgl' : 'canvas'; }
+
+  get trailsRenderer() { return this.glTrails ? 'webgl' : 'canvas'; }
 
   /** Colour point k with ``colours[bucket[k]]`` (CSS colours). */
   setColours(bucket, colours) {
@@ -83,10 +89,10 @@ export class ScatterCanvas {
     back.strokeRect(mapping.left, mapping.top, (x1 - x0) * mapping.scale, (y1 - y0) * mapping.scale);
     const r = pointRadius(e.ids.length);
     let drawn;
+    if (trails && !this.glTrails) drawTrails(back, e, Math.floor(position), mapping, this.positions(e, position));
     if (this.gl) {
-      drawn = this.gl.draw(e, position, mapping, this.width, this.height, 2 * r, trails);
+      drawn = this.gl.draw(e, position, mapping, this.width, this.height, 2 * r, trails && this.glTrails);
     } else {
-      if (trails) drawTrails(back, e, Math.floor(position), mapping, this.positions(e, position));
       this.ctx.clearRect(0, 0, this.width, this.height);
       drawn = drawPoints(this.ctx, this.positions(e, position), this.scheme.groups, this.scheme.colours, r);
     }

@@ -189,6 +189,13 @@ export function colourOrder(bucket, count) {
  * browser has no WebGL (the caller then draws on a 2-D canvas).
  */
 export class GLPoints {
+  /** Whether the browser draws WebGL on the CPU (SwiftShader, llvmpipe): no GPU behind it. */
+  get software() {
+    const info = this.gl.getExtension('WEBGL_debug_renderer_info');
+    const name = info ? String(this.gl.getParameter(info.UNMASKED_RENDERER_WEBGL)) : '';
+    return /swiftshader|llvmpipe|softpipe|software/i.test(name);
+  }
+
   static create(canvas) {
     const options = { alpha: true, antialias: false, premultipliedAlpha: true, depth: false };
     const gl = canvas.getContext('webgl', options) || canvas.getContext('experimental-webgl', options);

@@ -91,11 +91,16 @@ def browser_without_webgl() -> Iterator[Any]:
     yield from chromium_or_skip("--disable-webgl", "--disable-3d-apis")
 
 
-def _open(driver: Any, small_page: tuple[Path, dict], renderer: str) -> tuple[dict, int, int]:
-    """Open the page with ``renderer`` drawing the points; its embedding, the scatter's size."""
+def _open(
+    driver: Any, small_page: tuple[Path, dict], renderer: str, trails: str = "auto"
+) -> tuple[dict, int, int]:
+    """Open the page with ``renderer`` drawing the points (and ``trails`` the trails); its
+    embedding, the scatter's size."""
     page, view = small_page
     open_page(driver, page)
-    driver.execute_script("window.learnscopeView.embedding.setRenderer(arguments[0])", renderer)
+    driver.execute_script(
+        "window.learnscopeView.embedding.setRenderer(arguments[0], arguments[1])", renderer, trails
+    )
     assert driver.execute_script(_STATE)["renderer"] == renderer
     width, height = driver.execute_script("return [learnscopeView.width, learnscopeView.height]")
     return view["embeddings"][0], width, height
@@ -216,7 +221,8 @@ TRAIL_CHECKS = [(0.6, k, "last") for k in (0, 2, 5)] + [
 def test_trails_run_from_the_last_snapshots_to_where_the_points_are(
     small_page: tuple[Path, dict], browser: Any, renderer: str
 ) -> None:
-    embedding, width, height = _open(browser, small_page, renderer)
+    embedding, width, height = _open(browser, small_page, renderer, trails=renderer)
+    assert browser.execute_script(_STATE)["trailsRenderer"] == renderer
     layer = {"webgl": "points", "canvas": "back"}[renderer]
     trails = browser.find_element("css selector", "input[type=checkbox]")
     for position in (0.6, 1.5):
@@ -238,6 +244,30 @@ def test_trails_run_from_the_last_snapshots_to_where_the_points_are(
             if renderer == "webgl":  # drawn by WebGL, behind the points: none on the 2-D back
                 assert trail_pixel(browser, "back", middle)[1] == 0
         trails.click()
+
+
+_GL_RENDERER = """
+const gl = document.createElement('canvas').getContext('webgl');
+const info = gl && gl.getExtension('WEBGL_debug_renderer_info');
+return info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : '';
+"""
+
+
+def test_trails_go_to_the_2d_canvas_where_webgl_runs_on_the_cpu(
+    small_page: tuple[Path, dict], browser: Any
+) -> None:
+    """Software WebGL (SwiftShader here) spends more per line than the 2-D canvas: BENCHMARKS.md."""
+    embedding, width, height = _open(browser, small_page, "webgl")  # trails: "auto"
+    gl_name = browser.execute_script(_GL_RENDERER)
+    software = any(s in gl_name for s in ("SwiftShader", "llvmpipe", "softpipe"))
+    state = browser.execute_script(_STATE)
+    assert state["renderer"] == "webgl"
+    assert state["trailsRenderer"] == ("canvas" if software else "webgl"), gl_name
+    browser.execute_script("window.learnscopeView.embedding.setPosition(1.5)")
+    browser.find_element("css selector", "input[type=checkbox]").click()
+    middle = trail_midpoints(embedding, 1.5, width, height)[2, "stored"]
+    layer = "back" if software else "points"
+    assert trail_pixel(browser, layer, middle)[1] > 0  # the trail is where it was said to be
 
 
 def test_without_webgl_the_2d_canvas_draws(
