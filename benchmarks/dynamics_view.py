@@ -155,19 +155,28 @@ def renderer_figures(root: Path, seconds: float) -> dict[str, str]:
             driver.get(page.as_uri())
             assert wait_ready(driver)["points"] == points
             row = []
-            for renderer in ("webgl", "canvas"):
+            # points by WebGL with the trails by WebGL, then by the 2-D canvas (what a software
+            # renderer gets), then all on the 2-D canvas
+            for renderer, trails_by in (
+                ("webgl", "webgl"),
+                ("webgl", "canvas"),
+                ("canvas", "canvas"),
+            ):
                 driver.execute_script(
-                    "window.learnscopeView.embedding.setRenderer(arguments[0])", renderer
+                    "window.learnscopeView.embedding.setRenderer(arguments[0], arguments[1])",
+                    renderer,
+                    trails_by,
                 )
                 state = wait_ready(driver)
                 assert state["renderer"] == renderer and state["drawnPoints"] == points, state
+                assert state["trailsRenderer"] == trails_by, state
                 fps = frames_per_second(driver, seconds)
                 move, pick = driver.execute_script(_HOVER_MS)
                 driver.execute_script(_TRAILS, True)
                 trails = frames_per_second(driver, seconds)
                 driver.execute_script(_TRAILS, False)
                 row.append(
-                    f"{renderer} {fps:.1f} fps, with trails {trails:.1f} fps, "
+                    f"{renderer} {fps:.1f} fps, with trails by {trails_by} {trails:.1f} fps, "
                     f"mouse move {move:.1f} ms (pick {pick:.1f})"
                 )
             results[f"playing {points:,} points x 8 snapshots"] = "; ".join(row)
