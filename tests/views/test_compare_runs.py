@@ -33,17 +33,6 @@ KEY = "encoder/validate"
 HIDDEN = "hidden/validate"  # the two-tag fit's other key: encoder.0's output, 16 wide
 TAGS_RUN = "tags/version_0"
 
-_FRAMES = """
-const out = [];
-function walk(n) {
-  if (n.tagName === 'IFRAME') out.push(n);
-  if (n.shadowRoot) walk(n.shadowRoot);
-  for (const c of n.children || []) walk(c);
-}
-walk(document.body);
-return out;
-"""
-
 
 def _fit(
     logdir: Path, seed: int, name: str = "fit", tags: tuple[tuple[str, str], ...] = ()
@@ -464,6 +453,7 @@ def _check_panel(driver: Any, expected: dict[str, Any]) -> None:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browser: Any) -> None:
+    from browser import enter_learnscope_tab
     from selenium.webdriver.support.ui import Select
     from tb_server import tensorboard
 
@@ -472,12 +462,7 @@ def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browse
         expected = server.json(
             "/data/plugin/learnscope/compare", a="fit/version_1", b="fit/version_0", key=KEY
         )
-        browser.get(f"{server.base}/#learnscope")
-        deadline = time.monotonic() + 60
-        while not browser.execute_script(_FRAMES):
-            assert time.monotonic() < deadline, "the learnscope tab never made its iframe"
-            time.sleep(0.5)
-        browser.switch_to.frame(browser.execute_script(_FRAMES)[0])
+        enter_learnscope_tab(browser, server.base)
         try:
             deadline = time.monotonic() + 60
             while not browser.execute_script(
