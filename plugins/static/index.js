@@ -7,8 +7,8 @@
 //    inline script beside a JSON script element "learnscope-data"; the view then mounts itself.
 // The view is a run picker, the run's messages and three panels (embeddings.js,
 // autocorrelation.js, findings.js) that follow one shared step cursor (cursor.js); "compare
-// with" opens a fourth above them (compare.js): the run's tag beside another run's (or its own
-// other) tag, "with tag" (the same tag by default), on the ids they share.
+// with" opens a fourth above them (compare_choice.js, compare.js): the run's tag beside another
+// run's (or its own other) tag, "with tag" (the same tag by default), on the ids they share.
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
 // window.learnscopeView is the view: its ``state`` (point counts, frames drawn, hovered and
@@ -16,7 +16,7 @@
 // ``compare`` is the comparison panel shown (its own ``state``), or null.
 
 import { AutocorrelationPanel } from './autocorrelation.js';
-import { ComparePanel } from './compare.js';
+import { CompareChooser } from './compare_choice.js';
 import { StepCursor } from './cursor.js';
 import { el } from './dom.js';
 import { EmbeddingPanel } from './embeddings.js';
@@ -38,15 +38,14 @@ export class LearnscopeView {
       renderer: null, // what draws the scatter's points: 'webgl', or 'canvas' where WebGL is missing
     };
     this.embedding = null;
-    this.comparePanel = null;
     root.classList.add('ls-root');
     root.append(styleElement());
     this.header = el('div', { class: 'ls-bar' });
     this.messages = el('div');
-    this.compareBox = el('div');
     this.body = el('div');
     this.tip = el('div', { class: 'ls-tip' });
-    root.append(this.header, this.messages, this.compareBox, this.body, this.tip);
+    this.chooser = new CompareChooser({ source, tip: this.tip });
+    root.append(this.header, this.messages, this.chooser.box, this.body, this.tip);
   }
 
   /** List the runs and open the newest. */
@@ -54,87 +53,29 @@ export class LearnscopeView {
     const runs = runList(await this.source.runs());
     const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run' },
       runs.map((r) => el('option', { value: r.name, text: r.name })));
-    this.runSelect = select;
-    this.otherSelect = el('select', { 'aria-label': 'compare with', onchange: () => this.openCompare() });
-    this.keySelect = el('select', { 'aria-label': 'compare tag', onchange: () => this.openCompare() });
-    this.keyBSelect = el('select', { 'aria-label': 'compare with tag',
-      onchange: () => this.openCompare(undefined, undefined, undefined, this.keyBSelect.value) });
-    this.compareTicket = 0; // the newest comparison asked for; older answers are dropped
-    this.runNames = runs.map((r) => r.name);
+    this.chooser.setRuns(runs.map((r) => r.name));
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
-      el('label', {}, ['run ', select]), el('label', {}, ['compare with ', this.otherSelect]),
-      el('label', {}, ['tag ', this.keySelect]), el('label', {}, ['with tag ', this.keyBSelect]));
+      el('label', {}, ['run ', select]), ...this.chooser.labels());
     if (!runs.length) {
       this.messages.append(el('div', { class: 'ls-msg', text: 'No run with learnscope data.' }));
       this.state.ready = true;
       return;
     }
     const pair = this.source.pair;
-    const first = pair && this.runNames.includes(pair.a) ? pair.a : newestRun(runs).name;
+    const first = pair && this.chooser.runNames.includes(pair.a) ? pair.a : newestRun(runs).name;
     select.value = first;
     await this.loadRun(first);
     if (pair) {
-      for (const m of pair.messages || []) this.compareBox.append(el('div', { class: 'ls-msg', text: m }));
+      for (const m of pair.messages || []) this.chooser.say(m);
       if (pair.key) await this.openCompare(pair.b, pair.key, undefined, pair.keyB);
     }
   }
 
-  /** Fill the "compare with" and tag choices for the run shown (no comparison open). */
-  compareChoices(view) {
-    this.otherSelect.textContent = '';
-    const shown = this.state.run || view.run;
-    this.otherSelect.append(el('option', { value: '', text: '(none)' }),
-      ...this.runNames.map((n) => el('option', { value: n, text: n === shown ? `${n} (this run)` : n })));
-    this.keySelect.textContent = '';
-    this.keySelect.append(...view.embeddings.map((e) => el('option', { value: e.key, text: e.key })));
-    this.tagChoices(this.keyBSelect, [], '');
-    this.comparePanel = null;
-    this.compareBox.textContent = '';
-  }
-
-  /** ``select``'s options: ``keys`` (and ``value`` when missing), ``value`` chosen. */
-  tagChoices(select, keys, value) {
-    select.textContent = '';
-    const all = value && !keys.includes(value) ? [...keys, value] : keys;
-    select.append(...(all.length ? all : ['']).map((k) => el('option', { value: k, text: k || '(same tag)' })));
-    select.value = value;
-  }
-
-  /**
-   * Compare the run shown on ``key`` with run ``other`` on ``keyB`` (A's tag when not given),
-   * the header's run and tag by default; ``steps`` [A's, B's], the newest by default.
-   */
-  async openCompare(other, key, steps, keyB) {
-    if (other !== undefined) this.otherSelect.value = other;
-    if (key !== undefined) this.tagChoices(this.keySelect, [...this.keySelect.options].map((o) => o.value), key);
-    const b = this.otherSelect.value, chosen = this.keySelect.value, tagB = keyB || chosen;
-    const ticket = ++this.compareTicket;
-    this.comparePanel = null;
-    this.compareBox.textContent = '';
-    if (!b || !chosen) {
-      this.tagChoices(this.keyBSelect, [], '');
-      return null;
-    }
-    if (b === this.state.run && tagB === chosen) {
-      this.tagChoices(this.keyBSelect, this.view.embeddings.map((e) => e.key), tagB);
-      this.compareBox.append(el('div', { class: 'ls-msg', 'data-role': 'compare-message',
-        text: `${b} ${chosen} is the run and tag shown: pick another run or another tag (with tag)` }));
-      return null;
-    }
-    this.compareBox.textContent = 'Comparing…';
-    const data = await this.source.compare(this.state.run, b, chosen, steps, tagB);
-    if (ticket !== this.compareTicket) return null; // another comparison was asked for since
-    this.tagChoices(this.keyBSelect, data.b.keys || [], data.b.key || tagB);
-    const chooseSteps = this.source.chooseSteps ? (sa, sb) => this.openCompare(b, chosen, [sa, sb], tagB) : null;
-    const panel = new ComparePanel({ data, tip: this.tip, chooseSteps });
-    this.compareBox.textContent = '';
-    this.compareBox.append(panel.element);
-    this.comparePanel = panel;
-    return panel;
-  }
+  /** Compare the run shown with another (see CompareChooser.open). */
+  openCompare(other, key, steps, keyB) { return this.chooser.open(other, key, steps, keyB); }
 
   /** The comparison panel shown (its ``state`` for tests), or null. */
-  get compare() { return this.comparePanel; }
+  get compare() { return this.chooser.panel; }
 
   async loadRun(run) {
     this.pause();
@@ -145,7 +86,7 @@ export class LearnscopeView {
     this.body.textContent = 'Loading…';
     const view = await this.source.view(run);
     this.view = view;
-    this.compareChoices(view);
+    this.chooser.showRun(run, view);
     this.messages.textContent = '';
     for (const m of view.messages) this.messages.append(el('div', { class: 'ls-msg', text: m }));
     this.body.textContent = '';

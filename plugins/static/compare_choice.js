@@ -1,0 +1,92 @@
+// The comparison's choices in the view's header ("compare with" a run, its "tag", "with tag"
+// B's tag) and the comparison panel they open (compare.js), in a box of its own above the run's
+// panels.
+
+import { ComparePanel } from './compare.js';
+import { el } from './dom.js';
+
+/** ``select``'s options: ``keys`` (and ``value`` when missing), ``value`` chosen. */
+function setChoices(select, keys, value) {
+  select.textContent = '';
+  const all = value && !keys.includes(value) ? [...keys, value] : keys;
+  select.append(...(all.length ? all : ['']).map((k) => el('option', { value: k, text: k || '(same tag)' })));
+  select.value = value;
+}
+
+/**
+ * The choices over the runs of ``source`` (``setRuns``) and the comparison they open in ``box``;
+ * ``tip`` is the view's tooltip. ``panel`` is the comparison shown (its ``state`` for tests), or null.
+ */
+export class CompareChooser {
+  constructor({ source, tip }) {
+    this.source = source;
+    this.tip = tip;
+    this.other = el('select', { 'aria-label': 'compare with', onchange: () => this.open() });
+    this.key = el('select', { 'aria-label': 'compare tag', onchange: () => this.open() });
+    this.keyB = el('select', { 'aria-label': 'compare with tag',
+      onchange: () => this.open(undefined, undefined, undefined, this.keyB.value) });
+    this.box = el('div');
+    this.panel = null;
+    this.ticket = 0; // the newest comparison asked for; older answers are dropped
+    this.runNames = [];
+    this.shown = { run: null, view: null }; // the run the view shows: A
+  }
+
+  /** The header's labels of the choices. */
+  labels() {
+    return [el('label', {}, ['compare with ', this.other]), el('label', {}, ['tag ', this.key]),
+      el('label', {}, ['with tag ', this.keyB])];
+  }
+
+  /** The runs that can be picked. */
+  setRuns(names) { this.runNames = names; }
+
+  /** A message above the comparison. */
+  say(text) { this.box.append(el('div', { class: 'ls-msg', text })); }
+
+  /** Fill the choices for ``run``, shown with ``view`` (no comparison open). */
+  showRun(run, view) {
+    this.shown = { run, view };
+    this.other.textContent = '';
+    this.other.append(el('option', { value: '', text: '(none)' }),
+      ...this.runNames.map((n) => el('option', { value: n, text: n === run ? `${n} (this run)` : n })));
+    this.key.textContent = '';
+    this.key.append(...view.embeddings.map((e) => el('option', { value: e.key, text: e.key })));
+    setChoices(this.keyB, [], '');
+    this.panel = null;
+    this.box.textContent = '';
+  }
+
+  /**
+   * Compare the run shown on ``key`` with run ``other`` on ``keyB`` (A's tag when not given),
+   * the header's run and tag by default; ``steps`` [A's, B's], the newest by default.
+   */
+  async open(other, key, steps, keyB) {
+    if (other !== undefined) this.other.value = other;
+    if (key !== undefined) setChoices(this.key, [...this.key.options].map((o) => o.value), key);
+    const b = this.other.value, chosen = this.key.value, tagB = keyB || chosen;
+    const ticket = ++this.ticket;
+    this.panel = null;
+    this.box.textContent = '';
+    if (!b || !chosen) {
+      setChoices(this.keyB, [], '');
+      return null;
+    }
+    if (b === this.shown.run && tagB === chosen) {
+      setChoices(this.keyB, this.shown.view.embeddings.map((e) => e.key), tagB);
+      this.box.append(el('div', { class: 'ls-msg', 'data-role': 'compare-message',
+        text: `${b} ${chosen} is the run and tag shown: pick another run or another tag (with tag)` }));
+      return null;
+    }
+    this.box.textContent = 'Comparing…';
+    const data = await this.source.compare(this.shown.run, b, chosen, steps, tagB);
+    if (ticket !== this.ticket) return null; // another comparison was asked for since
+    setChoices(this.keyB, data.b.keys || [], data.b.key || tagB);
+    const chooseSteps = this.source.chooseSteps ? (sa, sb) => this.open(b, chosen, [sa, sb], tagB) : null;
+    const panel = new ComparePanel({ data, tip: this.tip, chooseSteps });
+    this.box.textContent = '';
+    this.box.append(panel.element);
+    this.panel = panel;
+    return panel;
+  }
+}
