@@ -53,6 +53,10 @@ Job = Callable[[Writers], None]
 PROGRESS_AFTER_S = 5.0  # the end of a fit says once what it waits for when it waited this long
 IDLE_EXIT_S = 2.0  # the worker thread ends after this long with nothing to do
 LEFT_BEHIND_JOIN_S = 1.0  # how long an abandoned worker is given to finish its write
+# The longest the training thread sleeps in one wait. The kernel may hand a Ctrl-C to any thread
+# (the worker, blocked in a write, say), and Python runs the handler only when the main thread
+# wakes: a wait in slices sees it within this long instead of at the end of the wait.
+SIGNAL_CHECK_S = 0.25
 
 
 @forwards_records("_record")
@@ -154,7 +158,7 @@ class BackgroundWriters(Writer):
             while (self._jobs and len(self._jobs) >= self.max_pending_jobs) or (
                 self._pending_bytes and self._pending_bytes + size > self.max_pending_bytes
             ):
-                self._changed.wait()
+                self._changed.wait(SIGNAL_CHECK_S)
                 self._raise_failure()
             self._jobs.append((job, size, label or _describe(job)))
             self._pending_bytes += size
@@ -169,7 +173,7 @@ class BackgroundWriters(Writer):
         """Wait until every job queued so far has run."""
         with self._changed:
             while (self._jobs or self._busy) and self._working():
-                self._changed.wait()
+                self._changed.wait(SIGNAL_CHECK_S)
             self._raise_failure()
 
     def close(self, timeout_s: float | None = None) -> None:
@@ -204,9 +208,7 @@ class BackgroundWriters(Writer):
                 self._changed.notify_all()
                 thread = self._thread
             if thread is not None:
-                thread.join(
-                    LEFT_BEHIND_JOIN_S if abandoned else None if math.isinf(limit) else limit
-                )
+                _join(thread, LEFT_BEHIND_JOIN_S if abandoned else limit)
                 if thread.is_alive() and not abandoned:
                     self._abandon(f"the end of the fit waited {limit:g} s for learnscope's writes")
                 if thread.is_alive():
@@ -239,8 +241,7 @@ class BackgroundWriters(Writer):
                         limit,
                     )
                     report = math.inf  # one line
-                left = min(start + limit, report) - now
-                self._changed.wait(None if math.isinf(left) else left)
+                self._changed.wait(min(start + limit - now, report - now, SIGNAL_CHECK_S))
             self._raise_failure()
         return True
 
@@ -342,3 +343,10 @@ def _drain_at_exit() -> None:
             background.close()
         except Exception:
             log.exception("learnscope: writing the last queued records at exit failed")
+
+
+def _join(thread: threading.Thread, timeout: float) -> None:
+    """``thread.join(timeout)`` in slices of :data:`SIGNAL_CHECK_S` (``inf``: until it ends)."""
+    end = time.monotonic() + timeout
+    while thread.is_alive() and time.monotonic() < end:
+        thread.join(min(end - time.monotonic(), SIGNAL_CHECK_S))

@@ -241,3 +241,39 @@ def test_a_long_wait_says_once_what_it_waits_for(
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and "waiting for" in said[0], said
     assert "record(s): " in said[0] and "scalars" in said[0] and " MB" in said[0]
+
+
+class Stuck(Writer):
+    """A writer whose write never returns until ``release`` is set (a hung file system)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def write_scalars(self, scalars: object, step: int) -> None:
+        self.thread = threading.current_thread()
+        self.release.wait()
+
+
+def test_a_ctrl_c_the_kernel_hands_to_the_writer_thread_still_ends_the_wait() -> None:
+    """Python runs a signal's handler on the main thread only when it wakes: the end's wait is
+    sliced, so a Ctrl-C delivered to the blocked worker is seen at once, not at the limit."""
+    stuck = Stuck()
+    background = BackgroundWriters([stuck])
+    background.write_scalars({"x": 1.0}, 0)
+    end = time.monotonic() + 5
+    while stuck.thread is None and time.monotonic() < end:
+        time.sleep(0.01)
+    assert stuck.thread is not None
+    ident = stuck.thread.ident
+    assert ident is not None
+    ctrl_c = threading.Timer(0.5, signal.pthread_kill, (ident, signal.SIGINT))
+    ctrl_c.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            background.close(timeout_s=60)
+        assert time.monotonic() - start < 3  # not the 60 s limit, nor the 5 s progress line
+    finally:
+        ctrl_c.cancel()
+        stuck.release.set()
