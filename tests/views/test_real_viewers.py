@@ -211,6 +211,7 @@ def test_readme_names_the_demo_tags_as_stored(server: TensorBoardServer, demo_lo
     wandb_keys = {
         k.removesuffix("_table") for row in wandb_history(wandb_run_dir(demo_logdir)) for k in row
     }
+    stored |= {name.rsplit("/", 1)[0] for name in names}  # snapshot keys: tag/stage
     for tag in tags:
         if tag.startswith("encoder/validate/step_"):  # 8 epochs in the README, 3 here
             assert re.fullmatch(r"encoder/validate/step_\d{9}", tag) and tag[:-3] in names[0]
