@@ -35,7 +35,10 @@ pytestmark = [
 
 CHILD = textwrap.dedent(
     """
-    import os, sys, time
+    import os, signal, sys, time
+    # Ctrl-C raises KeyboardInterrupt even when the test run was started with SIGINT ignored
+    # (a background job of a non-interactive shell), which a child inherits
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path[:0] = [{tests!r}, {here!r}]
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
@@ -268,6 +271,7 @@ def test_a_ctrl_c_the_kernel_hands_to_the_writer_thread_still_ends_the_wait() ->
     ident = stuck.thread.ident
     assert ident is not None
     ctrl_c = threading.Timer(0.5, signal.pthread_kill, (ident, signal.SIGINT))
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignored
     ctrl_c.start()
     start = time.monotonic()
     try:
@@ -277,3 +281,4 @@ def test_a_ctrl_c_the_kernel_hands_to_the_writer_thread_still_ends_the_wait() ->
     finally:
         ctrl_c.cancel()
         stuck.release.set()
+        signal.signal(signal.SIGINT, handler)
