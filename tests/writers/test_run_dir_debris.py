@@ -53,16 +53,21 @@ def hold_lock(lock: Path) -> subprocess.Popen[str]:
     return process
 
 
+def leave_stale_lock(lock: Path) -> None:
+    """``lock`` as a SIGKILLed writer leaves it: the file stays, nobody holds it."""
+    holder = hold_lock(lock)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    assert lock.exists()  # the killed process could not remove it
+
+
 def test_a_lock_left_by_a_sigkilled_writer_is_removed_when_the_next_writer_starts(
     tmp_path: Path,
 ) -> None:
     run = tmp_path / "run"
     run.mkdir()
     lock = run / f".{PROJECTOR_CONFIG}.lock"
-    holder = hold_lock(lock)
-    holder.send_signal(signal.SIGKILL)
-    holder.wait(timeout=30)
-    assert lock.exists()  # the killed process could not remove it
+    leave_stale_lock(lock)
 
     writer = TensorBoardWriter(run)
     assert not lock.exists()
@@ -185,9 +190,6 @@ def test_a_record_lock_left_by_a_sigkilled_writer_goes_when_a_record_writer_star
     folder = tmp_path / "files"
     folder.mkdir()
     lock = folder / f".{RECORD_FILE}.lock"
-    holder = hold_lock(lock)
-    holder.send_signal(signal.SIGKILL)
-    holder.wait(timeout=30)
-    assert lock.exists()
+    leave_stale_lock(lock)
     RunRecordWriter(folder)
     assert not lock.exists()
