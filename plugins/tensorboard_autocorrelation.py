@@ -33,7 +33,6 @@ from learnscope.tags import AUTOCORRELATION, ROOT
 if TYPE_CHECKING:
     from learnscope.plugins.tensorboard import TensorBoardWriter
 
-PREFIX = AUTOCORRELATION
 
 # The multi-line charts earlier learnscope versions wrote (in categories "autocorrelation/<kind>"),
 # replaced by the charts below when such a run is resumed.
@@ -44,7 +43,7 @@ retire_charts(
 
 
 def autocorrelation_charts(
-    summary: AutocorrelationSummary, scalars: Mapping[str, float], prefix: str = PREFIX
+    summary: AutocorrelationSummary, scalars: Mapping[str, float], prefix: str = AUTOCORRELATION
 ) -> dict[str, dict[str, Chart]]:
     """The Custom Scalars charts (category -> title -> chart) for the logged ``scalars``.
 
@@ -110,10 +109,10 @@ def write_autocorrelation(writer: TensorBoardWriter, summary: AutocorrelationSum
         >>> write_autocorrelation(writer, AutocorrelationSummary(5, (1, 2), (g,)))
         >>> writer.close()
     """
-    scalars = summary.to_scalars(PREFIX)
+    scalars = summary.to_scalars()
     writer.write_scalars(scalars, summary.step)
     charts = autocorrelation_charts(summary, scalars)
     if charts:
         writer.add_charts(charts)
-    for image in acf_images(summary, PREFIX):
+    for image in acf_images(summary):
         writer.write_image(image)

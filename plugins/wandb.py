@@ -22,7 +22,6 @@ log = logging.getLogger("learnscope")
 STEP_KEY = "trainer/global_step"  # the x axis Lightning's WandbLogger defines
 MAX_TABLE_ROWS = 10_000  # wandb's cap for a table logged in a run
 HISTOGRAM_BINS = 64  # wandb takes at most 512
-FINDINGS_KEY = FINDINGS
 # Columns write_embedding adds itself: metadata columns with these names are renamed.
 RESERVED_COLUMNS = ("embedding", "step", "stage", "image")
 
@@ -161,7 +160,7 @@ class WandbWriter(Writer):
         rows = [[f.step, f.severity, f.code, f.subject, f.message] for f in findings]
         if not rows:
             rows = [[step, "info", "no-findings", "", "No findings: nothing looks wrong so far."]]
-        self.run.log({FINDINGS_KEY: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
+        self.run.log({FINDINGS: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
         self.record.write_findings(findings, step)
 
     def write_run_start(self, run: records.RunStart) -> None:

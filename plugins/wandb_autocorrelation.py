@@ -18,7 +18,6 @@ from learnscope.plugins.figures import acf_images
 from learnscope.records import AutocorrelationSummary
 from learnscope.tags import AUTOCORRELATION
 
-PREFIX = AUTOCORRELATION
 _KIND_WORDS = {"params": "parameters", "grads": "gradients"}
 
 
@@ -85,21 +84,21 @@ def autocorrelation_log(
         >>> type(logged["~learnscope/autocorrelation/grads/acf"]).__name__
         'Image'
     """
-    logged: dict[str, Any] = dict(summary.to_scalars(PREFIX))
+    logged: dict[str, Any] = dict(summary.to_scalars())
     for kind in dict.fromkeys(g.kind for g in summary.groups):
         xs, ys, keys = acf_series(summary, kind)
         if not keys:
             continue
         if any(len(x) != len(y) for x, y in zip(xs, ys, strict=True)):
             raise ValueError(f"{kind}: line lengths differ; line_series would truncate them")
-        logged[f"{PREFIX}/{kind}/acf_lines"] = wandb.plot.line_series(
+        logged[f"{AUTOCORRELATION}/{kind}/acf_lines"] = wandb.plot.line_series(
             xs,
             ys,
             keys=keys,
             title=f"mean ACF of {_KIND_WORDS.get(kind, kind)} (step {summary.step})",
             xname="lag",
         )
-    for image in acf_images(summary, PREFIX):
+    for image in acf_images(summary):
         logged[image.tag] = wandb.Image(image.pixels)
     logged[step_key] = summary.step
     return logged
