@@ -8,10 +8,11 @@ device-side buffer with one batched copy per step and kind, without any host
 synchronisation.
 
 The parts: :mod:`learnscope.sampling_plan` chooses the slices, :mod:`learnscope.sampled_columns`
-finds the part of them this rank holds and groups the columns, :mod:`learnscope.ring_buffer`
-keeps the last steps; :class:`SampledParameterHistory` composes them and follows the
-parameters' storage and device. ``SampledSlice``, ``ShardedColumns`` and ``plan_slices`` are
-importable from here too.
+finds the part of them this rank holds and groups the columns,
+:mod:`learnscope.sampled_gradients` reads their gradients (dense or sparse),
+:mod:`learnscope.ring_buffer` keeps the last steps; :class:`SampledParameterHistory` composes
+them and follows the parameters' storage and device. ``SampledSlice``, ``ShardedColumns`` and
+``plan_slices`` are importable from here too.
 
 Example:
     >>> import torch
@@ -36,6 +37,7 @@ from torch import Tensor
 from learnscope.health.sharded import ParameterShard
 from learnscope.ring_buffer import StagedRingBuffer
 from learnscope.sampled_columns import LocalPiece, ShardedColumns, column_layout
+from learnscope.sampled_gradients import SampledGradients, local_values
 from learnscope.sampling_plan import (
     ParameterSource,
     SampledSlice,
@@ -56,10 +58,6 @@ __all__ = [
 
 HistoryKind = Literal["params", "grads"]
 HISTORY_KINDS: tuple[str, ...] = ("params", "grads")
-
-# What record() reads of one gradient piece: holder, local start, length, zeros for a None
-# gradient, parameter name.
-GradientPiece = tuple[Tensor, int, int, Tensor, str]
 
 
 class SampledParameterHistory:
@@ -94,6 +92,9 @@ class SampledParameterHistory:
     tensors every step. A parameter whose ``.grad`` is None records zeros: a column that
     stays zero is constant, which the ACF reports as NaN ("no gradient"), whereas NaN
     values would also poison every ACF window they fall in after the gradient comes back.
+    A sparse COO gradient (``nn.Embedding(sparse=True)``) records the same elements of its
+    dense view, made from its stored values only; one of another layout (sparse CSR...)
+    records zeros, with one warning (see :mod:`learnscope.sampled_gradients`).
 
     Each element belongs to a module group: the first ``group_depth`` components of its
     parameter's module path (``encoder.layers.0.weight`` is in ``encoder`` at depth 1 and
@@ -295,10 +296,7 @@ class SampledParameterHistory:
         ring = self._ring
         if ring.width:
             for kind in self._kinds:
-                if kind == "params":
-                    views = self._parameter_views()
-                else:
-                    views = gradient_views(self._gradient_pieces, self._views.sharded)
+                views = self._parameter_views() if kind == "params" else self._gradients.views()
                 torch.cat(views, out=ring.staging_row(kind))
         ring.advance()
 
@@ -415,15 +413,10 @@ class SampledParameterHistory:
         self._ring = StagedRingBuffer(
             self._kinds, self._layout.num_elements, self._capacity, self._device
         )
-        self._gradient_pieces: list[GradientPiece] = []
-        if "grads" in self._kinds and pieces:
-            zeros = torch.zeros(
-                max(p.length for p in pieces), dtype=torch.float32, device=self._device
-            )
-            self._gradient_pieces = [
-                (p.holder, p.start, p.length, zeros[: p.length], p.name) for p in pieces
-            ]
-        self._views = _ParameterViews(pieces, self._layout.sharded_columns is not None)
+        sharded = self._layout.sharded_columns is not None
+        read = pieces if "grads" in self._kinds else ()
+        self._gradients = SampledGradients(read, sharded, self._device)
+        self._views = _ParameterViews(pieces, sharded)
 
     def _parameter_views(self) -> list[Tensor]:
         """Views of the sampled slices, cached while the parameters' storage stays put.
@@ -433,7 +426,7 @@ class SampledParameterHistory:
         """
         views = self._views
         holders = views.holders
-        tensors = [_local_values(h) for h in holders] if views.sharded else holders
+        tensors = [local_values(h) for h in holders] if views.sharded else holders
         pointers = tuple(t.data_ptr() for t in tensors)
         if pointers != views.pointers:
             self._follow_device(holders[0].device)
@@ -449,10 +442,7 @@ class SampledParameterHistory:
         self._device = device
         self._ring.to(device)
         self._layout = self._layout.to(device)
-        self._gradient_pieces = [
-            (holder, start, length, zeros.to(device), name)
-            for holder, start, length, zeros, name in self._gradient_pieces
-        ]
+        self._gradients.to(device)
 
 
 class _ParameterViews:
@@ -488,62 +478,6 @@ class _ParameterViews:
             _flat_slice(t.detach(), p.start, p.length) if view is None else view
             for view, t, p in zip(self.views, tensors, self.pieces, strict=True)
         ]
-
-
-def gradient_views(pieces: Sequence[GradientPiece], sharded: bool) -> list[Tensor]:
-    """Views of the sampled pieces of the current gradients (zeros for a None grad).
-
-    Gradients are new tensors at every step (``zero_grad(set_to_none=True)``), so their
-    views are made afresh: one ``as_strided`` per piece, the fewest Python calls that can
-    do it.
-
-    Args:
-        pieces: ``(holder, local start, length, zeros, name)`` per piece, in column order.
-        sharded: Whether the holders may be DTensors (their local tensors are read).
-
-    Raises:
-        TypeError: A gradient is sparse.
-
-    Example:
-        >>> import torch
-        >>> weight = torch.nn.Parameter(torch.zeros(4))
-        >>> weight.grad = torch.arange(4.0)
-        >>> gradient_views([(weight, 1, 2, torch.zeros(2), "weight")], sharded=False)
-        [tensor([1., 2.])]
-    """
-    views = []
-    for parameter, start, length, zeros, name in pieces:
-        gradient = parameter.grad
-        if gradient is None:
-            views.append(zeros)
-            continue
-        if sharded:
-            gradient = _local_values(gradient)
-        if gradient.is_contiguous():
-            offset = gradient.storage_offset() + start
-            views.append(gradient.as_strided((length,), (1,), offset))
-        else:
-            views.append(_other_gradient(name, gradient, start, length))
-    return views
-
-
-def _other_gradient(name: str, gradient: Tensor, start: int, length: int) -> Tensor:
-    """A slice of a non-contiguous gradient (a copy); sparse ones are an error."""
-    if gradient.layout != torch.strided:
-        raise TypeError(
-            f"the gradient of {name!r} is {gradient.layout}; only dense gradients can be sampled"
-        )
-    return gradient.reshape(-1)[start : start + length]
-
-
-def _local_values(tensor: Tensor) -> Tensor:
-    """The local tensor of a DTensor (no communication), else the tensor; detached.
-
-    Called under ``no_grad``, where ``DTensor.to_local()`` returns its local tensor as it is,
-    without the DTensor dispatch that ``detach()`` would go through.
-    """
-    to_local = getattr(tensor, "to_local", None)
-    return to_local().detach() if to_local is not None else tensor.detach()
 
 
 def _flat_slice(tensor: Tensor, start: int, length: int) -> Tensor:

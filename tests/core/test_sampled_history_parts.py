@@ -56,11 +56,3 @@ def test_layout_groups_the_columns_and_matches_the_history() -> None:
     history = SampledParameterHistory(model.named_parameters(), slices=plan)
     assert torch.equal(history.group_index, layout.group_index)
     assert history.slices == tuple(plan) and plan[0] == SampledSlice(*plan[0].__dict__.values())
-
-
-def test_a_sparse_gradient_is_named() -> None:
-    embedding = torch.nn.Embedding(10, 3, sparse=True)
-    history = SampledParameterHistory([("table.weight", embedding.weight)], capacity=2)
-    embedding(torch.tensor([1, 2])).sum().backward()
-    with pytest.raises(TypeError, match="gradient of 'table.weight' is torch.sparse_coo"):
-        history.record()
