@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from learnscope.shell import shell_command
+
 
 def import_optional(module: str, extra: str) -> ModuleType:
     """Import ``module``, or fail with a message naming the pip extra that provides it.
@@ -28,9 +30,9 @@ def import_optional(module: str, extra: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as error:
+        install = shell_command("pip", "install", f"learnscope[{extra}]")
         raise ModuleNotFoundError(
-            f"learnscope needs {module!r} for this: pip install 'learnscope[{extra}]'",
-            name=module,
+            f"learnscope needs {module!r} for this: {install}", name=module
         ) from error
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
+
+from learnscope.shell import shell_command
 
 DESCRIPTION = """\
 See what your PyTorch Lightning model is learning, in TensorBoard and Weights & Biases.
@@ -180,11 +181,11 @@ def run_demo_command(logdir: str, epochs: int, use_wandb: bool) -> int:
         f"\nlearnscope demo finished in {time.perf_counter() - start:.0f} s; "
         f"run: {runs.tensorboard}"
     )
-    print(f"Look at it with:\n  tensorboard --logdir {shlex.quote(logdir)}")
+    print(f"Look at it with:\n  {shell_command('tensorboard', '--logdir', logdir)}")
     print("then open its learnscope tab (and the Projector, Images and Custom Scalars tabs).")
     if runs.wandb is not None:
         print(f"The offline wandb run is in {runs.wandb}; upload it with:")
-        print(f"  wandb sync {shlex.quote(_shown(runs.wandb))}")
+        print(f"  {shell_command('wandb', 'sync', _shown(runs.wandb))}")
     return 0
 
 

@@ -30,9 +30,11 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from learnscope.plugins import shows, writers_for
+from learnscope.plugins import LoggerWriters, logger_writers, shows
 from learnscope.plugins.background import BackgroundWriters
+from learnscope.plugins.wandb import disabled_by, run_mode
 from learnscope.records import CallbackSettings, RunEnd, RunStart
+from learnscope.shell import shell_command
 
 log = logging.getLogger("learnscope")
 
@@ -72,16 +74,21 @@ class WriterSession:
         self.members: set[int] = set()  # ids of the callbacks that joined
         self.interrupted = False  # a callback left through on_exception
         self._writers: BackgroundWriters | None = None
+        self._made: list[LoggerWriters] = []  # the writers of each logger, as made
         self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
         self.written: dict[str, int] = dict.fromkeys(
             ("write_embedding", "write_autocorrelation", "findings"), 0
         )  # what the writers were given, when closed
 
     def writers(self) -> BackgroundWriters:
-        """The writers, one per logger, made on the first call; none on ranks other than zero."""
+        """The writers of every logger, made on the first call; none on ranks other than zero.
+
+        Making them says once what a logger gets without its dashboard's package, and that a
+        disabled W&B run gets nothing (see :func:`~learnscope.plugins.loggers.logger_writers`).
+        """
         if self._writers is None:
-            writers = writers_for(self.loggers) if self.is_global_zero else []
-            self._writers = BackgroundWriters(writers)
+            self._made = [logger_writers(lg) for lg in self.loggers] if self.is_global_zero else []
+            self._writers = BackgroundWriters(w for made in self._made for w in made.writers)
         return self._writers
 
     def start(self, callbacks: Sequence[CallbackSettings]) -> None:
@@ -130,7 +137,10 @@ class WriterSession:
                     "learnscope: no logger to show %s; add a TensorBoardLogger or WandbLogger",
                     _kinds([method]),
                 )
+        told = {id(w) for made in self._made if made.missing for w in made.writers}
         for writer in writers.active:
+            if id(writer) in told:  # stand-ins: what they cannot show was said when made
+                continue
             unshown = [m for m in methods if not shows(writer, m)]
             lost = [m for m in unshown if m not in _FALLBACKS]
             if lost:
@@ -154,7 +164,8 @@ class WriterSession:
     def close(self, step: int | None = None) -> None:
         """End the run at ``step`` (when given), write what is queued, then close the writers.
 
-        A logger's own writer stays open. What was written is then in :attr:`written`.
+        A logger's own writer stays open. What was written is then in :attr:`written` (nothing
+        when no logger got a writer, as a disabled W&B run gets none).
         """
         if self._writers is not None:
             try:
@@ -163,11 +174,16 @@ class WriterSession:
                     self._writers.write_run_end(RunEnd(step, status))
             finally:
                 self._writers.close()
-                parts = (self._writers.inline, self._writers.queued)
-                for method in ("write_embedding", "write_autocorrelation"):
-                    self.written[method] = max(part.records[method] for part in parts)
-                self.written["findings"] = max(len(part.findings) for part in parts)
+                if any(made.writers for made in self._made):
+                    self._count_written(self._writers)
                 self._writers = None
+
+    def _count_written(self, writers: BackgroundWriters) -> None:
+        """Keep in :attr:`written` what ``writers`` were given."""
+        parts = (writers.inline, writers.queued)
+        for method in ("write_embedding", "write_autocorrelation"):
+            self.written[method] = max(part.records[method] for part in parts)
+        self.written["findings"] = max(len(part.findings) for part in parts)
 
     def summary(self, stage: str = "fit") -> str | None:
         """One line on what was written, where, and the commands that open it; after :meth:`close`.
@@ -194,22 +210,27 @@ in this fit, to CSVLogger (logs)
             f"{_count(written['findings'], 'finding')} in this {stage}"
             + (" (interrupted)" if self.interrupted else "")
         )
-        places, commands = [], []
+        missing = {id(made.logger): made.missing for made in self._made if made.missing}
+        places, commands, unwritten = [], [], []
         for logger in self.loggers:
             name = type(logger).__name__
             if "TensorBoard" in name and getattr(logger, "log_dir", None):
-                root = getattr(logger, "save_dir", None) or logger.log_dir
-                places.append(f"{logger.log_dir}")
-                commands.append(
-                    f"tensorboard --logdir {root} (its learnscope tab, Projector, Custom "
-                    f"Scalars); learnscope export {root} --html view.html (one page)"
-                )
+                place, opens = _tensorboard_place(logger, missing.get(id(logger)))
+                places.append(place)
+                commands.append(opens)
             elif name == "WandbLogger":
-                places.append(_wandb_run(getattr(logger, "_experiment", None)))  # never starts one
+                run = getattr(logger, "_experiment", None)  # never starts one
+                if run is not None and run_mode(run) == "disabled":
+                    unwritten.append(_wandb_run(run))
+                else:
+                    places.append(_wandb_run(run))
             else:
                 where = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
                 places.append(f"{name} ({where})" if where else name)
-        line += ", to " + ", ".join(places)
+        if places:
+            line += ", to " + ", ".join(places)
+        if unwritten:
+            line += "; nothing to " + ", ".join(unwritten)
         if commands:
             line += ". Open it with: " + "; ".join(commands)
         return line
@@ -341,8 +362,37 @@ def _count(number: int, thing: str) -> str:
     return f"{number} {thing[:-2] + 'es' if thing.endswith('is') else thing + 's'}"
 
 
+def _tensorboard_place(logger: Any, missing: str | None) -> tuple[str, str]:
+    """Where a TensorBoard logger's records went, and the commands that open them.
+
+    Args:
+        logger: The TensorBoard logger (its ``log_dir``, and ``save_dir``, the root of its runs).
+        missing: The package learnscope's TensorBoard writer lacked (the logger got only its
+            stand-ins: scalars and the run record), or ``None``.
+
+    Example:
+        >>> class TensorBoardLogger:
+        ...     save_dir, log_dir = "runs dir", "runs dir/version_0"
+        >>> place, opens = _tensorboard_place(TensorBoardLogger(), "tensorboard")
+        >>> print(place)
+        runs dir/version_0 (scalars and the run record only: no 'tensorboard' package)
+        >>> print(opens)
+        learnscope export 'runs dir' --html view.html (one page)
+    """
+    root = getattr(logger, "save_dir", None) or logger.log_dir
+    export = shell_command("learnscope", "export", root, "--html", "view.html") + " (one page)"
+    if missing is not None:
+        return f"{logger.log_dir} (scalars and the run record only: no {missing!r} package)", export
+    tensorboard = shell_command("tensorboard", "--logdir", root)
+    opens = f"{tensorboard} (its learnscope tab, Projector, Custom Scalars); {export}"
+    return str(logger.log_dir), opens
+
+
 def _wandb_run(run: Any) -> str:
-    """The W&B run in words: its name (or id) and address, or for an offline run its upload.
+    """The W&B run in words: its name and address, or for an offline run its upload.
+
+    A disabled run is named by what disabled it; the mode comes from the run's settings, never
+    from ``run.url`` (which makes wandb print a line for an offline run).
 
     Example:
         >>> _wandb_run(None)
@@ -351,12 +401,15 @@ def _wandb_run(run: Any) -> str:
     if run is None:
         return "the W&B run (not started)"
     try:
+        mode = run_mode(run)
+        if mode == "disabled":
+            return f"W&B (disabled by {disabled_by()})"
         label = getattr(run, "name", None) or getattr(run, "id", None)
+        if mode == "offline":
+            folder = os.path.dirname(str(run.dir))  # .../offline-run-<time>-<id>, without files/
+            return f"the offline W&B run {label} (upload: {shell_command('wandb', 'sync', folder)})"
         url = getattr(run, "url", None)
-        if url:
-            return f"the W&B run {label} ({url})"
-        folder = os.path.dirname(str(run.dir))  # .../offline-run-<time>-<id>, without files/
-        return f"the offline W&B run {label} (upload: wandb sync {folder})"
+        return f"the W&B run {label} ({url})" if url else f"the W&B run {label}"
     except Exception:  # a finished or broken run: no more to say
         return "the W&B run"
 

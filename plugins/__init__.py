@@ -14,16 +14,25 @@ from learnscope.optional import lazy_names
 if TYPE_CHECKING:
     from learnscope.plugins.base import Writer, shows
     from learnscope.plugins.fanout import Writers
-    from learnscope.plugins.loggers import writer_for, writers_for
+    from learnscope.plugins.loggers import LoggerWriters, logger_writers, writers_for
     from learnscope.plugins.metrics import LoggerMetricsWriter
 
-__all__ = ["LoggerMetricsWriter", "Writer", "Writers", "shows", "writer_for", "writers_for"]
+__all__ = [
+    "LoggerMetricsWriter",
+    "LoggerWriters",
+    "Writer",
+    "Writers",
+    "logger_writers",
+    "shows",
+    "writers_for",
+]
 _MODULES = {
     "LoggerMetricsWriter": "metrics",
+    "LoggerWriters": "loggers",
     "Writer": "base",
     "Writers": "fanout",
     "shows": "base",
-    "writer_for": "loggers",
+    "logger_writers": "loggers",
     "writers_for": "loggers",
 }
 

@@ -1,63 +1,205 @@
 """Map loggers (Lightning's or anything alike) to learnscope writers, without importing Lightning.
 
 A logger is recognised by the name of its class or one of its bases, so the same code serves
-``lightning.pytorch`` and ``pytorch_lightning`` loggers. A new dashboard is one new entry here.
+``lightning.pytorch`` and ``pytorch_lightning`` loggers. A new dashboard is one new entry in
+:data:`DASHBOARDS`.
+
+A dashboard whose package is not installed does not cost the fit (Lightning's
+``TensorBoardLogger`` writes through tensorboardX when the ``tensorboard`` package is missing):
+its logger gets what can be written without the package (:func:`stand_in_writers`: the scalars
+through the logger itself, and the run record, which ``learnscope export`` reads), said in one
+warning, with the install that adds the rest, when the writers are made. A wandb run that is
+disabled (``WANDB_MODE=disabled``) gets no writer, said in one warning.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.base import Writer
 from learnscope.plugins.metrics import LoggerMetricsWriter
+from learnscope.shell import shell_command
+
+log = logging.getLogger("learnscope")
 
 
-def _tensorboard(logger: Any) -> Writer:
+def _tensorboard(logger: Any) -> list[Writer]:
     """A writer with its own event file in the logger's run directory (never the logger's)."""
     from learnscope.plugins.tensorboard import TensorBoardWriter
 
-    return TensorBoardWriter(logger.log_dir)
+    return [TensorBoardWriter(logger.log_dir)]
 
 
-def _wandb(logger: Any) -> Writer:
-    from learnscope.plugins.wandb import WandbWriter
+def _wandb(logger: Any) -> list[Writer]:
+    """A writer into the logger's run; none when the run is disabled (said once)."""
+    from learnscope.plugins.wandb import WandbWriter, disabled_by, run_mode
 
-    return WandbWriter(logger.experiment)
+    run = logger.experiment
+    if run_mode(run) == "disabled":
+        log.warning(
+            "learnscope: W&B is disabled (%s), so learnscope writes nothing to %s's run",
+            disabled_by(),
+            type(logger).__name__,
+        )
+        return []
+    return [WandbWriter(run)]
 
 
-WRITER_FACTORIES: dict[str, Callable[[Any], Writer]] = {
-    "TensorBoardLogger": _tensorboard,
-    "WandbLogger": _wandb,
+@dataclass(frozen=True)
+class Dashboard:
+    """How learnscope writes to the dashboard of one kind of logger.
+
+    Args:
+        writers: Makes the writers for a logger (none: nothing is written there).
+        package: The package they need, as ``pip install`` names it.
+        extra: learnscope's extra that installs it.
+
+    Example:
+        >>> DASHBOARDS["TensorBoardLogger"].package
+        'tensorboard'
+    """
+
+    writers: Callable[[Any], list[Writer]]
+    package: str
+    extra: str
+
+    def install(self) -> str:
+        """The commands that install the package, for messages.
+
+        Example:
+            >>> print(DASHBOARDS["WandbLogger"].install())
+            pip install wandb or pip install 'learnscope[wandb]'
+        """
+        package = shell_command("pip", "install", self.package)
+        extra = shell_command("pip", "install", f"learnscope[{self.extra}]")
+        return f"{package} or {extra}"
+
+
+DASHBOARDS: dict[str, Dashboard] = {
+    "TensorBoardLogger": Dashboard(_tensorboard, "tensorboard", "tensorboard"),
+    "WandbLogger": Dashboard(_wandb, "wandb", "wandb"),
 }
 
 
-def writer_for(logger: Any) -> Writer:
-    """The writer that shows learnscope records through ``logger``.
+@dataclass(frozen=True)
+class LoggerWriters:
+    """The writers made for one logger.
 
     Args:
-        logger: A Lightning logger. TensorBoard and wandb loggers get their dashboard writer;
-            any other logger gets a :class:`LoggerMetricsWriter` (scalars only).
+        logger: The logger.
+        writers: Its writers, in order; none when nothing is written there.
+        missing: The package its dashboard needs and that cannot be imported: the writers then
+            stand in for the dashboard's (:func:`stand_in_writers`), and what they cannot show
+            was said when they were made. ``None``: they are the dashboard's own, or the
+            logger has no dashboard writer.
 
-    Returns:
-        A writer bound to the logger's experiment.
+    Example:
+        >>> LoggerWriters(None, []).missing is None
+        True
+    """
+
+    logger: Any
+    writers: list[Writer]
+    missing: str | None = None
+
+
+def logger_writers(logger: Any) -> LoggerWriters:
+    """The writers that show learnscope records through ``logger``.
+
+    A TensorBoard or wandb logger gets its dashboard writer (none for a disabled wandb run);
+    when the dashboard's package cannot be imported, the stand-ins of
+    :func:`stand_in_writers`, with one warning naming the package and its install. Any other
+    logger gets a :class:`LoggerMetricsWriter` (scalars only).
+
+    Args:
+        logger: A Lightning logger, or anything with its ``log_metrics`` method.
+
+    Raises:
+        ModuleNotFoundError: A module of learnscope's own is missing (a broken install).
 
     Example:
         >>> class CSVLogger:
         ...     def log_metrics(self, metrics, step):
         ...         pass
-        >>> writer_for(CSVLogger()).describe()
-        'LoggerMetricsWriter(CSVLogger)'
+        >>> [w.describe() for w in logger_writers(CSVLogger()).writers]
+        ['LoggerMetricsWriter(CSVLogger)']
     """
+    dashboard = _dashboard(logger)
+    if dashboard is None:
+        return LoggerWriters(logger, [LoggerMetricsWriter(logger)])
+    try:
+        return LoggerWriters(logger, dashboard.writers(logger))
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] == "learnscope":
+            raise
+        writers = stand_in_writers(logger)
+        _tell_stand_ins(logger, dashboard, error, writers)
+        return LoggerWriters(logger, writers, dashboard.package)
+
+
+def stand_in_writers(logger: Any) -> list[Writer]:
+    """What a logger whose dashboard package is missing gets: what needs no dashboard package.
+
+    The scalars go through the logger's own ``log_metrics`` (:class:`LoggerMetricsWriter`),
+    and, when the logger has a run directory (``log_dir``), the run record goes there (made if
+    missing), as the dashboard's writer would have kept it: ``learnscope export`` shows it,
+    and so does TensorBoard's learnscope tab once TensorBoard is installed.
+
+    Example:
+        >>> import tempfile
+        >>> class Logger:
+        ...     log_dir = tempfile.mkdtemp()
+        ...     def log_metrics(self, metrics, step):
+        ...         pass
+        >>> [type(w).__name__ for w in stand_in_writers(Logger())]
+        ['LoggerMetricsWriter', 'RunRecordWriter']
+    """
+    writers: list[Writer] = [LoggerMetricsWriter(logger)]
+    log_dir = getattr(logger, "log_dir", None)
+    if isinstance(log_dir, str | Path):
+        from learnscope.plugins.disk_reserve import DiskReserve
+        from learnscope.plugins.run_record_writer import RunRecordWriter
+
+        run_dir = Path(log_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        writers.append(RunRecordWriter(run_dir, DiskReserve(run_dir)))
+    return writers
+
+
+def _tell_stand_ins(
+    logger: Any, dashboard: Dashboard, error: ModuleNotFoundError, writers: list[Writer]
+) -> None:
+    """Say once what ``logger`` gets without its dashboard, and the install that adds the rest."""
+    kept = "only its scalars (through the logger)"
+    for writer in writers:
+        run_dir = getattr(writer, "run_dir", None)
+        if isinstance(run_dir, Path):
+            kept += f" and its run record in {run_dir} (learnscope export shows it)"
+    log.warning(
+        "learnscope: cannot import %r (%s installs it), so learnscope writes to %s %s: no "
+        "embeddings, charts or pictures in the dashboard",
+        error.name or dashboard.package,
+        dashboard.install(),
+        type(logger).__name__,
+        kept,
+    )
+
+
+def _dashboard(logger: Any) -> Dashboard | None:
+    """The dashboard of ``logger``'s class or of its nearest base that has one."""
     for cls in type(logger).__mro__:
-        factory = WRITER_FACTORIES.get(cls.__name__)
-        if factory is not None:
-            return factory(logger)
-    return LoggerMetricsWriter(logger)
+        dashboard = DASHBOARDS.get(cls.__name__)
+        if dashboard is not None:
+            return dashboard
+    return None
 
 
 def writers_for(loggers: Iterable[Any]) -> list[Writer]:
-    """One writer per logger, in order (see :func:`writer_for`).
+    """The writers of every logger, in order (see :func:`logger_writers`).
 
     The TensorBoard and wandb writers each keep a run record in their own directory, and the
     wandb writer's ``~learnscope/view`` panel is made from its own: neither needs the other.
@@ -66,4 +208,4 @@ def writers_for(loggers: Iterable[Any]) -> list[Writer]:
         >>> writers_for([])
         []
     """
-    return [writer_for(logger) for logger in loggers]
+    return [writer for logger in loggers for writer in logger_writers(logger).writers]

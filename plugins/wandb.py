@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,9 @@ class WandbWriter(Writer):
     def __init__(self, run: Any) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
-        self.reserve = DiskReserve(Path(run.dir))  # large records leave the disk's last space
-        self.record = RunRecordWriter(Path(run.dir), self.reserve)
+        self.run_dir = Path(run.dir)  # the run's files folder: gone, the writer is switched off
+        self.reserve = DiskReserve(self.run_dir)  # large records leave the disk's last space
+        self.record = RunRecordWriter(self.run_dir, self.reserve)
         self._view_due: int | None = None  # step of a snapshot not yet in the view panel
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
@@ -193,6 +195,38 @@ class WandbWriter(Writer):
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""
         return f"WandbWriter({getattr(self.run, 'id', '?')})"
+
+
+def run_mode(run: Any) -> str:
+    """``"disabled"``, ``"offline"`` or ``"online"``: the mode of a wandb run, from its settings.
+
+    Never reads ``run.url``, which makes wandb print "URL not available in offline run".
+
+    Example:
+        >>> class OfflineRun:
+        ...     disabled, offline = False, True
+        >>> run_mode(OfflineRun()), run_mode(object())
+        ('offline', 'online')
+    """
+    if getattr(run, "disabled", False) is True:  # WANDB_MODE=disabled: wandb's NoopRun
+        return "disabled"
+    if getattr(run, "offline", False) is True:
+        return "offline"
+    return "online"
+
+
+def disabled_by(environ: Mapping[str, str] | None = None) -> str:
+    """What disabled W&B, in the user's words: ``WANDB_MODE=disabled``, else the run's mode.
+
+    Args:
+        environ: Where to look for ``WANDB_MODE``; the process environment by default.
+
+    Example:
+        >>> disabled_by({"WANDB_MODE": "disabled"}), disabled_by({})
+        ('WANDB_MODE=disabled', 'mode="disabled"')
+    """
+    mode = (os.environ if environ is None else environ).get("WANDB_MODE", "")
+    return "WANDB_MODE=disabled" if mode.strip().lower() == "disabled" else 'mode="disabled"'
 
 
 def wandb_key(tag: str) -> str:

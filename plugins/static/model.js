@@ -106,6 +106,14 @@ export function missingComparison(a, b, key, why, keyB = key) {
     mean_overlap: null, differ: [], columns: [], messages: [why], notes: [] };
 }
 
+/** ``words`` as one command line for a POSIX shell, each word quoted when it needs to be, as
+ * learnscope quotes every command it prints (learnscope/shell.py, Python's shlex.quote). */
+export function shellCommand(...words) {
+  const quote = (word) => (/^[\w@%+=:,./-]+$/.test(word) ? word :
+    `'${word.replace(/'/g, `'"'"'`)}'`);
+  return words.map((word) => quote(String(word))).join(' ');
+}
+
 /** The views inline in the page's JSON script element ``id``, or null without one. */
 export function inlineSource(id) {
   const element = document.getElementById(id);
@@ -127,9 +135,11 @@ export function inlineSource(id) {
         comparisons.find((c) => tagOf(c, 'a') === key && tagOf(c, 'b') === keyB);
       if (found) return found;
       const has = held ? `the comparison of ${held.a} with ${held.b}` : 'no comparison';
-      const tags = keyB === key ? '' : ` --tags ${key} ${keyB}`;
-      return missingComparison(a, b, key, `this page holds ${has} only: learnscope export ` +
-        `LOGDIR --html PAGE --compare ${a} ${b}${tags} makes one of ${key}`, keyB);
+      const tags = keyB === key ? [] : ['--tags', key, keyB];
+      const command = shellCommand('learnscope', 'export', 'LOGDIR', '--html', 'PAGE',
+        '--compare', a, b, ...tags);
+      return missingComparison(a, b, key, `this page holds ${has} only: ${command} makes one ` +
+        `of ${key}`, keyB);
     },
   };
 }
