@@ -194,7 +194,10 @@ class EmbeddingProjector(LearnscopeCallback):
                 orders = self._rows.orders
                 if by_index and dataloader_idx not in orders:
                     orders[dataloader_idx] = dataset_order(trainer, stage, dataloader_idx)
-        if self._capture is not None and ((armed and self.is_on(SNAPSHOTS)) or plan.checking):
+        if self._capture is None:
+            return
+        self._capture.batch_started()
+        if (armed and self.is_on(SNAPSHOTS)) or plan.checking:
             self._capture.arm(self)
 
     def _record(self, step: int) -> str:  # what the projector works on, for a failure
@@ -209,9 +212,10 @@ class EmbeddingProjector(LearnscopeCallback):
                 self._output = self._reader.layout(captured, copy=True)
 
     def _end_batch(self, batch: Any) -> None:
-        output, self._output, plan = self._output, None, self._plan
         if self._capture is not None:
+            self._capture.batch_ended()  # a compiled forward's output reaches _on_output here
             self._capture.disarm(self)
+        output, self._output, plan = self._output, None, self._plan
         if output is None or (plan.checking and not plan.check_functions):
             return
         if plan.checking:  # the user's functions on a real batch, outside the guard

@@ -10,6 +10,20 @@ Each armed callback gets the output of the first forward after it armed (a secon
 the same batch, such as a contrastive model's second view, is not taken), as a
 :class:`CapturedOutput`: ``select`` is applied to it once per function, so two callbacks given
 the same ``select`` pick the embedding once.
+
+**Compiled models.** Under ``torch.compile`` the hook runs inside the traced graph, and every
+Python value it reads becomes a guard of that graph: a value that changes from step to step
+(which callbacks are armed, a step number) would compile the graph again at every capture,
+until torch's recompile limit stops compiling it (or, with ``fullgraph=True``, stops the fit).
+So there the hook decides nothing: it keeps the first output of each batch in one slot, read
+through one flag that is ``False`` at the start of every batch (the callbacks call
+:meth:`EncoderCapture.batch_started` at every batch start, armed or not), and the output goes to
+the armed callbacks at the batch's end (:meth:`EncoderCapture.batch_ended`), on the training
+thread, outside the graph. The graph is then the same at every step: learnscope adds no
+compilation to a fit. (A forward called twice in one batch as two compiled calls, such as an
+LBFGS closure, compiles one variant more for the second call, once.) The output is read at the
+batch's end rather than during the forward, so an in-place change the model makes to it later
+in the same forward shows in the rows.
 """
 
 from __future__ import annotations
@@ -21,6 +35,12 @@ from typing import Any
 import torch
 
 Receiver = Callable[["CapturedOutput"], None]
+
+# torch.compile's "am I being traced?": constant True inside a traced graph (torch 2.3 and newer
+# have it in torch.compiler, older ones in torch._dynamo).
+_compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", None) or (
+    torch._dynamo.is_compiling
+)
 
 _CAPTURES: weakref.WeakKeyDictionary[torch.nn.Module, EncoderCapture] = weakref.WeakKeyDictionary()
 
@@ -95,9 +115,10 @@ class EncoderCapture:
     """The forward hook on one module, and the callbacks that want its output.
 
     Get a module's capture with :meth:`of`; a callback :meth:`join` s it in ``setup`` (giving
-    the function that receives the output), :meth:`arm` s it at the start of each batch it
-    captures, :meth:`disarm` s it at the end of the batch, and :meth:`leave` s it in
-    ``teardown``. Everything runs on the training thread.
+    the function that receives the output), calls :meth:`batch_started` at the start of every
+    batch and :meth:`arm` s it on the batches it captures, calls :meth:`batch_ended` then
+    :meth:`disarm` at the end of the batch, and :meth:`leave` s it in ``teardown``. Everything
+    runs on the training thread.
 
     Example:
         >>> encoder = torch.nn.Linear(3, 2)
@@ -122,6 +143,10 @@ class EncoderCapture:
         self._armed: list[int] = []  # owners waiting for the next forward, in the order armed
         self._hook: torch.utils.hooks.RemovableHandle | None = None
         self._module: weakref.ref[torch.nn.Module] | None = None
+        # What a compiled forward left for the batch's end (see the module's description):
+        # the flag is the only value the traced hook reads, False at every batch start.
+        self._traced_taken = False
+        self._traced_output: Any = None
 
     @staticmethod
     def of(module: torch.nn.Module) -> EncoderCapture:
@@ -159,6 +184,7 @@ class EncoderCapture:
         if not self._receivers and self._hook is not None:
             self._hook.remove()
             self._hook = None
+            self.batch_started()  # drop what a compiled forward kept
 
     def arm(self, owner: object) -> None:
         """Give the output of the module's next forward to ``owner`` (one forward only)."""
@@ -170,13 +196,40 @@ class EncoderCapture:
         if id(owner) in self._armed:
             self._armed.remove(id(owner))
 
-    def is_armed(self, owner: object) -> bool:
-        """Whether ``owner`` waits for the next forward."""
-        return id(owner) in self._armed
+    def batch_started(self) -> None:
+        """A batch starts: under ``torch.compile``, its first forward's output will be kept.
+
+        Called by every joined callback at every batch start, armed or not, so that the traced
+        hook finds the same state at every step (see the module's description).
+        """
+        self._traced_taken = False
+        self._traced_output = None
+
+    def batch_ended(self) -> None:
+        """A batch ended: what a compiled forward kept goes to the callbacks armed for it.
+
+        Eager forwards were given out by the hook itself; this hands out the output that a
+        compiled forward kept (the first of the batch), then empties the slot.
+        """
+        output = self._traced_output
+        self.batch_started()
+        if output is not None and self._armed:
+            self._give(output)
 
     def _on_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if not self._armed:
-            return  # the common case: no callback captures this forward
+        if _compiling():
+            self._keep_traced(output)
+        elif self._armed:  # else the common case: no callback captures this forward
+            self._give(output)
+
+    def _keep_traced(self, output: Any) -> None:
+        """Inside a compiled graph: keep the batch's first output, deciding nothing else."""
+        if not self._traced_taken:
+            self._traced_taken = True
+            self._traced_output = output
+
+    def _give(self, output: Any) -> None:
+        """Hand ``output`` to every armed callback (once each), disarming them."""
         armed, self._armed = self._armed, []
         captured = CapturedOutput(output)
         for key in armed:

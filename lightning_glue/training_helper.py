@@ -189,6 +189,7 @@ class TrainingHelper(LearnscopeCallback):
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         """Decide whether this batch belongs to a check step; start the step's checks."""
+        self._collapse.batch_started()
         clock = self._clock
         clock.start_batch(trainer.global_step)
         step, measuring = clock.batch_step, self._measuring()
@@ -209,6 +210,20 @@ class TrainingHelper(LearnscopeCallback):
             if self.is_on(_COLLAPSE):
                 self._collapse.start_step()
         self._collapse.start_batch(batch, step)
+
+    @override
+    def on_validation_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Tell the encoder's capture that a batch starts.
+
+        It keeps a compiled model's graphs the same at every step (see
+        :mod:`~learnscope.lightning_glue.encoder_capture`).
+        """
+        self._collapse.batch_started()
+
+    on_test_batch_start = on_validation_batch_start
+    on_predict_batch_start = on_validation_batch_start
 
     @override
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:

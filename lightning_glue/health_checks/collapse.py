@@ -110,6 +110,11 @@ class CollapseCapture:
         """Stop capturing, dropping the step's rows (its end went unseen)."""
         self._collecting = False
 
+    def batch_started(self) -> None:
+        """Any batch starts, of any stage (see ``EncoderCapture.batch_started``)."""
+        if self._capture is not None:
+            self._capture.batch_started()
+
     def start_batch(self, batch: Any, step: int) -> None:
         """A training batch of the step starts: its first forward is captured."""
         if self._collecting and self._capture is not None:
@@ -119,6 +124,7 @@ class CollapseCapture:
     def end_batch(self, step_over: bool) -> EmbeddingRowBuffer | None:
         """The batch ended; at the step's last micro-batch, the buffer when it holds rows."""
         if self._capture is not None:
+            self._capture.batch_ended()  # a compiled forward's output reaches us here
             self._capture.disarm(self)
         self._batch = None
         if not (self._collecting and step_over):
