@@ -18,8 +18,10 @@ Lightning's loops by hand does, gets a session that writes nothing (said once at
 no writer thread, event file or run-record entry is left behind by a run that is over. When
 the last callback leaves at the end of a fit, rank zero says in one info line, on a child of
 Lightning's logger (shown by default, as Lightning's own lines are), how many snapshots,
-analyses and findings were written, where, and the commands that open them
-(:meth:`WriterSession.summary`).
+analyses and findings were written, where, and the commands that open them, quoted for the
+shell (:meth:`WriterSession.summary`). A logger whose dashboard package is missing gets
+stand-in writers and a disabled W&B run none, each said once when the writers are made (see
+:func:`~learnscope.plugins.loggers.logger_writers`); the end-of-fit line names them as such.
 """
 
 from __future__ import annotations
