@@ -20,11 +20,20 @@ The shape of the output says what a row is:
   per sample), or ``"pixels"`` (one row per position, in row-major order: ``position`` is
   ``h * W + w``); without it a ``ValueError`` names the shape and the options.
 
+Which axis is the batch's, for an output of 3 or more dimensions, is settled first by
+:mod:`learnscope.batch_axis` (PyTorch's ``batch_first=False`` sequence modules give
+``[T, B, D]``).
+
 A mask (``mask_fn``) keeps the rows whose value is true (or a nonzero integer): one value per
 row, shaped as the output without its feature dimension (``[B]`` for ``[B, D]``, ``[B, T]`` for
 ``[B, T, D]``, ``[B, H, W]`` for pixels; a flat ``[R]`` over the ``R`` rows is accepted too).
-The default, ``"attention_mask"``, reads Hugging Face's padding mask (1 = real token) from the
-batch when the batch has one and the output gives one row per token; otherwise every row is kept.
+A mask the batch holds under a name that ends in ``padding_mask`` is PyTorch's key padding mask
+(``src_key_padding_mask``, ``key_padding_mask``: true = padding), read the other way: its
+true rows are left out. A function gives true for the rows to keep (for a padding mask, its
+negation: ``lambda batch: ~batch["pad"]``). The default, ``"attention_mask"``, reads Hugging
+Face's mask (1 = real token) when the batch has one, else PyTorch's ``src_key_padding_mask``,
+``key_padding_mask`` or ``padding_mask`` (true = padding), when the output gives one row per
+token; otherwise every row is kept.
 
 Example:
     >>> layout = embedding_layout(torch.zeros(2, 512, 1, 1))
@@ -50,6 +59,9 @@ from learnscope.user_functions import calling
 
 SPATIAL_MODES = ("mean", "max", "pixels")
 DEFAULT_MASK = "attention_mask"  # Hugging Face's padding mask, 1 = real token
+# What the default looks for in the batch, in order: Hugging Face's mask, then PyTorch's.
+DEFAULT_MASKS = (DEFAULT_MASK, "src_key_padding_mask", "key_padding_mask", "padding_mask")
+PADDING_SUFFIX = "padding_mask"  # PyTorch's key padding masks: true marks padding
 
 
 class EmbeddingLayout(NamedTuple):
@@ -189,10 +201,12 @@ def row_mask(
     """Which rows of ``layout`` to keep: a bool tensor ``[R]`` on the rows' device, or ``None``.
 
     Args:
-        mask_fn: ``batch -> mask``; or the key (for a mapping) or attribute of the batch that
-            holds the mask; or ``None`` (every row is kept). The default name,
-            :data:`DEFAULT_MASK`, is used only when the batch has it and the output gives
-            several rows per sample; another name must be in the batch.
+        mask_fn: ``batch -> mask`` (true keeps the row); or the key (for a mapping) or
+            attribute of the batch that holds the mask (true keeps the row, unless the name
+            ends in ``padding_mask``: then true marks padding); or ``None`` (every row is
+            kept). The default name, :data:`DEFAULT_MASK`, is used only when the output gives
+            several rows per sample, and looks for the names of :data:`DEFAULT_MASKS` in turn;
+            another name must be in the batch.
         batch: The batch the output was computed from.
         layout: The rows, from :func:`embedding_layout`.
         owner: Who asks, for messages.
@@ -211,25 +225,33 @@ def row_mask(
         [True, False]
         >>> row_mask("attention_mask", {}, layout) is None
         True
+        >>> tokens = embedding_layout(torch.zeros(1, 3, 4))
+        >>> padding = {"src_key_padding_mask": torch.tensor([[False, False, True]])}
+        >>> row_mask("attention_mask", padding, tokens).tolist()
+        [True, True, False]
     """
     if mask_fn is None:
         return None
     if callable(mask_fn):
         with calling("mask_fn", owner.split(":")[0], batch):
             mask = mask_fn(batch)
-        source = "mask_fn"
-    else:
-        mask = _named(batch, mask_fn)
-        if mask_fn == DEFAULT_MASK and (mask is None or not layout.per_token):
+        return _check_mask(mask, layout, f"{owner}: mask_fn")
+    name = mask_fn
+    if mask_fn == DEFAULT_MASK:
+        found = next((n for n in DEFAULT_MASKS if _named(batch, n) is not None), None)
+        if found is None or not layout.per_token:
             return None
-        if mask is None:
-            raise ValueError(
-                f"{owner}: mask_fn={mask_fn!r}, but the batch has no {mask_fn!r} "
-                f"({_describe_batch(batch)}); pass the key that holds the mask, a function "
-                "batch -> mask, or mask_fn=None to keep every row"
-            )
-        source = f"mask_fn={mask_fn!r}"
-    return _check_mask(mask, layout, f"{owner}: {source}")
+        name = found
+    mask = _named(batch, name)
+    if mask is None:
+        raise ValueError(
+            f"{owner}: mask_fn={mask_fn!r}, but the batch has no {mask_fn!r} "
+            f"({_describe_batch(batch)}); pass the key that holds the mask, a function "
+            "batch -> mask, or mask_fn=None to keep every row"
+        )
+    source = f"mask_fn={mask_fn!r}" if name == mask_fn else f"the batch's {name!r}"
+    keep = _check_mask(mask, layout, f"{owner}: {source}")
+    return ~keep if name.endswith(PADDING_SUFFIX) else keep
 
 
 def keep_edges(edge_index: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,7 @@ def _arm_on_batch_start(stage: str, when: str) -> Callable[..., None]:
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        self._start_batch(trainer, stage, dataloader_idx)
+        self._start_batch(trainer, stage, batch, dataloader_idx)
 
     hook.__doc__ = f"Arm the capture {when}."
     return hook
@@ -76,9 +76,12 @@ class EmbeddingProjector(LearnscopeCallback):
         spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1:
             ``"mean"``, ``"max"`` (one row per sample) or ``"pixels"`` (one row per position).
             Without it such an output fails in the sanity check, naming the shape and options.
-        mask_fn: Leaves out rows that are not data: ``batch -> bool tensor`` (one per row), the
-            batch's key or attribute that holds it, or an import path; the default,
-            ``"attention_mask"``, when the output gives one row per token. ``None``: every row.
+        mask_fn: Leaves out rows that are not data: ``batch -> bool tensor`` (one per row, true
+            keeps it), the batch's key or attribute that holds it (a name ending in
+            ``padding_mask``, such as ``src_key_padding_mask``, marks padding with true), or an
+            import path; the default, ``"attention_mask"`` (else PyTorch's padding mask), when
+            the output gives one row per token. ``None``: every row. A sequence-first output
+            (``batch_first=False``) is read with the batch first: :mod:`learnscope.batch_axis`.
 
     Raises:
         ValueError: For bad arguments; an unknown ``module`` fails at ``setup``, naming those.
@@ -129,6 +132,7 @@ class EmbeddingProjector(LearnscopeCallback):
         self._capture: EncoderCapture | None = None  # the module's hook, joined in setup
         self._plan = BatchPlan("validate", 0, False, False, False)  # the current batch's
         self._output: EmbeddingLayout | None = None  # the hooked output of the batch
+        self._batch: Any = None  # the batch being captured, which tells its batch axis
         self._rows: EmbeddingRows | None = None  # the rows of the epoch (or step) captured
         self._loaders: list[int | str] | None = None  # the stage's loaders, when several
 
@@ -174,11 +178,11 @@ class EmbeddingProjector(LearnscopeCallback):
         """Leave the encoder's capture and drop the rows held."""
         if self._capture is not None:
             self._capture.leave(self)
-        self._capture = self._rows = self._output = None
+        self._capture = self._rows = self._output = self._batch = None
 
-    def _start_batch(self, trainer: Any, stage: str, dataloader_idx: int = 0) -> None:
+    def _start_batch(self, trainer: Any, stage: str, batch: Any, dataloader_idx: int = 0) -> None:
         plan = self._plan = self._schedule.batch(trainer, stage, dataloader_idx)
-        self._output, by_index = None, self.ids_fn == DATASET_INDEX
+        self._output, self._batch, by_index = None, batch, self.ids_fn == DATASET_INDEX
         if plan.check_functions:
             self._loaders = loader_names(trainer, stage)
             if by_index:
@@ -206,16 +210,16 @@ class EmbeddingProjector(LearnscopeCallback):
 
     def _on_output(self, captured: CapturedOutput) -> None:
         if self._plan.checking:  # select and spatial on a real output, outside the guard
-            self._output = self._reader.layout(captured)
+            self._output = self._reader.layout(captured, self._batch)
         else:
             with self.guard(SNAPSHOTS):
-                self._output = self._reader.layout(captured, copy=True)
+                self._output = self._reader.layout(captured, self._batch, copy=True)
 
     def _end_batch(self, batch: Any) -> None:
         if self._capture is not None:
             self._capture.batch_ended()  # a compiled forward's output reaches _on_output here
             self._capture.disarm(self)
-        output, self._output, plan = self._output, None, self._plan
+        output, self._output, self._batch, plan = self._output, None, None, self._plan
         if output is None or (plan.checking and not plan.check_functions):
             return
         if plan.checking:  # the user's functions on a real batch, outside the guard
@@ -247,7 +251,7 @@ class EmbeddingProjector(LearnscopeCallback):
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         """Arm the capture on training steps that are due."""
-        self._start_batch(trainer, "train")
+        self._start_batch(trainer, "train", batch)
 
     on_validation_batch_start = _arm_on_batch_start("validate", "in validation epochs that are due")
     on_test_batch_start = _arm_on_batch_start("test", "on every test batch")

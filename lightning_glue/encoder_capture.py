@@ -74,6 +74,8 @@ class CapturedOutput:
 
     Args:
         output: The module's output, as the forward hook got it.
+        module: The module that gave it (its declared layout tells which axis is the batch's:
+            :mod:`learnscope.batch_axis`).
 
     Example:
         >>> calls = []
@@ -87,8 +89,9 @@ class CapturedOutput:
         'extra'
     """
 
-    def __init__(self, output: Any) -> None:
+    def __init__(self, output: Any, module: torch.nn.Module | None = None) -> None:
         self.output = output
+        self.module = module
         self._picked: dict[int, tuple[Callable[..., Any], Any, BaseException | None]] = {}
 
     def selected(self, select: Callable[..., Any] | None) -> Any:
@@ -214,13 +217,13 @@ class EncoderCapture:
         output = self._traced_output
         self.batch_started()
         if output is not None and self._armed:
-            self._give(output)
+            self._give(output, self._module() if self._module is not None else None)
 
     def _on_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if _compiling():
             self._keep_traced(output)
         elif self._armed:  # else the common case: no callback captures this forward
-            self._give(output)
+            self._give(output, module)
 
     def _keep_traced(self, output: Any) -> None:
         """Inside a compiled graph: keep the batch's first output, deciding nothing else."""
@@ -228,10 +231,10 @@ class EncoderCapture:
             self._traced_taken = True
             self._traced_output = output
 
-    def _give(self, output: Any) -> None:
-        """Hand ``output`` to every armed callback (once each), disarming them."""
+    def _give(self, output: Any, module: torch.nn.Module | None) -> None:
+        """Hand ``module``'s ``output`` to every armed callback (once each), disarming them."""
         armed, self._armed = self._armed, []
-        captured = CapturedOutput(output)
+        captured = CapturedOutput(output, module)
         for key in armed:
             entry = self._receivers.get(key)
             if entry is not None:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from learnscope.batch_axis import batch_first
 from learnscope.embedding_layout import (
     EmbeddingLayout,
     check_mask_fn,
@@ -82,7 +83,7 @@ class RowReader:
 
     Example:
         >>> reader = RowReader("Demo", "encoder", metadata_fn=lambda b: {"label": b})
-        >>> layout = reader.layout(CapturedOutput(torch.zeros(2, 3, 4)))
+        >>> layout = reader.layout(CapturedOutput(torch.zeros(2, 3, 4)), batch=[7, 8])
         >>> rows = reader.rows(layout, [7, 8])
         >>> rows.vectors.shape, rows.columns["label"], rows.columns["position"].tolist()
         (torch.Size([6, 4]), [7, 7, 7, 8, 8, 8], [0, 1, 2, 0, 1, 2])
@@ -119,14 +120,17 @@ class RowReader:
         """Who reads, for messages: ``"<who>: module '<module>'"``."""
         return f"{self.who}: module {self.module!r}"
 
-    def layout(self, captured: CapturedOutput, copy: bool = False) -> EmbeddingLayout:
+    def layout(self, captured: CapturedOutput, batch: Any, copy: bool = False) -> EmbeddingLayout:
         """The rows of the module's output (``select`` applied, detached), by the shared rule.
 
-        With ``copy``, the rows are a copy (the model may change its output in place later).
+        The batch axis is put first (:mod:`learnscope.batch_axis`) by the module's declared
+        layout (the output as it is, without ``select``) or by the sizes of ``batch``. With
+        ``copy``, the rows are a copy (the model may change its output in place later).
 
         Raises:
             TypeError: ``select`` (or the output without it) is not a tensor.
-            ValueError: The output's shape does not give rows with this ``spatial``.
+            ValueError: The output's shape does not give rows with this ``spatial``, or its
+                batch axis is not the batch's.
         """
         if self.select is None:
             value = captured.output
@@ -143,7 +147,9 @@ class RowReader:
                 )
             hint = "; pass select= to pick the embedding tensor"
             raise TypeError(f"{self.owner} gave a {type(value).__name__}, not a tensor{hint}")
-        layout = embedding_layout(value.detach(), self.spatial, self.owner)
+        module = captured.module if self.select is None else None
+        value = batch_first(value.detach(), batch, self.owner, module)
+        layout = embedding_layout(value, self.spatial, self.owner)
         return layout._replace(rows=layout.rows.clone()) if copy else layout
 
     def rows(

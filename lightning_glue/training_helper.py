@@ -56,7 +56,8 @@ class TrainingHelper(LearnscopeCallback):
         max_embedding_rows: Cap on those rows.
         collapse_thresholds: :func:`~learnscope.collapse.judge_collapse` thresholds to override.
         spatial: Rows of feature maps over 1 x 1: ``"mean"``, ``"max"`` or ``"pixels"``.
-        mask_fn: ``batch -> bool tensor`` of the rows that are data, or the batch's key for it.
+        mask_fn: ``batch -> bool tensor`` of the rows that are data, or the batch's key for it
+            (one ending in ``padding_mask`` marks padding), as for ``EmbeddingProjector``.
         graph_index_fn: ``batch -> LongTensor[rows]``, each row's graph (needs edge_index_fn).
         ids_fn: ``batch -> ids``, one per graph, named in findings (needs ``edge_index_fn``).
 

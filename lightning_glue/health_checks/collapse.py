@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from learnscope.batch_axis import batch_first
 from learnscope.collapse import EmbeddingRowBuffer
 from learnscope.embedding_layout import embedding_layout, keep_edges, row_mask
 from learnscope.embedding_rows import pyg_graphs
@@ -145,10 +146,10 @@ class CollapseCapture:
         with guard(record):
             value = self._selected(captured)
             if self._rows_checked:
-                rows = self._rows(value)
+                rows = self._rows(value, captured)
             done = True
         if value is not None and not self._rows_checked:
-            rows = self._rows(value)  # outside the guard: a wrong spatial or mask_fn stops here
+            rows = self._rows(value, captured)  # outside the guard: a wrong spatial or mask_fn
             self._rows_checked = True
         if rows is not None:
             done = False
@@ -169,10 +170,14 @@ class CollapseCapture:
             )
         return selected
 
-    def _rows(self, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _rows(
+        self, value: torch.Tensor, captured: CapturedOutput
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The rows ``[R, D]`` of the embedding (the shared rule), and the mask of those kept."""
         owner = f"TrainingHelper: module {self.module!r}"
-        layout = embedding_layout(value.detach(), self.spatial, owner)
+        module = captured.module if self.select is None else None
+        value = batch_first(value.detach(), self._batch, owner, module)
+        layout = embedding_layout(value, self.spatial, owner)
         keep = row_mask(self.mask_fn, self._batch, layout, owner)
         return layout.rows.reshape(-1, layout.rows.shape[-1]), keep
 
