@@ -34,7 +34,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from learnscope.health.sharded import ParameterShard
+from learnscope.health.sharded import ParameterShard, clean_parameter_name
 from learnscope.ring_buffer import StagedRingBuffer
 from learnscope.sampled_columns import LocalPiece, ShardedColumns, column_layout
 from learnscope.sampled_gradients import SampledGradients, local_values
@@ -378,8 +378,8 @@ class SampledParameterHistory:
         names, starts, lengths = list(state["names"]), state["starts"], state["lengths"]
         if not len(names) == len(starts) == len(lengths) or not names:
             raise ValueError("state needs names, starts and lengths of one non-zero length")
-        slices = [
-            SampledSlice(str(name), int(start), int(length))
+        slices = [  # a checkpoint saved before names were cleaned of wrappers' parts
+            SampledSlice(clean_parameter_name(str(name)), int(start), int(length))
             for name, start, length in zip(names, starts, lengths, strict=True)
         ]
         slices = self._checked_slices(slices, "state")

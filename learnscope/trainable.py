@@ -16,6 +16,8 @@ from typing import Any
 
 from torch import Tensor
 
+from learnscope.health.sharded import clean_parameter_name
+
 _REQUIRES_GRAD = attrgetter("requires_grad")
 
 
@@ -58,7 +60,10 @@ class TrainableWatch:
     reports the whole change at once. So a change of param groups is noticed at once, and a
     flipped ``requires_grad`` within ``ceil(parameters / window)`` calls: at once for models of
     up to ``window`` parameter tensors, within 4 calls for 100. Parameters added to the model
-    after the watch was made are not seen.
+    after the watch was made are not seen. Parameters are named as the health checks and the
+    sampled histories name them, without the parts that wrappers insert
+    (:func:`~learnscope.health.sharded.clean_parameter_name`: a compiled sub-module's
+    ``_orig_mod``...).
 
     Args:
         named_parameters: The model's ``(name, parameter)`` pairs, such as
@@ -91,7 +96,7 @@ class TrainableWatch:
         self._window = window
         self._next = 0  # the first parameter of the next window
         pairs = list(named_parameters)
-        self._names = [name for name, _ in pairs]
+        self._names = [clean_parameter_name(name) for name, _ in pairs]
         self._parameters = [parameter for _, parameter in pairs]
         self._optimizers = list(optimizers)
         self._flags = list(map(_REQUIRES_GRAD, self._parameters))

@@ -18,7 +18,13 @@ from learnscope.health.parameters import (
     group_name,
     owner_module,
 )
-from learnscope.health.sharded import ParameterShard, parameter_shards, sum_over_ranks, world_size
+from learnscope.health.sharded import (
+    ParameterShard,
+    clean_parameter_name,
+    parameter_shards,
+    sum_over_ranks,
+    world_size,
+)
 from learnscope.records import Finding
 from learnscope.tags import HEALTH
 
@@ -421,7 +427,8 @@ def weight_rms(stats: GradientStatistics, module: str) -> float:
 
     Args:
         stats: From :func:`gradient_statistics`.
-        module: Dotted module name; ``""`` for the whole model.
+        module: Dotted module name; ``""`` for the whole model. Parts that wrappers insert
+            (a compiled module's ``_orig_mod``) are dropped, as from the parameters' names.
 
     Returns:
         The root mean square, or NaN when the module has no trainable parameter.
@@ -434,6 +441,7 @@ def weight_rms(stats: GradientStatistics, module: str) -> float:
         >>> weight_rms(gradient_statistics(layer.named_parameters()), "")
         3.0
     """
+    module = clean_parameter_name(module)
     inside = np.array([_within(n, module) for n in stats.names], dtype=bool)
     chosen = inside & (stats.ndims >= 2)
     if not chosen.any():

@@ -17,6 +17,11 @@ sharded, equal those of the unsharded model.
 Every element is held by exactly one rank: a ``DTensor`` replicated over a mesh dimension (HSDP)
 counts on the ranks at coordinate 0 of that dimension only.
 
+Wrappers that only rename the parameters are seen through as well, so that module groups are the
+user's modules: Lightning Fabric (``_forward_module.``), ``torch.compile`` (``_orig_mod.``,
+also of a compiled sub-module), and, given the model, DDP and DataParallel (``module.``); see
+:func:`unwrap_model` and :func:`clean_parameter_name`.
+
 Example:
     >>> import torch
     >>> model = torch.nn.Linear(3, 2)
@@ -45,9 +50,15 @@ __all__ = [
     "is_sharded",
     "parameter_shards",
     "sum_over_ranks",
+    "unwrap_model",
 ]
 
-_WRAPPER_PARTS = frozenset({"_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod"})
+# Name components that wrappers insert: FSDP1, activation checkpointing, torch.compile's
+# OptimizedModule and Lightning Fabric's _FabricModule.
+_WRAPPER_PARTS = frozenset(
+    {"_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "_forward_module"}
+)
+_DATA_PARALLEL = (nn.parallel.DistributedDataParallel, nn.DataParallel)
 _FLAT_PARAM = "_flat_param"
 _NO_RUNS = np.zeros((0, 3), dtype=np.int64)
 
@@ -186,13 +197,57 @@ class ParameterShard:
 
 
 def clean_parameter_name(name: str) -> str:
-    """A parameter name without the components that FSDP and its helpers insert.
+    """A parameter name without the components that wrappers insert, wherever they are.
+
+    The wrappers are FSDP1 (``_fsdp_wrapped_module``), activation checkpointing
+    (``_checkpoint_wrapped_module``), ``torch.compile`` (``_orig_mod``) and Lightning Fabric
+    (``_forward_module``), so the name is the one the user's module gives. DDP's ``module.``
+    cannot be told from a user's module of that name: pass the model itself to
+    :func:`parameter_shards` instead (see :func:`unwrap_model`).
 
     Example:
         >>> clean_parameter_name("_fsdp_wrapped_module.encoder._fsdp_wrapped_module.weight")
         'encoder.weight'
+        >>> clean_parameter_name("_forward_module.encoder._orig_mod.0.weight")
+        'encoder.0.weight'
     """
+    if not name.startswith("_") and "._" not in name:  # no part could be a wrapper's
+        return name
     return ".".join(part for part in name.split(".") if part not in _WRAPPER_PARTS)
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The module inside the wrappers that rename parameters, each unwrapped in turn.
+
+    Lightning Fabric's ``_FabricModule`` (to the module it runs, recognised by its class name
+    and ``_forward_module``, without importing Lightning), ``DistributedDataParallel`` and
+    ``DataParallel`` (``.module``) and ``torch.compile``'s ``OptimizedModule``
+    (``._orig_mod``). FSDP is kept: its modules tell which part of each parameter a rank holds.
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(2, 1)
+        >>> unwrap_model(torch.nn.DataParallel(layer)) is layer
+        True
+    """
+    while True:
+        inner = _wrapped_module(model)
+        if inner is None:
+            return model
+        model = inner
+
+
+def _wrapped_module(model: nn.Module) -> nn.Module | None:
+    """The module a known wrapper holds, or None when ``model`` is no such wrapper."""
+    if isinstance(model, _DATA_PARALLEL):
+        return model.module
+    if type(model).__name__ == "_FabricModule":
+        inner = getattr(model, "_forward_module", None)
+        return inner if isinstance(inner, nn.Module) else None
+    compiled = getattr(sys.modules.get("torch._dynamo.eval_frame"), "OptimizedModule", None)
+    if compiled is not None and isinstance(model, compiled):
+        return model._orig_mod
+    return None
 
 
 def parameter_shards(
@@ -200,11 +255,17 @@ def parameter_shards(
 ) -> list[ParameterShard]:
     """One :class:`ParameterShard` per original parameter (trainable or not), in model order.
 
+    Names are those of the user's modules: a model is first unwrapped (:func:`unwrap_model`:
+    Lightning Fabric, DDP, ``torch.compile``), and the components that wrappers insert are
+    dropped from every name (:func:`clean_parameter_name`), so that a compiled sub-module's
+    ``encoder._orig_mod.0.weight`` is ``encoder.0.weight``.
+
     Args:
         source: A model, ``(name, parameter)`` pairs (its ``named_parameters()``), or shards
             (returned as they are). Pairs suffice for ordinary and FSDP2 models and for FSDP1's
             flat parameters; FSDP1 with ``use_orig_params=True`` needs the model, whose FSDP
-            modules tell where each original parameter's part lies.
+            modules tell where each original parameter's part lies, and so does DDP (whose
+            ``module.`` is not dropped from names).
 
     Returns:
         The shards; an FSDP1 flat parameter gives one per original parameter it holds.
@@ -219,6 +280,7 @@ def parameter_shards(
         ['0.weight', '0.bias']
     """
     if isinstance(source, nn.Module):
+        source = unwrap_model(source)
         original = _fsdp1_original_parameters(source)
         named: Iterable[Any] = source.named_parameters()
     else:
@@ -246,7 +308,7 @@ def parameter_shards(
                     "use_orig_params=True: pass the model itself, not its named_parameters(), "
                     "so that its FSDP modules tell which part of it this rank holds"
                 )
-            shards.append(_whole(name, parameter))
+            shards.append(_whole(clean_parameter_name(name), parameter))
     if flat and isinstance(source, nn.Module):
         shards = _in_model_order(source, shards)
     return shards

@@ -14,7 +14,7 @@ from learnscope.health import (
     head_findings,
     health_scalars,
 )
-from learnscope.health.sharded import parameter_shards
+from learnscope.health.sharded import clean_parameter_name, parameter_shards
 from learnscope.lightning_glue.health_checks.modules import resolve_heads
 from learnscope.lightning_glue.health_checks.report import CheckReport
 from learnscope.records import Histogram
@@ -207,5 +207,6 @@ class GradientCheck:
 
 
 def _holds(names: Sequence[str], module: str) -> bool:
-    """Whether any of the parameter ``names`` belongs to ``module``."""
-    return any(name.startswith(module + ".") for name in names)
+    """Whether any of the parameter ``names`` (cleaned of wrappers' parts) belongs to ``module``."""
+    prefix = clean_parameter_name(module) + "."
+    return any(name.startswith(prefix) for name in names)

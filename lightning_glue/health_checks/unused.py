@@ -77,7 +77,7 @@ class UnusedParameters:
         names = self._names
         seen = self._round.seen
         if not self._round.complete and seen:  # stopped before every optimizer stepped
-            names = [n for n, p in model.named_parameters() if p.requires_grad]
+            names = [s.name for s in parameter_shards(model) if s.requires_grad]
             judged = self._round.names
             names = [n for n in names if n not in seen and (judged is None or n in judged)]
         return ddp_unused_parameter_advice(exception, names)
