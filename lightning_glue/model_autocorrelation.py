@@ -35,7 +35,10 @@ class ModelAutocorrelation(LearnscopeCallback):
     integrated autocorrelation time tau) or gradients that flip sign from step to step
     (lag-1 near -1: oscillation, the edge of stability). Groups are those of the health
     checks (:func:`learnscope.health.group_name`): the parameters of the root module are in
-    ``root``.
+    ``root``, and a compiled sub-module's are named as its eager ones (``encoder.0``, not
+    ``encoder._orig_mod``). A sparse embedding table (``nn.Embedding(sparse=True)`` with
+    ``SparseAdam``, ``SGD`` or ``Adagrad``) is sampled like a dense one, its gradient read from
+    the stored values (see :mod:`learnscope.sampled_gradients`).
 
     **What a step is.** One record per optimizer step, so that lag ``k`` means ``k``
     optimizer steps, taken at the first ``on_before_optimizer_step`` of each
