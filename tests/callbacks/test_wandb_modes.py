@@ -45,11 +45,13 @@ def said(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]
 
 @pytest.fixture
 def wandb_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No ``WANDB_MODE``, a temporary ``WANDB_DIR``; afterwards wandb forgets the disabled mode.
+    """No ``WANDB_MODE``, a temporary ``WANDB_DIR``, and wandb's settings fresh before and after.
 
-    wandb keeps the settings of its first ``wandb.init`` in a process-wide singleton, which
-    would hand a later test's offline run the disabled mode: ``wandb.teardown`` drops it.
+    wandb keeps the environment's settings of its first ``wandb.init`` in a process-wide
+    singleton: an earlier test's offline mode would hide ``WANDB_MODE=disabled`` set here, and
+    the disabled mode would reach a later test's offline run. ``wandb.teardown`` drops it.
     """
+    wandb.teardown()
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
     yield
