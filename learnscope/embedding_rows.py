@@ -253,9 +253,14 @@ def batch_rows(
             columns[name] = _spread(values, samples)
         else:
             per = f" ({samples.count} {samples.unit})" if samples is not None else ""
+            given = (
+                f"ids_fn gave {len(values)} ids"
+                if ids is not None and name == "id"
+                else f"metadata column {name!r} has {len(values)} values"
+            )
             raise ValueError(
-                f"EmbeddingProjector: metadata column {name!r} has {len(values)} values but the "
-                f"batch has {len(vectors)} embedding rows{per}"
+                f"EmbeddingProjector: {given} but the batch has {len(vectors)} embedding "
+                f"rows{per}; give one value per row or per sample"
             )
     if samples is not None:
         columns[samples.column] = samples.within.to(vectors.device)

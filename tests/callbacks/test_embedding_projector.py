@@ -75,6 +75,14 @@ def test_wrong_metadata_length_fails_in_the_sanity_check(tmp_path: Path) -> None
     assert fit.global_step == 0
 
 
+def test_wrong_number_of_ids_names_ids_fn_in_the_sanity_check(tmp_path: Path) -> None:
+    projector = EmbeddingProjector(ids_fn=lambda batch: list(range(len(batch[1]) - 1)))
+    fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path)), [projector])
+    with pytest.raises(ValueError, match="ids_fn gave 15 ids but the batch has 16 embedding rows"):
+        fit.fit(TinyClassifier(), *loaders())
+    assert fit.global_step == 0
+
+
 def test_metadata_error_during_training_is_logged_once_and_training_finishes(
     lenient: None, tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
