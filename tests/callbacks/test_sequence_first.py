@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import ProjectorReader, parse_metadata, read_events
-from test_feature_maps_and_masks import cosine_spread, effective_rank
+from readers import read_events
+from test_feature_maps_and_masks import cosine_spread, effective_rank, snapshot
 from tiny_models import trainer
 from torch import nn
 from torch.utils.data import DataLoader
@@ -109,14 +109,6 @@ def expected_rows(model: Tagger, batch_size: int) -> tuple[np.ndarray, list[list
             for sample, position in zip(*np.nonzero(real), strict=True):
                 rows.append([int(batch["label"][sample]), int(batch["id"][sample]), position])
     return np.concatenate(vectors), rows
-
-
-def snapshot(logdir: Path, name: str) -> tuple[np.ndarray, list[str] | None, list[list[str]]]:
-    reader = ProjectorReader(logdir)
-    (run,) = reader.runs()
-    assert name in reader.names(run), reader.names(run)
-    header, rows = parse_metadata(reader.metadata(run, name))
-    return reader.tensor(run, name), header, rows
 
 
 def fit(tmp_path: Path, model: Tagger, callbacks: list[Any], batch_size: int = 12) -> Path:
