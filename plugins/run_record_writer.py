@@ -146,8 +146,11 @@ class RunRecordWriter(Writer):
         self._findings = (rows, step)
 
     def write_run_end(self, end: RunEnd) -> None:
-        """Append the ``end`` entry."""
-        self._append([{"kind": "end", "step": end.step, "status": end.status}], end.step)
+        """Append the ``end`` entry (with the ``error`` of a failed run)."""
+        entry: dict[str, Any] = {"kind": "end", "step": end.step, "status": end.status}
+        if end.error is not None:
+            entry["error"] = {"type": end.error.type, "message": end.error.message}
+        self._append([entry], end.step)
         self._ended = True
 
     def close(self) -> None:

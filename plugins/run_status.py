@@ -1,9 +1,11 @@
 """What a run's ``run`` and ``end`` entries say, and what each empty section of its view says.
 
 The callbacks attached come from the ``run`` entries, so a section with nothing yet says
-"waiting for ..." while the run goes on, "... wrote nothing in this run" once it ended, and
-"attach ..." only when no ``run`` entry lists the callback that fills it. Nothing here imports
-torch.
+"waiting for ..." while the run goes on, why it is empty once the run ended (the setting that
+left it empty and the value that would fill it, from the callback's settings in the ``run``
+entry and the ``end`` entry's step; or that the run failed, with its exception), and "attach
+..." only when no ``run`` entry lists the callback that fills it. The end-of-fit line says the
+same (:func:`analysis_missing`). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -62,12 +64,28 @@ class RunEntries:
                 self.callbacks[callback["name"]] = callback.get("settings")
 
     def fold_end(self, entry: Mapping[str, Any]) -> None:
-        """Fold an ``end`` entry in."""
+        """Fold an ``end`` entry in (a failed run's ``error`` too: see :func:`end_error`)."""
         status = entry.get("status")
         self.ended = {
             "step": whole_number(entry, "step") if entry.get("step") is not None else None,
             "status": status if isinstance(status, str) else "finished",
         }
+        if self.ended["status"] == "failed":
+            self.ended["error"] = end_error(entry.get("error"))
+
+    def failure(self) -> str | None:
+        """How the newest run failed, ``step: type: message``; ``None`` unless it failed.
+
+        Example:
+            >>> run = RunEntries()
+            >>> run.fold_end({"kind": "end", "step": 3, "status": "failed",
+            ...               "error": {"type": "RuntimeError", "message": "boom"}})
+            >>> run.failure()
+            'the run failed at step 3: RuntimeError: boom'
+        """
+        if self.ended is None or self.ended["status"] != "failed":
+            return None
+        return f"the run failed at step {self.ended['step']}: {error_text(self.ended)}"
 
     def charted_lags(self) -> list[int]:
         """The lags ``ModelAutocorrelation`` was made with (its ``run`` settings), else 1..50."""
@@ -76,6 +94,154 @@ class RunEntries:
         if isinstance(lags, list) and lags and all(type(lag) is int and lag > 0 for lag in lags):
             return sorted(set(lags))
         return list(CHARTED_LAGS)
+
+
+def end_error(error: Any) -> dict[str, str]:
+    """The ``error`` of a failed run's ``end`` entry: ``{"type", "message"}``, as text.
+
+    A missing or damaged one is an ``unknown`` exception, so a failed run still shows failed.
+
+    Example:
+        >>> end_error({"type": "ValueError", "message": "bad"}), end_error(None)["type"]
+        ({'type': 'ValueError', 'message': 'bad'}, 'unknown exception')
+    """
+    if isinstance(error, Mapping):
+        kind, message = error.get("type"), error.get("message")
+        if isinstance(kind, str) and kind:
+            return {"type": kind, "message": message if isinstance(message, str) else ""}
+    return {"type": "unknown exception", "message": "the record does not say which"}
+
+
+def error_text(ended: Mapping[str, Any]) -> str:
+    """A failed run's exception as a traceback ends: ``type: message`` (its first line).
+
+    Example:
+        >>> error_text({"status": "failed", "error": {"type": "KeyError", "message": "'x'"}})
+        "KeyError: 'x'"
+    """
+    error = ended.get("error") or end_error(None)
+    message = str(error.get("message", "")).strip()
+    if "\n" in message:
+        message = message.split("\n", 1)[0] + " ..."
+    return f"{error['type']}: {message}" if message else str(error["type"])
+
+
+def _settings(settings: Any) -> Mapping[str, Any]:
+    return settings if isinstance(settings, Mapping) else {}
+
+
+def _whole(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _positive_lags(settings: Any) -> list[int]:
+    """The positive lags ``ModelAutocorrelation`` was made with, sorted; ``[]`` when unknown."""
+    lags = _settings(settings).get("lags")
+    if not isinstance(lags, list) or not all(type(lag) is int for lag in lags):
+        return []
+    return sorted({lag for lag in lags if lag > 0})
+
+
+def _stopped(ended: Mapping[str, Any], before: str) -> str | None:
+    """What a failed or interrupted run's empty section says; ``None`` for a finished run."""
+    if ended.get("status") == "failed":
+        return f"the run failed at step {ended.get('step')} ({error_text(ended)}), before {before}"
+    if ended.get("status") == "interrupted":
+        return f"the run was interrupted at step {ended.get('step')}, before {before}"
+    return None
+
+
+def waiting_for_analysis(settings: Any) -> str:
+    """What the autocorrelation section says while the run goes on: when the first comes.
+
+    The first scheduled analysis is at the first multiple of ``analyze_every_n_steps`` at which
+    the history holds more steps than the largest lag; a fit that ends before it is analysed at
+    its end.
+
+    Example:
+        >>> waiting_for_analysis({"analyze_every_n_steps": 20, "lags": [1, 2, 5, 10, 20]})
+        'waiting for the first autocorrelation analysis, at step 40 (analyze_every_n_steps=20) \
+or at the end of the fit'
+    """
+    every = _whole(_settings(settings).get("analyze_every_n_steps"))
+    lags = _positive_lags(settings)
+    if every is None or every < 1 or not lags:
+        return "waiting for the first autocorrelation analysis"
+    first = every * max(1, -(-(lags[-1] + 1) // every))
+    return (
+        f"waiting for the first autocorrelation analysis, at step {first} "
+        f"(analyze_every_n_steps={every}) or at the end of the fit"
+    )
+
+
+def analysis_missing(settings: Any, ended: Mapping[str, Any]) -> str:
+    """Why a run that ended has no autocorrelation analysis, and the setting that would fill it.
+
+    ``ModelAutocorrelation`` analyses at the fit's end with the lags its history holds: a lag
+    ``k`` needs ``k + 1`` recorded steps, one per optimizer step. So a fit that ended at a step
+    no larger than the smallest lag has none, and a smaller lag would analyse it.
+
+    Args:
+        settings: ``ModelAutocorrelation``'s settings (its ``run`` entry's ``settings``).
+        ended: What the ``end`` entry says: ``step``, ``status``, and a failed run's ``error``.
+
+    Example:
+        >>> analysis_missing({"lags": [5, 10]}, {"step": 3, "status": "finished"})
+        "the run ended at step 3, before ModelAutocorrelation's history held 6 steps (its \
+smallest lag, 5, plus one): lags=(1, 2) would analyse a fit this short"
+    """
+    stopped = _stopped(ended, "the first autocorrelation analysis")
+    if stopped is not None:
+        return stopped
+    step, lags = _whole(ended.get("step")), _positive_lags(settings)
+    if step is None or not lags:
+        return "the run ended before the first autocorrelation analysis"
+    if step <= lags[0]:
+        shorter = tuple(lag for lag in CHARTED_LAGS if lag < step)
+        would = (
+            f"lags={shorter} would analyse a fit this short"
+            if shorter
+            else "a fit of 2 or more optimizer steps would be analysed"
+        )
+        return (
+            f"the run ended at step {step}, before {AUTOCORRELATION}'s history held "
+            f"{lags[0] + 1} steps (its smallest lag, {lags[0]}, plus one): {would}"
+        )
+    return (
+        f"the run ended at step {step} without an autocorrelation analysis: {AUTOCORRELATION}'s "
+        f"history never held {lags[0] + 1} steps (the history of a resumed fit starts at its "
+        "resume; a fit in which nothing trains has none), or a failure switched it off (see "
+        "the training log)"
+    )
+
+
+def snapshots_missing(settings: Any, ended: Mapping[str, Any]) -> str:
+    """Why a run that ended has no embedding snapshot, with what the projector captures.
+
+    Example:
+        >>> snapshots_missing({"stages": ["validate"], "every_n_epochs": 2},
+        ...                   {"step": 30, "status": "finished"})
+        "EmbeddingProjector wrote no snapshot in this run: it captures the stages ['validate'] \
+every 2 epochs (every_n_epochs=2), and leaves out rows with NaN or Inf"
+    """
+    stopped = _stopped(ended, f"{PROJECTOR}'s first snapshot")
+    if stopped is not None:
+        return stopped
+    settings = _settings(settings)
+    stages, every = settings.get("stages"), _whole(settings.get("every_n_epochs"))
+    train_steps = _whole(settings.get("every_n_train_steps"))
+    if not isinstance(stages, list) or every is None:
+        return f"{PROJECTOR} wrote no snapshot in this run"
+    epochs = "every epoch" if every == 1 else f"every {every} epochs"
+    train = (
+        f", training batches every {train_steps} steps (every_n_train_steps={train_steps})"
+        if train_steps is not None and "train" in stages
+        else ""
+    )
+    return (
+        f"{PROJECTOR} wrote no snapshot in this run: it captures the stages {stages} {epochs} "
+        f"(every_n_epochs={every}){train}, and leaves out rows with NaN or Inf"
+    )
 
 
 def section_status(
@@ -98,7 +264,7 @@ def section_status(
         >>> section_status(RunEntries(), False, False, False, None)[0]["findings"]
         'no findings yet'
     """
-    known, ended, attached = run.count > 0, run.ended is not None, set(run.callbacks)
+    known, ended, attached = run.count > 0, run.ended, set(run.callbacks)
     messages: list[str] = []
     status: dict[str, str | None] = {"embeddings": None, "autocorrelation": None}
     if not embeddings:
@@ -107,20 +273,21 @@ def section_status(
         elif known and PROJECTOR not in attached:
             status["embeddings"] = "no embedding snapshots (attach EmbeddingProjector)"
             messages.append(status["embeddings"])
-        elif ended:
-            status["embeddings"] = f"{PROJECTOR} wrote no snapshot in this run"
+        elif ended is not None:
+            status["embeddings"] = snapshots_missing(run.callbacks.get(PROJECTOR), ended)
         elif known:
             status["embeddings"] = "waiting for the first snapshot"
         else:
             status["embeddings"] = "no embedding snapshots in this run"
     if not autocorrelation:
+        settings = run.callbacks.get(AUTOCORRELATION)
         if known and AUTOCORRELATION not in attached:
             status["autocorrelation"] = "no autocorrelation (attach ModelAutocorrelation)"
             messages.append(status["autocorrelation"])
-        elif ended:
-            status["autocorrelation"] = "the run ended before the first autocorrelation analysis"
+        elif ended is not None:
+            status["autocorrelation"] = analysis_missing(settings, ended)
         elif known:
-            status["autocorrelation"] = "waiting for the first autocorrelation analysis"
+            status["autocorrelation"] = waiting_for_analysis(settings)
         else:
             status["autocorrelation"] = "no autocorrelation analysis in this run"
     if known and HELPER not in attached:
@@ -129,6 +296,9 @@ def section_status(
         status["findings"] = None
     elif known and HELPER not in attached and findings is None:
         status["findings"] = "no findings table (attach TrainingHelper)"
+    elif ended is not None and ended["status"] in ("failed", "interrupted"):
+        stopped = "failed" if ended["status"] == "failed" else "was interrupted"
+        status["findings"] = f"no findings before the run {stopped}"
     else:
-        status["findings"] = "no findings" if ended else "no findings yet"
+        status["findings"] = "no findings" if ended is not None else "no findings yet"
     return status, messages

@@ -6,7 +6,7 @@ Callbacks (or a hand-written loop) build records; writers in ``learnscope.plugin
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
 from learnscope.records.embedding import EmbeddingSnapshot, ViewFrame
 from learnscope.records.health import FINDING_CODES, Finding, Histogram, RenderedImage
-from learnscope.records.run import CallbackSettings, RunEnd, RunStart
+from learnscope.records.run import CallbackSettings, RunEnd, RunError, RunStart
 
 __all__ = [
     "FINDING_CODES",
@@ -18,6 +18,7 @@ __all__ = [
     "Histogram",
     "RenderedImage",
     "RunEnd",
+    "RunError",
     "RunStart",
     "ViewFrame",
 ]

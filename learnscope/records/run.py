@@ -2,9 +2,9 @@
 
 :class:`RunStart` names every learnscope callback on a trainer with the arguments it was made
 with, so a dashboard can say what is attached before any data comes; :class:`RunEnd` says
-whether the run finished or was interrupted. Settings are kept as JSON values
-(:func:`json_setting`): functions and classes by their qualified name, other objects by their
-``repr``.
+whether the run finished, was interrupted (Ctrl-C) or failed, and a failed run's exception
+(:class:`RunError`). Settings are kept as JSON values (:func:`json_setting`): functions and
+classes by their qualified name, other objects by their ``repr``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["CallbackSettings", "RunEnd", "RunStart", "call_settings", "json_setting"]
+__all__ = [
+    "CallbackSettings",
+    "RunEnd",
+    "RunError",
+    "RunStart",
+    "call_settings",
+    "json_setting",
+]
 
-Status = Literal["finished", "interrupted"]
+Status = Literal["finished", "interrupted", "failed"]
+STATUSES = ("finished", "interrupted", "failed")
 MAX_TEXT = 200  # characters of a repr kept in the settings
+MAX_ERROR_TEXT = 2000  # characters of an exception's message kept in the record
 
 
 @dataclass(frozen=True)
@@ -61,27 +70,102 @@ class RunStart:
 
 
 @dataclass(frozen=True)
+class RunError:
+    """The exception a failed run stopped with: its type as a traceback names it, its message.
+
+    Args:
+        type: The exception's class, with its module unless built in (``"RuntimeError"``,
+            ``"torch.OutOfMemoryError"``).
+        message: ``str(exception)``, at most 2,000 characters (longer ones are cut, ending in
+            ``...``).
+
+    Example:
+        >>> error = RunError.of(ValueError("no column 'label'"))
+        >>> error, error.text()
+        (RunError(type='ValueError', message="no column 'label'"), "ValueError: no column 'label'")
+    """
+
+    type: str
+    message: str
+
+    @classmethod
+    def of(cls, exception: BaseException) -> RunError:
+        """The type and message of ``exception``."""
+        kind = type(exception)
+        module = kind.__module__
+        name = (
+            kind.__qualname__
+            if module in ("builtins", "__main__")
+            else f"{module}.{kind.__qualname__}"
+        )
+        try:
+            message = str(exception)
+        except Exception:  # a broken __str__ must not hide the failure it reports
+            message = "(its message could not be read)"
+        if len(message) > MAX_ERROR_TEXT:
+            message = message[: MAX_ERROR_TEXT - 3] + "..."
+        return cls(name, message)
+
+    def text(self, first_line: bool = False) -> str:
+        r"""``type: message`` as a traceback ends (``first_line``: the message's first line only).
+
+        Example:
+            >>> RunError("KeyError", "").text(), RunError("E", "one\nline").text(first_line=True)
+            ('KeyError', 'E: one ...')
+        """
+        message = self.message
+        if first_line and "\n" in message.strip():
+            message = message.strip().split("\n", 1)[0] + " ..."
+        return f"{self.type}: {message}" if message else self.type
+
+
+@dataclass(frozen=True)
 class RunEnd:
     """A writer session ends: the last step, and whether training finished.
 
     Args:
         step: The trainer's global step at the end.
-        status: ``"finished"``, or ``"interrupted"`` when training stopped with an exception.
+        status: ``"finished"``; ``"interrupted"`` when training stopped with Ctrl-C
+            (``KeyboardInterrupt``); ``"failed"`` when it stopped with another exception.
+        error: The exception of a failed run; ``None`` for the other statuses.
 
     Raises:
-        ValueError: For another status.
+        ValueError: For another status, a failed run without its error, or an error on a run
+            that did not fail.
 
     Example:
         >>> RunEnd(120).status
         'finished'
+        >>> RunEnd.after(3, RuntimeError("the loader broke")).error.text()
+        'RuntimeError: the loader broke'
+        >>> RunEnd.after(3, KeyboardInterrupt()).status
+        'interrupted'
     """
 
     step: int
     status: Status = "finished"
+    error: RunError | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in ("finished", "interrupted"):
-            raise ValueError(f"status must be 'finished' or 'interrupted', got {self.status!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if (self.status == "failed") != (self.error is not None):
+            raise ValueError(
+                f"a failed run has its error and no other run has one; got status "
+                f"{self.status!r} with error {self.error!r}"
+            )
+
+    @classmethod
+    def after(cls, step: int, exception: BaseException | None) -> RunEnd:
+        """The end of a run at ``step`` that stopped with ``exception`` (``None``: finished).
+
+        ``KeyboardInterrupt`` (Ctrl-C) is ``interrupted``; any other exception ``failed``.
+        """
+        if exception is None:
+            return cls(step)
+        if isinstance(exception, KeyboardInterrupt):
+            return cls(step, "interrupted")
+        return cls(step, "failed", RunError.of(exception))
 
 
 def json_setting(value: Any) -> Any:

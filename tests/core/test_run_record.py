@@ -59,3 +59,46 @@ def test_a_fifo_or_a_symlink_is_never_read(tmp_path: Path) -> None:
         RecordReader(link).read()
     with pytest.raises(OSError):
         append_entries(link, [{"kind": "end"}])
+
+
+def test_a_run_ends_failed_with_its_exception_and_ctrl_c_stays_interrupted(tmp_path: Path) -> None:
+    from learnscope.plugins.run_record_writer import RunRecordWriter
+    from learnscope.plugins.run_status import RunEntries
+    from learnscope.records import RunEnd, RunError
+
+    class LoaderError(RuntimeError):
+        pass
+
+    failed = RunEnd.after(3, LoaderError("x" * 3000))
+    assert failed.status == "failed" and failed.error is not None
+    assert failed.error.type == f"{__name__}.{LoaderError.__qualname__}"  # as a traceback does
+    assert RunEnd.after(3, ValueError("bad")).error == RunError("ValueError", "bad")
+    assert len(failed.error.message) == 2000 and failed.error.message.endswith("...")
+    assert RunEnd.after(3, KeyboardInterrupt()) == RunEnd(3, "interrupted")
+    assert RunEnd.after(3, None) == RunEnd(3, "finished")
+    with pytest.raises(ValueError, match="a failed run has its error"):
+        RunEnd(3, "failed")
+    with pytest.raises(ValueError, match="a failed run has its error"):
+        RunEnd(3, "finished", RunError("ValueError", "no"))
+
+    writer = RunRecordWriter(tmp_path)
+    writer.write_run_end(RunEnd.after(5, ValueError("no column 'label'")))
+    writer.write_run_end(RunEnd(6, "interrupted"))
+    (failed_entry, interrupted_entry) = RecordReader(writer.path).read()
+    assert failed_entry == {
+        "kind": "end",
+        "step": 5,
+        "status": "failed",
+        "error": {"type": "ValueError", "message": "no column 'label'"},
+    }
+    assert interrupted_entry == {"kind": "end", "step": 6, "status": "interrupted"}
+
+    run = RunEntries()  # the views' reader
+    run.fold_end(failed_entry)
+    assert run.failure() == "the run failed at step 5: ValueError: no column 'label'"
+    run.fold_end(interrupted_entry)  # a record of before issue 29 reads as it did
+    assert run.failure() is None and run.ended == {"step": 6, "status": "interrupted"}
+    run.fold_end({"kind": "end", "step": 7, "status": "failed", "error": "garbled"})
+    assert run.failure() == (
+        "the run failed at step 7: unknown exception: the record does not say which"
+    )

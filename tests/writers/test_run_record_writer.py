@@ -218,14 +218,19 @@ class FailsAtStep3(TinyClassifier):
         return super().training_step(batch, batch_idx)
 
 
-def test_a_fit_stopped_by_an_exception_ends_the_record_interrupted(tmp_path: Path) -> None:
+def test_a_fit_stopped_by_an_exception_ends_the_record_failed(tmp_path: Path) -> None:
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     callbacks = [TrainingHelper(check_every_n_steps=1), EmbeddingProjector()]
     with pytest.raises(RuntimeError, match="the data loader broke"):
         trainer(tmp_path, tb, callbacks, max_epochs=2).fit(FailsAtStep3(), *loaders())
     entries = record(tb.log_dir)
     assert kinds(entries)[0] == "run" and kinds(entries).count("end") == 1
-    assert entries[-1] == {"kind": "end", "step": 3, "status": "interrupted"}
+    assert entries[-1] == {
+        "kind": "end",
+        "step": 3,
+        "status": "failed",
+        "error": {"type": "RuntimeError", "message": "the data loader broke"},
+    }
 
 
 def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
