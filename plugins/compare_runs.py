@@ -11,8 +11,10 @@ A and B may be the same run, on two keys:
 * **Neighbourhood overlap**: per shared point, ``|kNN_A ∩ kNN_B| / k`` of its ``k`` nearest
   neighbours (Euclidean, among the shared points) in each run's *full* embedding (the
   snapshot's ``tensor`` file), exact, computed a block of rows at a time so that memory stays
-  bounded; its histogram (``k + 1`` bins) and the points whose neighbourhoods differ most, with
-  their metadata.
+  bounded; its histogram (``k + 1`` bins) and the points whose neighbourhoods differ most (those
+  that keep fewer than ``k``), with their metadata.
+* **Identical snapshots** are said so (``identical``, ``verdict``), and nothing is listed as
+  differing: see :func:`identical`.
 
 At most ``max_points`` shared points are compared (20,000 by default), a fixed subsample by a
 hash of the id, said in the notes. The learnscope tab answers ``/compare`` with
@@ -55,6 +57,11 @@ FORMAT = "learnscope-compare/1"
 NEIGHBOURS = 10  # k: the neighbours compared per point
 MAX_COMPARED = 20_000  # shared points compared; more are subsampled by a hash of the id
 MOST_DIFFERENT = 20  # points listed whose neighbourhoods differ most
+# The aligned views of identical snapshots coincide: B's rotated view lies within this many
+# spreads (root-mean-square) of A's. Views of the same numbers differ by float rounding only
+# (below 1e-12 here: both are read from the same float32 values); the views of two seeds of the
+# demo differ by 0.3 to 1.
+IDENTICAL_RESIDUAL = 1e-6
 
 
 class RunSnapshots:
@@ -141,7 +148,9 @@ def compare_runs(
         without aligned PCA), ``frame``, ``rotation``, ``residual``, ``overlap`` (per point,
         the neighbours in common, 0 to ``k``; ``None`` when not computed), ``histogram``
         (points per count 0 to ``k``), ``mean_overlap``, ``differ`` (the points whose
-        neighbourhoods differ most: ``index``, ``id``, ``overlap``, ``metadata``), ``columns``
+        neighbourhoods differ most, of those that keep fewer than ``k``: ``index``, ``id``,
+        ``overlap``, ``metadata``), ``identical`` (whether the compared snapshots are the same,
+        by :func:`identical`), ``verdict`` (a sentence that says so, or ``None``), ``columns``
         (A's metadata of the compared points), ``messages`` and ``notes``.
 
     Raises:
@@ -224,6 +233,8 @@ def _empty(a: str, b: str, key: str, k: int, key_b: str) -> dict[str, Any]:
         "histogram": None,
         "mean_overlap": None,
         "differ": [],
+        "identical": False,
+        "verdict": None,
         "columns": [],
         "messages": [],
         "notes": [],
@@ -241,8 +252,9 @@ def _compare(
     names = [run.name for run in runs]
     counts = [_points(entry) for entry in entries]
     result["a"]["points"], result["b"]["points"] = counts
-    ids, rows_a, rows_b, note = shared_points(entries[0].get("ids"), counts[0],
-                                              entries[1].get("ids"), counts[1])  # fmt: skip
+    ids, rows_a, rows_b, note = shared_points(
+        entries[0].get("ids"), counts[0], entries[1].get("ids"), counts[1]
+    )
     result["shared"] = len(ids)
     if note:
         result["notes"].append(note)
@@ -289,7 +301,16 @@ def _compare(
     result["overlap"] = overlap.tolist()
     result["histogram"] = np.bincount(overlap, minlength=k + 1).tolist()
     result["mean_overlap"] = rounded(float(overlap.mean()) / k, 6)
-    result["differ"] = most_different(overlap, ids, result["columns"])
+    result["differ"] = most_different(overlap, ids, result["columns"], k=k)
+    result["identical"] = identical(overlap, k, result["residual"])
+    if result["identical"]:
+        result["verdict"] = (
+            f"A and B are identical on the {len(ids):,} points compared: every one keeps its "
+            f"{k} nearest neighbours and the aligned views coincide (residual "
+            f"{result['residual']:.2g} spreads), so nothing differs. Two runs of the same code, "
+            "data and seed give this: train B with another seed or other settings to see what "
+            "changes."
+        )
 
 
 def _points(entry: Mapping[str, Any]) -> int:
@@ -377,17 +398,46 @@ def _encoded(xy: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(xy, "<f4").tobytes()).decode("ascii")
 
 
+def identical(overlap: np.ndarray, k: int, residual: float | None) -> bool:
+    """Whether two snapshots compared are the same: ``overlap`` and views leave nothing apart.
+
+    The rule: every compared point keeps all ``k`` of its nearest neighbours (overlap ``k`` of
+    ``k``) and the aligned views coincide: the root-mean-square distance between A's view and
+    B's rotated onto it (``residual``, in units of the spread) is at most
+    :data:`IDENTICAL_RESIDUAL`. Without aligned views (``residual`` is ``None``) the pictures
+    cannot be checked, and the snapshots are not called identical.
+
+    Example:
+        >>> identical(np.array([10, 10]), 10, 0.0), identical(np.array([10, 9]), 10, 0.0)
+        (True, False)
+        >>> identical(np.array([10, 10]), 10, 0.01), identical(np.array([10, 10]), 10, None)
+        (False, False)
+    """
+    if residual is None or len(overlap) == 0:
+        return False
+    return bool((overlap == k).all()) and residual <= IDENTICAL_RESIDUAL
+
+
 def most_different(
-    overlap: np.ndarray, ids: list[str], columns: list[dict[str, Any]], most: int = MOST_DIFFERENT
+    overlap: np.ndarray,
+    ids: list[str],
+    columns: list[dict[str, Any]],
+    most: int = MOST_DIFFERENT,
+    k: int = NEIGHBOURS,
 ) -> list[dict[str, Any]]:
     """The ``most`` points of lowest overlap (then in the order of ``ids``), with metadata.
 
+    Only points that keep fewer than ``k`` neighbours are listed: a point that keeps all ``k``
+    does not differ (the list is empty when none differs).
+
     Example:
-        >>> most_different(np.array([3, 0, 2]), ["a", "b", "c"], [], most=2)
+        >>> most_different(np.array([3, 0, 2]), ["a", "b", "c"], [], most=2, k=3)
         [{'index': 1, 'id': 'b', 'overlap': 0, 'metadata': {}}, {'index': 2, 'id': 'c', \
 'overlap': 2, 'metadata': {}}]
+        >>> most_different(np.array([3, 3]), ["a", "b"], [], k=3)
+        []
     """
-    order = np.argsort(overlap, kind="stable")[:most]
+    order = [i for i in np.argsort(overlap, kind="stable")[:most] if overlap[i] < k]
     return [
         {
             "index": int(i),

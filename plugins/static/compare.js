@@ -26,7 +26,8 @@ function sideName(data, side) {
  * The comparison ``data`` as a section. ``state`` (for tests): runs, tags (key: A's, keyB: B's),
  * steps, shared and compared counts, k, histogram, mean overlap, the ids listed, hovered and
  * pinned point (index into ``data.ids``), the tooltip text, the points drawn in each canvas,
- * the messages shown. ``chooseSteps(stepA, stepB)``, when given, asks for other steps.
+ * the messages shown, whether A and B are identical and the verdict that says so.
+ * ``chooseSteps(stepA, stepB)``, when given, asks for other steps.
  */
 export class ComparePanel {
   constructor({ data, tip, chooseSteps }) {
@@ -40,6 +41,7 @@ export class ComparePanel {
       histogram: data.histogram, meanOverlap: data.mean_overlap,
       listed: data.differ.map((d) => d.id), hovered: null, pinned: null, tooltip: '',
       drawn: [0, 0], colourBy: 'overlap', messages: data.messages.slice(),
+      identical: !!data.identical, verdict: data.verdict || null,
     };
     this.element = el('section', { 'data-role': 'compare' });
     const heading = keyB === data.key ? `Compare ${data.a.run} (A) with ${data.b.run} (B): ${data.key}`
@@ -49,6 +51,7 @@ export class ComparePanel {
       `B's view is turned onto A's (orthogonal Procrustes). Colour: of its ${data.k} nearest ` +
       'neighbours in the full embedding, how many are the same in both (green all, red none).' }));
     for (const m of data.messages) this.element.append(el('div', { class: 'ls-msg', 'data-role': 'compare-message', text: m }));
+    if (data.verdict) this.element.append(el('div', { class: 'ls-msg', 'data-role': 'compare-verdict', text: data.verdict }));
     for (const m of data.notes) this.element.append(el('div', { class: 'ls-hint', text: m }));
     this.element.append(this.stepBar(chooseSteps));
     this.frames = data.xy_a && data.xy_b && n ? [decodeFloat32(data.xy_a), decodeFloat32(data.xy_b)] : null;
@@ -104,6 +107,7 @@ export class ComparePanel {
       (d.compared < d.shared ? `, ${d.compared.toLocaleString()} compared` : '') +
       ` (A ${d.a.points.toLocaleString()}, B ${d.b.points.toLocaleString()})`];
     if (d.mean_overlap != null) lines.push(`mean overlap ${(d.mean_overlap * 100).toFixed(1)}% of ${d.k} neighbours`);
+    if (d.identical) lines.push('A and B are identical');
     return el('div', { 'data-role': 'compare-summary' }, lines.map((t) => el('div', { text: t })));
   }
 
@@ -121,7 +125,11 @@ export class ComparePanel {
 
   differList() {
     const d = this.data;
-    if (!d.differ.length) return el('div');
+    if (!d.overlap) return el('div');
+    if (!d.differ.length) {
+      return el('div', {}, [el('h2', { text: 'Neighbourhoods that differ most' }),
+        el('div', { 'data-role': 'compare-differ-none', text: `none: every point keeps its ${d.k} nearest neighbours` })]);
+    }
     const names = d.columns.map((c) => c.name);
     const rows = d.differ.map((p) => el('tr', { class: 'ls-click', 'data-index': p.index, onclick: () => this.pin(p.index) },
       [p.id, `${p.overlap}/${d.k}`, ...names.map((n) => String(p.metadata[n]))].map((t) => el('td', { text: t }))));

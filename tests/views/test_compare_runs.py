@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import time
 import urllib.error
 from pathlib import Path
@@ -182,8 +183,9 @@ def _equals_numpy(
     assert result["overlap"] == expected.tolist()
     assert result["histogram"] == np.bincount(expected, minlength=11).tolist()
     assert result["mean_overlap"] == pytest.approx(expected.mean() / 10, abs=1e-6)
-    lowest = np.argsort(expected, kind="stable")[:20]
+    lowest = [i for i in np.argsort(expected, kind="stable")[:20] if expected[i] < 10]
     assert [d["id"] for d in result["differ"]] == [ids[i] for i in lowest]
+    assert result["identical"] is False and result["verdict"] is None
     labels = decode_array(entries[0]["columns"][0]["codes"])
     categories = entries[0]["columns"][0]["categories"]
     for d in result["differ"]:
@@ -349,6 +351,39 @@ def test_the_export_holds_the_comparison_of_every_shared_key(fitted: Path, tmp_p
     assert list(compare["keys"]) == [KEY] and compare["keys"][KEY] == _expected(fitted)
     assert main([*argv[:3], str(tmp_path / "no.html"), "--compare", "fit/version_0", "x"]) == 2
     assert not (tmp_path / "no.html").exists()
+
+
+@pytest.fixture
+def twins(fitted: Path, tmp_path: Path) -> Path:
+    """A log dir of two copies of one real fit, ``first`` and ``second``: identical snapshots, as
+    two runs of one seed and the same settings give."""
+    for name in ("first", "second"):
+        shutil.copytree(fitted / "fit" / "version_0", tmp_path / "twins" / name)
+    return tmp_path / "twins"
+
+
+def test_identical_snapshots_are_said_identical_in_the_route_and_the_export(
+    twins: Path, tmp_path: Path
+) -> None:
+    """Overlap 10/10 everywhere and a residual of 0: the answer says so and lists no point."""
+    from tb_server import tensorboard
+
+    from learnscope.lightning_glue.cli import main
+
+    with tensorboard(twins) as server:
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 2)
+        answer = server.json("/data/plugin/learnscope/compare", a="first", b="second", key=KEY)
+    assert answer["overlap"] == [10] * 48 and answer["residual"] == 0
+    assert answer["identical"] is True and answer["differ"] == []
+    assert answer["verdict"] == (
+        "A and B are identical on the 48 points compared: every one keeps its 10 nearest "
+        "neighbours and the aligned views coincide (residual 0 spreads), so nothing differs. "
+        "Two runs of the same code, data and seed give this: train B with another seed or other "
+        "settings to see what changes."
+    )
+    page = tmp_path / "twins.html"
+    assert main(["export", str(twins), "--html", str(page), "--compare", "first", "second"]) == 0
+    assert _page_data(page)["compare"]["keys"][KEY] == answer
 
 
 # ------------------------------------------------------------------------------ in Chromium
@@ -518,6 +553,25 @@ def test_the_exported_comparison_shows_the_same_numbers(
     assert state["messages"] == [message]
     shown = browser.find_element("css selector", "[data-role=compare-message]").text
     assert shown == message
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_exported_page_says_identical_snapshots_are_identical(
+    twins: Path, browser: Any, tmp_path: Path
+) -> None:
+    page = tmp_path / "twins.html"
+    _open_export(browser, page, twins, "first", "second")
+    state = _compare_state(browser)
+    verdict = _page_data(page)["compare"]["keys"][KEY]["verdict"]
+    assert state["identical"] is True and state["verdict"] == verdict and state["listed"] == []
+    shown = browser.find_element("css selector", "[data-role=compare-verdict]").text
+    assert shown == verdict
+    summary = browser.find_element("css selector", "[data-role=compare-summary]").text
+    assert "mean overlap 100.0% of 10 neighbours" in summary and "A and B are identical" in summary
+    none = browser.find_element("css selector", "[data-role=compare-differ-none]").text
+    assert none == "none: every point keeps its 10 nearest neighbours"
+    assert not browser.find_elements("css selector", "[data-role=compare-differ]")
 
 
 # ------------------------------------------------------------------------------ two tags
