@@ -3,6 +3,11 @@
 * :func:`nearest_neighbours`: each row's ``k`` nearest other rows, exact, in blocks of bounded
   memory; :func:`neighbourhood_overlap`: per point, how many of its ``k`` nearest neighbours
   two embeddings share (the embeddings may differ in dimension).
+* :func:`neighbourhood_change`: the one definition of how much a point's neighbourhood changed
+  from one embedding to another: the neighbours it kept, and how far its old ones went (its
+  ``drift``). Points that changed most have kept fewest, then drifted most. The comparison of
+  two runs ranks its points by it; the tab's movers (``plugins/static/movers.js``) apply the
+  same definition to two snapshots of the 2-D view.
 * :func:`in_spreads` and :func:`procrustes_rotation`: two 2-D views put in one frame, B turned
   onto A by orthogonal Procrustes.
 
@@ -78,6 +83,47 @@ def neighbourhood_overlap(
     near_a = nearest_neighbours(a, k, block_bytes)
     near_b = nearest_neighbours(b, k, block_bytes)
     return (near_a[:, :, None] == near_b[:, None, :]).any(-1).sum(-1).astype(np.int64)
+
+
+def neighbourhood_change(
+    a: np.ndarray, b: np.ndarray, k: int = 10, block_bytes: int = BLOCK_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the neighbours it kept from ``a`` to ``b`` and how far its old ones went.
+
+    * ``kept``: how many of its ``k`` nearest neighbours in ``a`` are among those in ``b``
+      (:func:`neighbourhood_overlap`);
+    * ``drift``: in ``b``, the mean distance from the point to its ``k`` neighbours of ``a``
+      over the mean distance to its ``k`` neighbours of ``b``: 1 when they are the same, more
+      the farther its old neighbours went (``inf`` when its new ones lie on it and the old do
+      not). Of two points that kept as many, the one of larger drift changed more.
+
+    Example:
+        >>> a, b = np.array([[0.0], [1.0], [3.0], [7.0]]), np.array([[0.0], [1.0], [9.0], [3.0]])
+        >>> kept, drift = neighbourhood_change(a, b, 1)  # the last two lost their neighbour
+        >>> kept.tolist(), drift.round(2).tolist()  # the last one's went farther
+        ([1, 1, 0, 0], [1.0, 1.0, 1.33, 3.0])
+    """
+    near_a = nearest_neighbours(a, k, block_bytes)
+    near_b = nearest_neighbours(b, k, block_bytes)
+    kept = (near_a[:, :, None] == near_b[:, None, :]).any(-1).sum(-1).astype(np.int64)
+    old = _mean_distances(b, near_a, block_bytes)
+    new = _mean_distances(b, near_b, block_bytes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        drift = np.where(old == new, 1.0, old / new)
+    return kept, drift
+
+
+def _mean_distances(x: np.ndarray, neighbours: np.ndarray, block_bytes: int) -> np.ndarray:
+    """Per row of ``x``, its mean distance to the rows ``neighbours`` names, a block at a time."""
+    x = np.asarray(x, np.float64)
+    m, k = neighbours.shape
+    block = max(1, block_bytes // (8 * k * max(1, x.shape[1])))
+    out = np.empty(m, np.float64)
+    for start in range(0, m, block):
+        stop = min(m, start + block)
+        gaps = x[start:stop, None, :] - x[neighbours[start:stop]]
+        out[start:stop] = np.sqrt((gaps**2).sum(-1)).mean(1)
+    return out
 
 
 def in_spreads(xy: np.ndarray) -> np.ndarray:

@@ -12,7 +12,8 @@ A and B may be the same run, on two keys:
   neighbours (Euclidean, among the shared points) in each run's *full* embedding (the
   snapshot's ``tensor`` file), exact, computed a block of rows at a time so that memory stays
   bounded; its histogram (``k + 1`` bins) and the points whose neighbourhoods differ most (those
-  that keep fewer than ``k``), with their metadata.
+  that keep fewer than ``k``: fewest kept first, then those whose neighbours in A lie farthest
+  in B, by :func:`learnscope.neighbourhoods.neighbourhood_change`), with their metadata.
 * **Identical snapshots** are said so (``identical``, ``verdict``), and nothing is listed as
   differing: see :func:`identical`.
 
@@ -45,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.neighbourhoods import in_spreads, neighbourhood_overlap, procrustes_rotation
+from learnscope.neighbourhoods import in_spreads, neighbourhood_change, procrustes_rotation
 from learnscope.plugins.embedding_fold import subsample_ids
 from learnscope.plugins.record_checks import DamagedEntry, array_field, rounded, typed_column
 from learnscope.plugins.sprite_files import read_tensor
@@ -149,9 +150,10 @@ def compare_runs(
         the neighbours in common, 0 to ``k``; ``None`` when not computed), ``histogram``
         (points per count 0 to ``k``), ``mean_overlap``, ``differ`` (the points whose
         neighbourhoods differ most, of those that keep fewer than ``k``: ``index``, ``id``,
-        ``overlap``, ``metadata``), ``identical`` (whether the compared snapshots are the same,
-        by :func:`identical`), ``verdict`` (a sentence that says so, or ``None``), ``columns``
-        (A's metadata of the compared points), ``messages`` and ``notes``.
+        ``overlap``, ``drift``, ``metadata``), ``identical`` (whether the compared snapshots
+        are the same, by :func:`identical`), ``verdict`` (a sentence that says so, or
+        ``None``), ``columns`` (A's metadata of the compared points), ``messages`` and
+        ``notes``.
 
     Raises:
         OSError: When a record cannot be read.
@@ -297,11 +299,11 @@ def _compare(
             result["messages"].append(f"no neighbourhood overlap: {why}")
             return
         vectors.append(full[rows])
-    overlap = neighbourhood_overlap(vectors[0], vectors[1], k)
+    overlap, drift = neighbourhood_change(vectors[0], vectors[1], k)
     result["overlap"] = overlap.tolist()
     result["histogram"] = np.bincount(overlap, minlength=k + 1).tolist()
     result["mean_overlap"] = rounded(float(overlap.mean()) / k, 6)
-    result["differ"] = most_different(overlap, ids, result["columns"], k=k)
+    result["differ"] = most_different(overlap, ids, result["columns"], k=k, drift=drift)
     result["identical"] = identical(overlap, k, result["residual"])
     if result["identical"]:
         result["verdict"] = (
@@ -424,25 +426,33 @@ def most_different(
     columns: list[dict[str, Any]],
     most: int = MOST_DIFFERENT,
     k: int = NEIGHBOURS,
+    drift: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``most`` points of lowest overlap (then in the order of ``ids``), with metadata.
+    """The ``most`` points whose neighbourhoods differ most, with their metadata.
 
+    Lowest ``overlap`` first, then largest ``drift`` (how far a point's neighbours in A lie in
+    B: :func:`learnscope.neighbourhoods.neighbourhood_change`), then in the order of ``ids``.
     Only points that keep fewer than ``k`` neighbours are listed: a point that keeps all ``k``
     does not differ (the list is empty when none differs).
 
     Example:
-        >>> most_different(np.array([3, 0, 2]), ["a", "b", "c"], [], most=2, k=3)
-        [{'index': 1, 'id': 'b', 'overlap': 0, 'metadata': {}}, {'index': 2, 'id': 'c', \
-'overlap': 2, 'metadata': {}}]
+        >>> rows = most_different(np.array([0, 0, 2, 3]), list("abcd"), [], 3, 3, np.ones(4) * 2)
+        >>> [(row["id"], row["overlap"], row["drift"]) for row in rows]
+        [('a', 0, 2.0), ('b', 0, 2.0), ('c', 2, 2.0)]
+        >>> [row["id"] for row in most_different(np.array([0, 0]), ["a", "b"], [], k=3,
+        ...                                      drift=np.array([1.5, 4.0]))]
+        ['b', 'a']
         >>> most_different(np.array([3, 3]), ["a", "b"], [], k=3)
         []
     """
-    order = [i for i in np.argsort(overlap, kind="stable")[:most] if overlap[i] < k]
+    drift = np.ones(len(overlap)) if drift is None else drift
+    order = [i for i in np.lexsort((-drift, overlap))[:most] if overlap[i] < k]
     return [
         {
             "index": int(i),
             "id": ids[i],
             "overlap": int(overlap[i]),
+            "drift": rounded(float(drift[i])),
             "metadata": {c["name"]: _value(c, int(i)) for c in columns},
         }
         for i in order

@@ -1,5 +1,8 @@
 // Movers: the points whose nearest neighbours changed most between two snapshots, and the list
-// of them beside the scatter.
+// of them beside the scatter. A changed neighbourhood is defined once, in
+// learnscope/neighbourhoods.py (neighbourhood_change, which ranks the points of a comparison of
+// two runs): the neighbours a point kept of its k nearest, then how far its old ones went (its
+// drift); here it is applied to two snapshots of the 2-D view, the coordinates the page holds.
 
 import { columnText, el } from './dom.js';
 
@@ -32,18 +35,34 @@ export function nearestNeighbours(frame, n, k) {
   return out;
 }
 
-/** Fraction of each point's k nearest neighbours replaced between two frames. */
+/** Mean distance, in ``frame``, from point ``i`` to the k points ``near`` lists for it. */
+function meanDistance(frame, near, i, k) {
+  let sum = 0;
+  for (let j = 0; j < k; j++) {
+    const o = near[i * k + j];
+    sum += Math.hypot(frame[2 * o] - frame[2 * i], frame[2 * o + 1] - frame[2 * i + 1]);
+  }
+  return sum / k;
+}
+
+/**
+ * How each point's neighbourhood changed from ``frameA`` to ``frameB`` (neighbourhood_change):
+ * ``change``, the fraction of its k nearest neighbours replaced, and ``drift``, in frame B the
+ * mean distance to its old neighbours over that to its new ones (1 when none was replaced).
+ */
 export function neighbourChange(frameA, frameB, n, k) {
   const a = nearestNeighbours(frameA, n, k);
   const b = nearestNeighbours(frameB, n, k);
-  const out = new Float32Array(n);
+  const change = new Float32Array(n), drift = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     const set = new Set(a.subarray(i * k, i * k + k));
     let kept = 0;
     for (let j = 0; j < k; j++) if (set.has(b[i * k + j])) kept++;
-    out[i] = 1 - kept / k;
+    change[i] = 1 - kept / k;
+    const old = meanDistance(frameB, a, i, k), now = meanDistance(frameB, b, i, k);
+    drift[i] = old === now ? 1 : old / now;
   }
-  return out;
+  return { change, drift };
 }
 
 /**
@@ -58,6 +77,9 @@ export class MoversList {
     this.list = el('div', { class: 'ls-movers' });
     this.nodes = [
       el('h2', { text: `Movers: ${NEIGHBOURS} nearest neighbours replaced` }),
+      el('div', { class: 'ls-hint', text: 'Of its nearest neighbours in the 2-D view, the share ' +
+        'replaced between the two steps; of equal shares, first the point whose old neighbours ' +
+        'went farthest (x: their mean distance now over that of its new ones).' }),
       el('div', { class: 'ls-bar' }, ['from ', this.from, ' to ', this.to,
         el('button', { text: 'find', onclick: onFind })]),
       this.list,
@@ -75,24 +97,29 @@ export class MoversList {
     this.list.textContent = '';
   }
 
-  /** List the top movers of embedding ``e`` between the chosen snapshots; them as {id, change}. */
+  /**
+   * List the top movers of embedding ``e`` between the chosen snapshots: most neighbours
+   * replaced, then largest drift (then in order); them as {id, change, drift}.
+   */
   find(e) {
     const a = +this.from.value, b = +this.to.value;
     const n = e.ids.length;
-    const change = neighbourChange(e.frames[a], e.frames[b], n, Math.min(NEIGHBOURS, n - 1));
-    const order = Array.from({ length: n }, (_, i) => i).sort((i, j) => change[j] - change[i]);
+    const { change, drift } = neighbourChange(e.frames[a], e.frames[b], n, Math.min(NEIGHBOURS, n - 1));
+    const order = Array.from({ length: n }, (_, i) => i)
+      .sort((i, j) => change[j] - change[i] || drift[j] - drift[i] || i - j);
     const top = order.slice(0, LISTED);
     const label = e.columns[0];
     this.list.textContent = '';
     this.list.append(el('table', {}, [
       el('tr', {}, [el('th', { text: 'id' }), el('th', { text: label ? label.name : '' }),
-        el('th', { text: 'replaced' })]),
+        el('th', { text: 'replaced' }), el('th', { text: 'farther', title: 'how far its old neighbours went: their mean distance now over that of its new ones' })]),
       ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.onPick(k) }, [
         el('td', { text: e.ids[k] }),
         el('td', { text: label ? columnText(label, k) : '' }),
         el('td', { text: `${Math.round(change[k] * 100)}%` }),
+        el('td', { text: Number.isFinite(drift[k]) ? `x${drift[k].toFixed(1)}` : 'x∞' }),
       ])),
     ]));
-    return top.map((k) => ({ id: e.ids[k], change: change[k] }));
+    return top.map((k) => ({ id: e.ids[k], change: change[k], drift: drift[k] }));
   }
 }

@@ -78,16 +78,29 @@ def _snapshots(run_dir: Path) -> list[dict[str, Any]]:
     return [e for e in RecordReader(run_dir / RECORD_FILE).read() if e["kind"] == "snapshot"]
 
 
+def _distances(x: np.ndarray) -> np.ndarray:
+    """The full float64 distance matrix, infinite on the diagonal."""
+    x = x.astype(np.float64)
+    d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+    np.fill_diagonal(d, np.inf)
+    return d
+
+
 def _reference_overlap(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
     """Full float64 distance matrices, argsort per row (stable: ties by row), sets intersected."""
 
     def neighbours(x: np.ndarray) -> list[set[int]]:
-        x = x.astype(np.float64)
-        d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
-        np.fill_diagonal(d, np.inf)
-        return [set(np.argsort(row, kind="stable")[:k].tolist()) for row in d]
+        return [set(np.argsort(row, kind="stable")[:k].tolist()) for row in _distances(x)]
 
     return np.array([len(p & q) for p, q in zip(neighbours(a), neighbours(b), strict=True)])
+
+
+def _reference_drift(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    """In ``b``, each point's mean distance to its ``k`` nearest of ``a`` over that to its own."""
+    da, db = _distances(a), _distances(b)
+    near_a, near_b = (np.argsort(d, axis=1, kind="stable")[:, :k] for d in (da, db))
+    rows = np.arange(len(b))[:, None]
+    return db[rows, near_a].mean(1) / db[rows, near_b].mean(1)
 
 
 def _decode_xy(text: str) -> np.ndarray:
@@ -183,8 +196,11 @@ def _equals_numpy(
     assert result["overlap"] == expected.tolist()
     assert result["histogram"] == np.bincount(expected, minlength=11).tolist()
     assert result["mean_overlap"] == pytest.approx(expected.mean() / 10, abs=1e-6)
-    lowest = [i for i in np.argsort(expected, kind="stable")[:20] if expected[i] < 10]
+    drift = _reference_drift(tensors[0], tensors[1][rows_b], 10)
+    ranked = sorted(range(len(ids)), key=lambda i: (expected[i], -drift[i], i))
+    lowest = [i for i in ranked[:20] if expected[i] < 10]  # fewest kept, then farthest drift
     assert [d["id"] for d in result["differ"]] == [ids[i] for i in lowest]
+    assert [d["drift"] for d in result["differ"]] == pytest.approx(drift[lowest], abs=1e-4)
     assert result["identical"] is False and result["verdict"] is None
     labels = decode_array(entries[0]["columns"][0]["codes"])
     categories = entries[0]["columns"][0]["categories"]
