@@ -55,18 +55,24 @@ log = logging.getLogger("learnscope")
 
 INSTALL = "pip install 'learnscope[tensorboard]' (or 'learnscope[wandb]')"
 DPI = 100
-# Pictures are drawn for TensorBoard's image cards, which show them 280 to 350 pixels wide: 400
-# pixels wide, every text at least 11 points (15 pixels, 10.7 once shrunk to 280), the legend or
-# colour bar under the plot. Sizes below are in pixels; a figure's height follows its legend.
-WIDTH = 400
+# Pictures are drawn as wide as TensorBoard's image cards: in TensorBoard 2.21's Images tab a
+# card (tf-image-loader) is 350 CSS pixels wide at every window width (measured in Chromium at
+# 1280, 1400 and 1920 pixels) and shows its picture 100% wide with pixelated scaling, so a
+# picture 350 pixels wide is shown pixel for pixel, where one of 400 lost a column in eight. Every
+# text at least 11 points (15 pixels), the legend or colour bar under the plot. Sizes below are in
+# pixels; a figure's height follows its legend.
+WIDTH = 350
 FONT = 11.0  # points: tick labels, legend entries
 LABEL_FONT = 11.5  # axis labels
 TITLE_FONT = 12.0
 _EM = DPI / 72  # pixels per point
 _CHAR = 0.64  # an upper bound of DejaVu Sans's mean character width, in em
 _LINE = 1.2  # matplotlib's line spacing, in em
-ACF_LEFT, ACF_WIDTH, ACF_HEIGHT = 72, 314, 220  # the ACF plot: its left edge, width, height
-SCATTER_LEFT, SCATTER_SIDE = 72, 314  # the PCA scatter: a square
+_RIGHT = 14  # room right of a plot: the last tick label's overhang
+ACF_LEFT, ACF_HEIGHT = 72, 220  # the ACF plot: its left edge, its height
+ACF_WIDTH = WIDTH - ACF_LEFT - _RIGHT
+SCATTER_LEFT = 72  # the PCA scatter: a square
+SCATTER_SIDE = WIDTH - SCATTER_LEFT - _RIGHT
 _BELOW_AXES = 52  # tick labels and the x label under a plot
 _INK = "#222222"  # tick labels and axis labels
 MAX_NAME = 18  # characters of a legend name; longer ones are shortened in the middle
@@ -220,8 +226,8 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
         title: Written above the plot.
 
     Returns:
-        A ``Figure`` 400 pixels wide (at 100 dpi), the legend under the plot, as tall as its
-        legend needs (351 pixels for one group and the band).
+        A ``Figure`` :data:`WIDTH` pixels wide (at 100 dpi), the legend under the plot, as tall
+        as its legend needs.
 
     Example:
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4, 0.1]), -0.4, -0.5,
@@ -278,19 +284,21 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
     ax.yaxis.set_major_locator(MultipleLocator(0.5))
     ax.grid(color="#e8e8e8", linewidth=0.6, zorder=0)
     _label_axes(ax, "lag (steps)", "mean autocorrelation")
-    ax.set_title("\n".join(title_lines), fontsize=TITLE_FONT, color="black")
+    ax.set_title(
+        "\n".join(title_lines), fontsize=TITLE_FONT, color="black", x=_centre(ACF_LEFT, ACF_WIDTH)
+    )
     _legend_under(ax, legend_height + 8, height, ncols=ncols, handlelength=1.6, handletextpad=0.5)
     return figure
 
 
 def acf_chart(groups: Sequence[GroupAutocorrelation], title: str = "") -> np.ndarray:
-    """:func:`acf_figure` as ``uint8 [H, 400, 3]`` pixels.
+    """:func:`acf_figure` as ``uint8 [H, WIDTH, 3]`` pixels.
 
     Example:
         >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4]), -0.4, -0.5, -0.3,
         ...                          None)
         >>> acf_chart([g], "gradients").shape
-        (333, 400, 3)
+        (333, 350, 3)
     """
     return figure_pixels(acf_figure(groups, title))
 
@@ -358,8 +366,8 @@ def scatter_figure(
         label_name: The name of the labels, the title of the legend or colour bar.
 
     Returns:
-        A ``Figure`` 400 pixels wide (at 100 dpi), the legend or colour bar under the plot, as
-        tall as they and the title need.
+        A ``Figure`` :data:`WIDTH` pixels wide (at 100 dpi), the legend or colour bar under the
+        plot, as tall as they and the title need.
 
     Example:
         >>> figure = scatter_figure(np.array([[0.0, 0.0], [3.0, 1.0]]), ["cat", "dog"], "t",
@@ -446,8 +454,13 @@ def scatter_figure(
         axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
     ax.grid(color="#ececec", linewidth=0.6)
     _label_axes(ax, "PCA x (spreads)", "PCA y (spreads)")
-    ax.set_title(  # from the top of the figure down
-        "\n".join(title_lines), fontsize=TITLE_FONT, y=1 + (top - 6) / SCATTER_SIDE, va="top", pad=0
+    ax.set_title(  # from the top of the figure down, centred on the figure
+        "\n".join(title_lines),
+        fontsize=TITLE_FONT,
+        x=_centre(SCATTER_LEFT, SCATTER_SIDE),
+        y=1 + (top - 6) / SCATTER_SIDE,
+        va="top",
+        pad=0,
     )
     if values is not None and mapped is not None:
         bar_box = _box(SCATTER_LEFT, bottom - _BELOW_AXES - 14, SCATTER_SIDE, 12, height)
@@ -495,6 +508,14 @@ def _legend_under(ax: Any, top: float, total: float, **layout: Any) -> None:
         borderpad=0.0,
         **layout,
     )
+
+
+def _centre(left: float, width: float) -> float:
+    """The figure's middle, in the coordinates of a plot ``left`` pixels in and ``width`` wide.
+
+    A title centred there may be as wide as the figure, not only as the plot.
+    """
+    return (WIDTH / 2 - left) / width
 
 
 def _box(left: float, bottom: float, width: float, height: float, total: float) -> tuple:

@@ -90,7 +90,7 @@ def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
     assert [image.step for image in images["~learnscope/autocorrelation/grads/acf"]] == [9, 19]
     first = images["~learnscope/autocorrelation/params/acf"][0]
     assert first.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (first.width, first.height) == (400, 333)  # about as wide as an image card
+    assert (first.width, first.height) == (350, 333)  # as wide as an Images-tab card
 
 
 def test_resumed_run_replaces_the_layout_of_older_versions(tmp_path: Path) -> None:
