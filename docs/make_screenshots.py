@@ -14,8 +14,10 @@ It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debi
 * ``custom_scalars.png``: the Custom Scalars tab with "Ignore outliers in chart scaling" on,
 * ``text.png``: the Text tab (the findings table),
 * ``learnscope_tab.png``: the learnscope tab, a point pinned and a heatmap cell selected,
-* ``compare.png``: the learnscope tab comparing the last two demo runs (run ``learnscope demo``
-  twice, say ``--epochs 2`` and then the default 8), the point that differs most pinned.
+* ``compare.png``: the learnscope tab comparing the last two demo runs, the newest (A) beside
+  the one before it (B), the point that differs most pinned. Two runs of one seed are identical
+  (the panel says so): run ``learnscope demo --seed 1`` and then ``learnscope demo``, so that the
+  newest run, which every other picture shows, is the default one.
 
 The run is served under the name ``demo`` from a relative path, so no temporary folder shows in
 the sidebar.
