@@ -147,6 +147,15 @@ class OptimizerHistories:
         """Whether a history holds more than ``max_lag`` steps."""
         return any(history.num_steps > max_lag for history in self.histories)
 
+    def lags_held(self, lags: Sequence[int]) -> tuple[int, ...]:
+        """The ``lags`` the longest history holds (each below its number of steps).
+
+        Empty when that leaves no positive lag: a lag ``k`` needs ``k + 1`` recorded steps.
+        """
+        longest = max((history.num_steps for history in self.histories), default=0)
+        held = tuple(lag for lag in lags if lag < longest)
+        return held if any(lag > 0 for lag in held) else ()
+
     def group_names(self) -> list[list[str]]:
         """Each history's group names; a name two histories share gets ``-optimizer{i}``."""
         count = Counter(name for history in self.histories for name in history.group_names)

@@ -65,7 +65,12 @@ class ModelAutocorrelation(LearnscopeCallback):
     **What it shows.** Every ``analyze_every_n_steps`` optimizer steps (named by the global
     step after the optimizer step it ends: ``n``, ``2n``..., ``trainer.global_step`` once that
     step is done, the steps of the projector's snapshots), once a history holds more
-    than ``max(lags)`` steps, the ACF of every sampled element is computed on the device
+    than ``max(lags)`` steps; and at the end of the fit (``on_train_end``, named by
+    ``trainer.global_step``) unless its last step was just analysed, with the lags the history
+    holds (those below its number of steps), so a fit shorter than ``analyze_every_n_steps``
+    or than ``max(lags)`` still gets one analysis when it holds more steps than its smallest
+    lag (a 6-step fit with the default lags: lags 1, 2 and 5). At each, the ACF of every
+    sampled element is computed on the device
     (:func:`learnscope.autocorrelation.summarize_several`; means removed, never rescaled, so
     anti-correlation keeps its sign), and only the summary comes to the host, in one
     transfer: per kind (``params``, ``grads``) and group the mean ACF at every lag up to
@@ -151,6 +156,7 @@ class ModelAutocorrelation(LearnscopeCallback):
         self._clock = StepClock()  # the first call of each step, for each history
         self._saved_state: dict[str, Any] | None = None  # loaded before the histories exist
         self._watch: TrainableWatch | None = None  # notices parameters that start training
+        self._analysed: int | None = None  # the step of this fit's latest analysis
 
     def _settings(self) -> HistorySettings:
         sizes = (self.buffer_size, self.elements_per_tensor, self.max_elements, self.group_depth)
@@ -212,7 +218,7 @@ class ModelAutocorrelation(LearnscopeCallback):
         """Choose the sampled slices and allocate the histories on the parameters' device."""
         self._clock.reset()
         self._histories = OptimizerHistories(self._settings())
-        self._watch = None
+        self._watch = self._analysed = None
         with self.guard(_PART, "fit start"):
             shards = parameter_shards(pl_module)
             if not trainer.is_global_zero and not is_sharded(shards):
@@ -250,10 +256,26 @@ class ModelAutocorrelation(LearnscopeCallback):
             n = self.analyze_every_n_steps
             due = first_call and self._clock.is_check_step(n, step, offset=n - 1)
             if due and histories.ready(max(self.lags)):
-                summary = histories.summarize(step + 1, self.lags)  # the step it ends
-                if trainer.is_global_zero:  # one that cannot chart it gets its scalars
-                    summary = dataclasses.replace(summary, all_scalars=self.all_scalars)
-                    self.writers(trainer, _SHOWS).write_autocorrelation(summary)
+                self._analyse(trainer, step + 1, self.lags)  # the step it ends
+
+    @override
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        """Analyse the end of the fit with the lags the history holds, unless just analysed."""
+        if self._watch is None or not self.is_on(_PART):
+            return
+        with self.guard(_PART, "fit end"):
+            step = trainer.global_step
+            lags = self._histories.lags_held(self.lags)
+            if lags and self._analysed != step:
+                self._analyse(trainer, step, lags)
+
+    def _analyse(self, trainer: Any, step: int, lags: Sequence[int]) -> None:
+        """Summarise every history long enough for ``lags``, named ``step``; write it."""
+        summary = self._histories.summarize(step, lags)
+        self._analysed = step
+        if trainer.is_global_zero:  # one that cannot chart it gets its scalars
+            summary = dataclasses.replace(summary, all_scalars=self.all_scalars)
+            self.writers(trainer, _SHOWS).write_autocorrelation(summary)
 
     @override
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:

@@ -56,6 +56,7 @@ def test_fit_with_tensorboard_wandb_and_csv(
     assert [e.step for e in events.Scalars("~learnscope/autocorrelation/grads/head/lag_1")] == [
         10,
         20,
+        24,  # the fit's end
     ]
     assert {
         "~learnscope/autocorrelation/params/acf",
@@ -79,7 +80,7 @@ def test_fit_with_tensorboard_wandb_and_csv(
         for r in wandb_history(wandb_run)
         if "~learnscope/autocorrelation/params/encoder/lag_1" in r
     ]
-    assert [r["trainer/global_step"] for r in rows] == [10, 20]
+    assert [r["trainer/global_step"] for r in rows] == [10, 20, 24]
     assert {k for k in rows[0] if k.startswith("~learnscope/autocorrelation/")} >= tags
     table = wandb_artifact_tables(wandb_run, "~learnscope/autocorrelation/params/acf_lines_table")[
         -1
