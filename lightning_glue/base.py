@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import logging
 import sys
 import weakref
@@ -134,6 +135,7 @@ class LearnscopeCallback(_Base):
         follow_lightning()
         callback = super().__new__(cls)
         callback._arguments = call_settings(cls.__init__, args, kwargs)
+        callback._given = _given_arguments(cls.__init__, args, kwargs)
         return callback
 
     def __init__(self) -> None:
@@ -158,9 +160,10 @@ class LearnscopeCallback(_Base):
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """Leave the writer session and release (Lightning calls no ``teardown`` after this).
 
-        The run ends ``interrupted`` in the run record.
+        The run ends ``failed`` in the run record, with the exception's type and message
+        (``interrupted`` for Ctrl-C), and the session says so in one line.
         """
-        self._leave(interrupted=True)
+        self._leave(exception)
         self.release()
 
     def release(self) -> None:
@@ -185,6 +188,19 @@ class LearnscopeCallback(_Base):
         """
         return CallbackSettings(type(self).__name__, dict(getattr(self, "_arguments", {})))
 
+    def given(self, argument: str) -> bool:
+        """Whether ``argument`` was passed when this callback was made (not left to its default).
+
+        Example:
+            >>> class Every(LearnscopeCallback):
+            ...     def __init__(self, n: int = 5, m: int = 1) -> None:
+            ...         super().__init__()
+            >>> every = Every(5)
+            >>> every.given("n"), every.given("m")
+            (True, False)
+        """
+        return argument in getattr(self, "_given", frozenset())
+
     def _join(self, trainer: Any) -> WriterSession:
         if self._session is not None and self._session_trainer is not None:
             if self._session_trainer() is trainer:
@@ -194,10 +210,10 @@ class LearnscopeCallback(_Base):
         self._session_trainer = weakref.ref(trainer)
         return self._session
 
-    def _leave(self, interrupted: bool = False) -> None:
+    def _leave(self, exception: BaseException | None = None) -> None:
         trainer = self._session_trainer() if self._session_trainer is not None else None
         if trainer is not None:
-            session.leave(trainer, self, interrupted)
+            session.leave(trainer, self, exception)
         self._session = self._session_trainer = None
 
     def writers(
@@ -255,6 +271,21 @@ class LearnscopeCallback(_Base):
                 error,
             )
             self.switched_off.add(part)
+
+
+def _given_arguments(function: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> frozenset[str]:
+    """The names of the arguments a call of ``function`` (an ``__init__``) was given.
+
+    Example:
+        >>> def make(self, a, b=2, *, c=None): ...
+        >>> sorted(_given_arguments(make, [1], {"c": 3}))
+        ['a', 'c']
+    """
+    try:
+        bound = inspect.signature(function).bind(None, *args, **kwargs)
+    except (TypeError, ValueError):
+        return frozenset(kwargs)
+    return frozenset(list(bound.arguments)[1:])  # without self
 
 
 LearnscopeCallback.__bases__ = _imported_callbacks()  # those imported before learnscope

@@ -34,8 +34,14 @@ from typing import Any
 
 from learnscope.plugins import LoggerWriters, logger_writers, shows
 from learnscope.plugins.background import BackgroundWriters
+from learnscope.plugins.run_status import (
+    AUTOCORRELATION,
+    PROJECTOR,
+    analysis_missing,
+    snapshots_missing,
+)
 from learnscope.plugins.wandb import disabled_by, run_mode
-from learnscope.records import CallbackSettings, RunEnd, RunStart
+from learnscope.records import CallbackSettings, Finding, RunEnd, RunStart
 from learnscope.shell import shell_command
 
 log = logging.getLogger("learnscope")
@@ -74,7 +80,10 @@ class WriterSession:
         self.loggers = [] if self.fast_dev_run else list(loggers)
         self.is_global_zero = is_global_zero
         self.members: set[int] = set()  # ids of the callbacks that joined
-        self.interrupted = False  # a callback left through on_exception
+        self.stopped_by: BaseException | None = None  # what a callback left on_exception with
+        self.callbacks: tuple[CallbackSettings, ...] = ()  # the attached, as the run started
+        self.end: RunEnd | None = None  # how the run ended, once closed
+        self.findings: list[Finding] = []  # the findings table the writers were given
         self._writers: BackgroundWriters | None = None
         self._made: list[LoggerWriters] = []  # the writers of each logger, as made
         self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
@@ -98,6 +107,7 @@ class WriterSession:
 
         Nothing is written on ranks other than zero or under ``fast_dev_run``.
         """
+        self.callbacks = tuple(callbacks)
         if self.is_global_zero and not self.fast_dev_run:
             self.writers().write_run_start(RunStart(tuple(callbacks)))
 
@@ -166,14 +176,16 @@ class WriterSession:
     def close(self, step: int | None = None) -> None:
         """End the run at ``step`` (when given), write what is queued, then close the writers.
 
-        A logger's own writer stays open. What was written is then in :attr:`written` (nothing
-        when no logger got a writer, as a disabled W&B run gets none).
+        The run ends as :attr:`stopped_by` says (see :meth:`RunEnd.after`), kept in :attr:`end`.
+        A logger's own writer stays open. What was written is then in :attr:`written` and
+        :attr:`findings` (nothing when no logger got a writer, as a disabled W&B run gets none).
         """
+        if step is not None:
+            self.end = RunEnd.after(step, self.stopped_by)
         if self._writers is not None:
             try:
-                if step is not None:
-                    status = "interrupted" if self.interrupted else "finished"
-                    self._writers.write_run_end(RunEnd(step, status))
+                if self.end is not None:
+                    self._writers.write_run_end(self.end)
             finally:
                 self._writers.close()
                 if any(made.writers for made in self._made):
@@ -185,11 +197,15 @@ class WriterSession:
         parts = (writers.inline, writers.queued)
         for method in ("write_embedding", "write_autocorrelation"):
             self.written[method] = max(part.records[method] for part in parts)
-        self.written["findings"] = max(len(part.findings) for part in parts)
+        self.findings = max((part.findings for part in parts), key=len)
+        self.written["findings"] = len(self.findings)
 
     def summary(self, stage: str = "fit") -> str | None:
         """One line on what was written, where, and the commands that open it; after :meth:`close`.
 
+        A finished run's line also names the findings it counts (a few) and why a section of
+        an attached callback is empty (:mod:`learnscope.plugins.run_status`). A failed run's
+        line says how it failed and what was written before, with no command to open it.
         ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
 
         Example:
@@ -202,16 +218,49 @@ class WriterSession:
             >>> print(session.summary())
             learnscope wrote 0 embedding snapshots, 0 autocorrelation analyses and 0 findings \
 in this fit, to CSVLogger (logs)
+            >>> failed = WriterSession([CSVLogger()], is_global_zero=True)
+            >>> failed.stopped_by = RuntimeError("the loader broke")
+            >>> failed.close(step=5)
+            >>> print(failed.summary())
+            learnscope: the fit failed at step 5 (RuntimeError: the loader broke); what \
+learnscope wrote before it (0 embedding snapshots, 0 autocorrelation analyses and 0 findings) \
+is in CSVLogger (logs), its run record ending 'failed'
         """
         if not self.is_global_zero or self.fast_dev_run or not self.loggers:
             return None
         written = self.written
-        line = (
-            f"learnscope wrote {_count(written['write_embedding'], 'embedding snapshot')}, "
+        counts = (
+            f"{_count(written['write_embedding'], 'embedding snapshot')}, "
             f"{_count(written['write_autocorrelation'], 'autocorrelation analysis')} and "
-            f"{_count(written['findings'], 'finding')} in this {stage}"
-            + (" (interrupted)" if self.interrupted else "")
+            f"{_count(written['findings'], 'finding')}"
         )
+        places, commands, unwritten = self._places()
+        end = self.end
+        if end is not None and end.error is not None:
+            where = f" is in {', '.join(places)}, its run record ending 'failed'" if places else ""
+            line = (
+                f"learnscope: the {stage} failed at step {end.step} ({end.error.text(True)}); "
+                f"what learnscope wrote before it ({counts}){where}"
+            )
+            return line + ("; nothing to " + ", ".join(unwritten) if unwritten else "")
+        interrupted = end is not None and end.status == "interrupted"
+        line = f"learnscope wrote {counts} in this {stage}" + (
+            " (interrupted)" if interrupted else ""
+        )
+        if places:
+            line += ", to " + ", ".join(places)
+        if unwritten:
+            line += "; nothing to " + ", ".join(unwritten)
+        if self.findings:
+            line += ". Findings: " + _named_findings(self.findings)
+        if end is not None and not interrupted:
+            line += "".join(f". {why}" for why in self._empty_sections(end))
+        if commands:
+            line += ". Open it with: " + "; ".join(commands)
+        return line
+
+    def _places(self) -> tuple[list[str], list[str], list[str]]:
+        """Where the records went, the commands that open them, and the loggers that got none."""
         missing = {id(made.logger): made.missing for made in self._made if made.missing}
         places, commands, unwritten = [], [], []
         for logger in self.loggers:
@@ -229,13 +278,26 @@ in this fit, to CSVLogger (logs)
             else:
                 where = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
                 places.append(f"{name} ({where})" if where else name)
-        if places:
-            line += ", to " + ", ".join(places)
-        if unwritten:
-            line += "; nothing to " + ", ".join(unwritten)
-        if commands:
-            line += ". Open it with: " + "; ".join(commands)
-        return line
+        return places, commands, unwritten
+
+    def _empty_sections(self, end: RunEnd) -> list[str]:
+        """Why the sections of attached callbacks that got nothing are empty, as the views say.
+
+        Example:
+            >>> session = WriterSession([], is_global_zero=True)
+            >>> session.start([CallbackSettings("ModelAutocorrelation", {"lags": [1, 2]})])
+            >>> session._empty_sections(RunEnd(1))  # doctest: +ELLIPSIS
+            ["No autocorrelation analysis: the run ended at step 1, before ..."]
+        """
+        settings = {callback.name: callback.settings for callback in self.callbacks}
+        ended = {"step": end.step, "status": end.status}
+        said = []
+        if PROJECTOR in settings and not self.written["write_embedding"]:
+            said.append(f"No embedding snapshot: {snapshots_missing(settings[PROJECTOR], ended)}")
+        if AUTOCORRELATION in settings and not self.written["write_autocorrelation"]:
+            why = analysis_missing(settings[AUTOCORRELATION], ended)
+            said.append(f"No autocorrelation analysis: {why}")
+        return said
 
 
 # Records that a writer which cannot show them still gets in another form (see plugins.base).
@@ -323,11 +385,13 @@ def _attached(trainer: Any, callback: object) -> list[CallbackSettings]:
     ]
 
 
-def leave(trainer: Any, callback: object, interrupted: bool = False) -> None:
+def leave(trainer: Any, callback: object, exception: BaseException | None = None) -> None:
     """``callback`` leaves the session of ``trainer``; the last to leave closes the writers.
 
-    The last to leave ends the run at the trainer's global step: ``interrupted`` when any
-    callback left with ``interrupted`` (from ``on_exception``), else ``finished``.
+    The last to leave ends the run at the trainer's global step: ``failed`` when a callback
+    left with an ``exception`` (from ``on_exception``; ``interrupted`` for Ctrl-C), else
+    ``finished``; then it says so in one line (:meth:`WriterSession.summary`): at info level
+    at the end of a fit, as a warning when the run failed (whatever the trainer was doing).
 
     Example:
         >>> class Trainer:
@@ -342,14 +406,30 @@ def leave(trainer: Any, callback: object, interrupted: bool = False) -> None:
     if session is None:
         return
     session.members.discard(id(callback))
-    session.interrupted = session.interrupted or interrupted
+    if session.stopped_by is None:
+        session.stopped_by = exception
     if not session.members:
         del _SESSIONS[trainer]
         session.close(int(getattr(trainer, "global_step", 0) or 0))
         stage = getattr(getattr(getattr(trainer, "state", None), "fn", None), "value", None)
-        line = session.summary() if stage == "fit" else None
+        failed = session.end is not None and session.end.status == "failed"
+        line = session.summary(stage or "run") if stage == "fit" or failed else None
         if line is not None:
-            _lightning_log(trainer).info(line)
+            _lightning_log(trainer).log(logging.WARNING if failed else logging.INFO, line)
+
+
+def _named_findings(findings: Sequence[Finding], most: int = 3) -> str:
+    """The first ``most`` findings as ``code on subject (severity)``, and how many more.
+
+    Example:
+        >>> found = [Finding("zero-gradient", "branch", "zero", 3)] * 2
+        >>> found.append(Finding("structural-zero-gradient", "head.bias", "zero", 3, "info"))
+        >>> _named_findings(found, most=2)
+        'zero-gradient on branch (warning), zero-gradient on branch (warning) and 1 more'
+    """
+    named = [f"{f.code} on {f.subject} ({f.severity})" for f in findings[:most]]
+    more = len(findings) - len(named)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
 
 
 def _count(number: int, thing: str) -> str:

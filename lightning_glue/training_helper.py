@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spati
 from learnscope.health.sharded import is_sharded
 from learnscope.lightning_glue import health_checks as checks
 from learnscope.lightning_glue.base import LearnscopeCallback
+from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
 from learnscope.lightning_glue.step_clock import StepClock
 from learnscope.plugins.background import BackgroundWriters
 from learnscope.records import Finding
@@ -32,16 +34,23 @@ class TrainingHelper(LearnscopeCallback):
     Unused parameters, non-finite, zero and tiny gradients, heads that dwarf the encoder,
     embedding collapse and oversmoothing, non-finite outputs, bad inputs: each check and its
     rules in :mod:`learnscope.lightning_glue.health_checks`. Checks run on the global steps that
-    are multiples of ``check_every_n_steps`` (no device sync on others), on rank zero (with
-    sharded parameters every rank measures its shard). Findings go to the ``learnscope``
-    logger, each (code, subject) at most once per ``warn_every_n_steps``, and to the dashboards
-    with ``~learnscope/health/...`` scalars. A check that fails is logged once and switched off.
+    are multiples of ``check_every_n_steps`` and on the fit's last optimizer step when Lightning
+    knows it (``trainer.estimated_stepping_batches``, in automatic optimization; not a fit cut
+    short by early stopping or ``max_time``), so a fit of any length is checked at its end (no
+    device sync on other steps), on rank zero (with sharded parameters every rank measures its
+    shard). Findings go to the ``learnscope`` logger, each (code, subject) at most once per
+    ``warn_every_n_steps``, and to the dashboards with ``~learnscope/health/...`` scalars. A
+    check that fails is logged once and switched off.
 
     Args:
         check_every_n_steps: Global steps between checks.
         small_grad_threshold: Ratio to the median gradient per element under which one is tiny.
         embedding_module: Dotted name of the encoder checked for collapse and against the heads
             (``None``: not checked); a missing name fails at ``setup``, unless the default.
+            Not given: the module of the ``EmbeddingProjector`` on the same trainer (the first
+            of several), read with its ``select``, ``spatial`` and ``mask_fn`` unless those are
+            given here, said once at info level; without one, ``"encoder"``, and a model
+            without an ``encoder`` turns these checks off with one warning.
         head_modules: The heads' dotted names (default: the encoder's siblings with parameters).
         input_checks: Callables ``batch -> str | None``, run on check steps.
         histograms: Whether to write ``~learnscope/health/grad_norm``, the histogram of the
@@ -70,6 +79,8 @@ class TrainingHelper(LearnscopeCallback):
         >>> helper.findings
         []
         >>> cnn = TrainingHelper(embedding_module="backbone", spatial="mean")
+        >>> TrainingHelper().given("embedding_module")  # the projector's module, if any
+        False
     """
 
     def __init__(
@@ -124,6 +135,8 @@ class TrainingHelper(LearnscopeCallback):
         )  # fmt: skip
         self._watch: TrainableWatch | None = None  # notices parameters that start training
         self._loaded = False  # state came from load_state_dict before this fit's setup
+        self._last_step: int | None = None  # the fit's last optimizer step, when known
+        self._told: str | None = None  # the module taken from a projector, as last said
 
     @property
     def findings(self) -> list[Finding]:
@@ -145,8 +158,9 @@ class TrainingHelper(LearnscopeCallback):
             self._unused.restart()
             self._gradients.forget_optimizers()
         self._clock.reset()
-        encoder = self._gradients.encoder = checks.resolve_encoder(pl_module, self.embedding_module)
-        if encoder is None and self.embedding_module is not None:  # the checks are off: say so
+        name = self._embedding_module(trainer, pl_module)
+        encoder = self._gradients.encoder = checks.resolve_encoder(pl_module, name)
+        if encoder is None and name is not None:  # the checks are off: say so
             self._report.warn_once(checks.missing_encoder(pl_module), trainer.is_global_zero)
         self._gradients.heads = checks.resolve_heads(pl_module, encoder, self.head_modules)
         self._collapse.module = encoder
@@ -156,6 +170,31 @@ class TrainingHelper(LearnscopeCallback):
             with self.guard(_COLLAPSE, "setup"):
                 guard = functools.partial(self.guard, _COLLAPSE)
                 self._collapse.attach(encoder, pl_module.get_submodule(encoder), guard)
+
+    def _embedding_module(self, trainer: Any, pl_module: Any) -> str | None:
+        """The module checked: the one given, else the first projector's (read as it reads it).
+
+        A projector's module the model lacks is not taken (the projector's own ``setup`` names
+        the modules there are).
+        """
+        collapse = self._collapse
+        collapse.select, collapse.spatial = self.select, self.spatial
+        collapse.mask_fn = self.mask_fn
+        if self.given("embedding_module"):
+            return self.embedding_module
+        projectors = [c for c in trainer.callbacks if isinstance(c, EmbeddingProjector)]
+        names = {name for name, _ in pl_module.named_modules() if name}
+        if not projectors or projectors[0].module not in names:
+            return self.embedding_module
+        projector = projectors[0]
+        taken = [name for name in ("select", "spatial", "mask_fn") if not self.given(name)]
+        for name in taken:
+            setattr(collapse, name, getattr(projector, name))
+        message = _taken_from(projectors, taken)
+        if message != self._told and trainer.is_global_zero:
+            log.info(message)
+        self._told = message
+        return projector.module
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
@@ -174,7 +213,7 @@ class TrainingHelper(LearnscopeCallback):
     @override
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Note whether the strategy sharded the parameters; the next ``setup`` starts afresh."""
-        self._loaded, self._watch = False, None
+        self._loaded, self._watch, self._last_step = False, None, None
         self._ranks = checks.Ranks(zero=trainer.is_global_zero)
         self._report.rank_zero = trainer.is_global_zero
         with self.guard(_GRADIENTS, "fit start"):
@@ -182,8 +221,16 @@ class TrainingHelper(LearnscopeCallback):
             if self._ranks.measure:
                 self._watch = TrainableWatch(pl_module.named_parameters(), trainer.optimizers)
 
+    @override
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """Make the fit's last optimizer step a check step, when Lightning knows which it is."""
+        with self.guard(_GRADIENTS, "train start"):
+            self._last_step = _last_step(trainer, pl_module)
+
     def _measuring(self) -> bool:  # this rank measures gradients in this batch: a check step
-        return self._ranks.measure and self._clock.is_check_step(self.check_every_n_steps)
+        clock = self._clock
+        due = clock.is_check_step(self.check_every_n_steps) or clock.batch_step == self._last_step
+        return self._ranks.measure and due
 
     @override
     def on_train_batch_start(
@@ -310,3 +357,49 @@ class TrainingHelper(LearnscopeCallback):
         self._report.load_state_dict(state_dict.get("findings", {}))
         self._loaded = True
         self._unused.load_state_dict(state_dict)
+
+
+def _last_step(trainer: Any, pl_module: Any) -> int | None:
+    """The global step of the fit's last optimizer step, or ``None`` when it is not known.
+
+    Known in automatic optimization (one global step per optimizer step) from
+    ``trainer.estimated_stepping_batches`` when that is a finite count: not under ``max_time``
+    without ``max_steps`` or ``max_epochs``, nor for an iterable data set without a length and
+    without ``max_steps``. A fit that early stopping cuts short ends before it.
+
+    Example:
+        >>> class Trainer:
+        ...     estimated_stepping_batches = 6
+        >>> class Model:
+        ...     automatic_optimization = True
+        >>> _last_step(Trainer(), Model())
+        5
+    """
+    if not getattr(pl_module, "automatic_optimization", True):
+        return None  # several optimizers may step in one batch: steps are not batches
+    total = trainer.estimated_stepping_batches
+    if isinstance(total, bool) or not isinstance(total, int | float) or not 1 <= total < math.inf:
+        return None
+    return int(total) - 1
+
+
+def _taken_from(projectors: Sequence[EmbeddingProjector], taken: Sequence[str]) -> str:
+    """What TrainingHelper says when it checks the module of the first of ``projectors``.
+
+    Example:
+        >>> print(_taken_from([EmbeddingProjector("backbone")], ["select", "spatial"]))
+        learnscope: TrainingHelper checks 'backbone', the module of the EmbeddingProjector on \
+this trainer (read with its select and spatial); pass TrainingHelper(embedding_module=...) to \
+check another
+    """
+    module = projectors[0].module
+    which = "the EmbeddingProjector"
+    if len(projectors) > 1:
+        modules = ", ".join(repr(p.module) for p in projectors)
+        which = f"the first of {len(projectors)} EmbeddingProjectors ({modules})"
+    listed = ", ".join(taken[:-1]) + " and " + taken[-1] if len(taken) > 1 else "".join(taken)
+    read = f" (read with its {listed})" if taken else ""
+    return (
+        f"learnscope: TrainingHelper checks {module!r}, the module of {which} on this "
+        f"trainer{read}; pass TrainingHelper(embedding_module=...) to check another"
+    )

@@ -187,7 +187,8 @@ def test_token_outputs_count_each_token_as_a_row(tmp_path: Path) -> None:
         original(trainer, buffer, step),
     )
     fit(tmp_path, Tokens(), helper)
-    assert seen == [0, 10]  # 16 x 4 token rows fill the 64-row buffer in one batch
+    assert seen == [0, 10, 19]  # 16 x 4 token rows fill the 64-row buffer in one batch
+    # (19: the fit's last step is a check step too)
 
 
 def test_head_a_thousand_times_larger_than_the_encoder(tmp_path: Path) -> None:
@@ -326,17 +327,18 @@ def test_dashboards_get_histograms_scalars_and_the_findings_table(
     events = EventAccumulator(tb.log_dir, size_guidance={"histograms": 0, "tensors": 0})
     events.Reload()
     histograms = events.Histograms("~learnscope/health/grad_norm")
-    assert [h.step for h in histograms] == [0, 5, 10, 15]
+    assert [h.step for h in histograms] == [0, 5, 10, 15, 19]  # and the fit's last step
     assert histograms[0].histogram_value.num == 8  # one norm per parameter
     assert histograms[0].histogram_value.min == 0  # the branch
     grad = events.Scalars("~learnscope/health/grad_norm/encoder")
-    assert [s.step for s in grad] == [0, 5, 10, 15] and all(s.value > 0 for s in grad)
+    assert [s.step for s in grad] == [0, 5, 10, 15, 19] and all(s.value > 0 for s in grad)
     assert events.Scalars("~learnscope/health/grad_norm/branch")[0].value == 0
     assert [s.step for s in events.Scalars("~learnscope/health/collapse/encoder/rankme")] == [
         0,
         5,
         10,
         15,
+        19,
     ]
     texts = events.Tensors("~learnscope/findings/text_summary")  # when found, and at the end
     assert len(texts) == 2 and texts[-1].step == 20
@@ -348,7 +350,7 @@ def test_dashboards_get_histograms_scalars_and_the_findings_table(
     run_dir = wandb_run_dir(wandb_dir)
     history = wandb_history(run_dir)
     norms = [h for h in history if "~learnscope/health/grad_norm/encoder" in h]
-    assert [h["trainer/global_step"] for h in norms] == [0, 5, 10, 15]
+    assert [h["trainer/global_step"] for h in norms] == [0, 5, 10, 15, 19]
     hists = [h for h in history if "~learnscope/health/grad_norm" in h]
     assert hists and hists[0]["~learnscope/health/grad_norm"]["_type"] == "histogram"
     assert any("~learnscope/health/collapse/encoder/cosine_spread" in h for h in history)
@@ -387,6 +389,7 @@ def test_no_host_sync_on_ordinary_steps(tmp_path: Path, monkeypatch: pytest.Monk
 
         monkeypatch.setattr(torch.Tensor, method, spy)
     fit(tmp_path, TinyClassifier(), helper, steps=25)
-    # check steps only: collapse is judged on the rows of the check step, when it is over
-    assert syncs and set(syncs) <= {0, 10, 20}
+    # check steps only (and the fit's last, 24): collapse is judged on the rows of the check
+    # step, when it is over
+    assert syncs and set(syncs) <= {0, 10, 20, 24}
     assert np.isin([0, 10, 20], syncs).all()
