@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ log = logging.getLogger("learnscope")
 STEP_KEY = "trainer/global_step"  # the x axis Lightning's WandbLogger defines
 MAX_TABLE_ROWS = 10_000  # wandb's cap for a table logged in a run
 HISTOGRAM_BINS = 64  # wandb takes at most 512
+VIEW_EVERY_S = 60.0  # while the run goes on, the view page is logged at most once a minute
 # Columns write_embedding adds itself: metadata columns with these names are renamed.
 RESERVED_COLUMNS = ("embedding", "step", "stage", "image")
 
@@ -36,13 +38,18 @@ class WandbWriter(Writer):
 
     The writer keeps the run record, ``learnscope_record.jsonl``, in the run's own files
     folder (``run.dir``, uploaded with the run; see
-    :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`), and after each new
-    snapshot logs the training-dynamics view made from that record as the HTML panel
-    ``~learnscope/view`` (see ``wandb_view``): no TensorBoard is needed.
+    :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`), and logs the
+    training-dynamics view made from that record as the HTML panel ``~learnscope/view`` (see
+    ``wandb_view``): no TensorBoard is needed. W&B keeps every copy of the page (about 100 KB
+    each), so it is logged after the first snapshot or analysis, then at most once every
+    ``view_every_s`` seconds while new ones come (at a flush), and once more, final, when the
+    writer closes: that copy holds the run's end.
 
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
             returned.
+        view_every_s: The least time between two copies of the page while the run goes on.
+        clock: Seconds from any fixed origin (``time.monotonic`` by default).
 
     Example:
         >>> import os, tempfile, torch, wandb  # doctest: +SKIP
@@ -54,13 +61,23 @@ class WandbWriter(Writer):
         >>> WandbWriter(run).write_embedding(snapshot)  # doctest: +SKIP
     """
 
-    def __init__(self, run: Any) -> None:
+    def __init__(
+        self,
+        run: Any,
+        view_every_s: float = VIEW_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
         self.run_dir = Path(run.dir)  # the run's files folder: gone, the writer is switched off
         self.reserve = DiskReserve(self.run_dir)  # large records leave the disk's last space
         self.record = RunRecordWriter(self.run_dir, self.reserve)
-        self._view_due: int | None = None  # step of a snapshot not yet in the view panel
+        self.view_every_s = view_every_s
+        self.clock = clock
+        self._view_due: int | None = None  # step of a snapshot or analysis not yet in the page
+        self._view_logged: float | None = None  # when the page was last logged (``clock``)
+        self._step = 0  # the newest step written: the final page's
+        self._closed = False
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
@@ -125,7 +142,7 @@ class WandbWriter(Writer):
             logged[f"{EMBEDDINGS}/{key}/pca_scatter"] = chart
         self.run.log(logged)
         self.record.write_embedding(whole)
-        self._view_due = snapshot.step
+        self._due(snapshot.step)
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""
@@ -145,6 +162,7 @@ class WandbWriter(Writer):
 
         self.run.log(autocorrelation_log(self.wandb, summary, STEP_KEY))
         self.record.write_autocorrelation(summary)
+        self._due(summary.step)
 
     def write_image(self, image: records.RenderedImage) -> None:
         """Log a ``wandb.Image``."""
@@ -164,6 +182,7 @@ class WandbWriter(Writer):
             rows = [[step, "info", "no-findings", "", "No findings: nothing looks wrong so far."]]
         self.run.log({FINDINGS: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
         self.record.write_findings(findings, step)
+        self._step = max(self._step, step)
 
     def write_run_start(self, run: records.RunStart) -> None:
         """Start a run in the run record: the attached callbacks and their settings."""
@@ -172,25 +191,45 @@ class WandbWriter(Writer):
     def write_run_end(self, end: records.RunEnd) -> None:
         """End the run in the run record."""
         self.record.write_run_end(end)
+        self._step = max(self._step, end.step)
 
     def flush(self) -> None:
-        """Log the view panel, made from this writer's run record, when a snapshot came since.
+        """Log the view page when it is due and its last copy old enough.
 
-        At a flush, not in :meth:`write_embedding`, so that one panel follows the snapshot and
-        the picture that come together.
+        It is due when a snapshot or an analysis came since its last copy; old enough when that
+        copy is at least ``view_every_s`` old (or there is none). At a flush, not in
+        :meth:`write_embedding`, so that one page follows the snapshot and the picture that come
+        together.
         """
-        if self._view_due is not None:
-            from learnscope.plugins.wandb_view import log_view
-
-            step, self._view_due = self._view_due, None
-            log_view(self.run, self.record.run_dir, step, STEP_KEY)
+        last = self._view_logged
+        if self._view_due is not None and (
+            last is None or self.clock() - last >= self.view_every_s
+        ):
+            self._log_view(self._view_due)
 
     def close(self) -> None:
-        """Log the last view panel due and end the run record (the wandb run stays open)."""
-        try:
-            self.flush()
-        finally:
-            self.record.close()
+        """End the run record, then log the final view page, which shows the run's end.
+
+        The wandb run stays open.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self.record.close()
+        self._log_view(self._step)
+
+    def _due(self, step: int) -> None:
+        """A snapshot or an analysis of ``step`` is not in the view page yet."""
+        self._view_due = step
+        self._step = max(self._step, step)
+
+    def _log_view(self, step: int) -> None:
+        """Log the view page at ``step``, made from this writer's run record."""
+        from learnscope.plugins.wandb_view import log_view
+
+        self._view_due = None
+        self._view_logged = self.clock()
+        log_view(self.run, self.record.run_dir, step, STEP_KEY)
 
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""

@@ -3,9 +3,10 @@
 The page is the same as ``learnscope export`` writes: the view model inline and the module
 inline, loading nothing from the network. It is built from the run record the W&B writer
 keeps in the wandb run's own files folder, so it needs no TensorBoard. The view of each record
-is kept between calls and brought up to date from the lines added since, so logging the page
-after every snapshot costs the same after ten snapshots as after five hundred (but for the
-page itself). W&B stores each HTML file as a media file of the run, so the page is kept small:
+is kept between calls and brought up to date from the lines added since, so making the page
+costs the same after ten snapshots as after five hundred (but for the page itself). W&B stores
+each HTML file as a media file of the run and keeps every copy, so the W&B writer logs it at
+most once a minute and once, final, at the end (see ``WandbWriter``), and the page is small:
 at most ``max_points`` points per key, no thumbnails, and at most ``MAX_SNAPSHOTS`` snapshots
 per key (evenly spaced, first and last kept), fewer when the page would pass 8 MB; so a page
 costs the same after a hundred snapshots as after a thousand. What is left out is said on the

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+VIEW = "~learnscope/view"  # the W&B view page's key
+
 
 class ProjectorReader:
     """The TensorBoard projector plugin, serving one log directory."""
@@ -148,6 +150,22 @@ def wandb_history(run_dir: Path) -> list[dict[str, Any]]:
             target[last] = json.loads(item.value_json)
         rows.append(row)
     return rows
+
+
+def wandb_view_pages(run_dir: Path) -> list[tuple[int, str]]:
+    """Each ``~learnscope/view`` page the run logged, in order: its trainer step and its HTML."""
+    return [
+        (row["trainer/global_step"], (run_dir / "files" / row[VIEW]["path"]).read_text("utf-8"))
+        for row in wandb_history(run_dir)
+        if VIEW in row
+    ]
+
+
+def page_views(html: str) -> dict[str, dict[str, Any]]:
+    """The views inline in a learnscope page (export or W&B), by run name."""
+    data = re.search(r'id="learnscope-data">(.*?)</script>', html, re.S)
+    assert data is not None, "not a learnscope page"
+    return {r["name"]: r["view"] for r in json.loads(data[1])["runs"]}
 
 
 def wandb_table(run_dir: Path, value: dict[str, Any]) -> dict[str, Any]:

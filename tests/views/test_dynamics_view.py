@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from browser import chromium_or_skip, enter_learnscope_tab, unavailable_reason
-from readers import parse_metadata, wandb_run_dir
+from browser import chromium_or_skip, enter_learnscope_tab, open_page, unavailable_reason
+from readers import page_views, parse_metadata, wandb_run_dir, wandb_view_pages
 from record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
@@ -409,7 +409,7 @@ def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_d
     assert VIEW_KEY == "~learnscope/view"
 
 
-def test_a_fit_with_only_a_wandb_logger_logs_a_true_page_after_each_snapshot(
+def test_a_fit_with_only_a_wandb_logger_logs_a_true_page_first_and_last(
     tmp_path: Path, wandb_dir: Path
 ) -> None:
     from lightning.pytorch.loggers import WandbLogger
@@ -428,7 +428,7 @@ def test_a_fit_with_only_a_wandb_logger_logs_a_true_page_after_each_snapshot(
         (wandb_run_dir(wandb_dir) / "files" / "media" / "html").rglob("*.html"),
         key=lambda p: p.stat().st_mtime_ns,
     )
-    assert len(pages) == 2  # one after each snapshot
+    assert len(pages) == 2  # after the first snapshot, and the final page
     first, last = (next(iter(_page_views(p.read_text("utf-8")).values())) for p in pages)
     assert first["embeddings"][0]["steps"] == [6] and last["embeddings"][0]["steps"] == [6, 12]
     assert first["messages"] == [
@@ -440,6 +440,50 @@ def test_a_fit_with_only_a_wandb_logger_logs_a_true_page_after_each_snapshot(
     assert last["embeddings"][0]["xy"] == view["embeddings"][0]["xy"]
     assert ("zero-gradient", "branch") in {(f["code"], f["subject"]) for f in view["findings"]}
     assert not list(tmp_path.rglob("*tfevents*"))
+
+
+@needs_browser
+def test_a_wandb_fit_of_8_snapshots_logs_at_most_3_pages_the_last_showing_the_end(
+    tmp_path: Path, wandb_dir: Path, browser: Any
+) -> None:
+    """W&B keeps every copy of the page: a fit of 8 snapshots in well under two minutes logs
+    the page after its first snapshot and once at the end (at most once a minute between), and
+    the final page is the record's whole view: the analysis made at the fit's end, the end."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+
+    wb = WandbLogger(project="t", save_dir=str(wandb_dir))
+    projector = EmbeddingProjector(
+        metadata_fn=lambda b: {"label": b[1]}, ids_fn="dataset_index", aligned_pca=True
+    )
+    callbacks = [projector, TrainingHelper(check_every_n_steps=3), ModelAutocorrelation()]
+    started = time.monotonic()
+    trainer(tmp_path, wb, callbacks, max_epochs=8).fit(ZeroBranch(), *loaders())
+    seconds = time.monotonic() - started
+    record_dir = Path(wb.experiment.dir)
+    wb.experiment.finish()
+    record = dynamics_data.read_view(record_dir, max_points=2_000, sprites=False)
+    assert record["embeddings"][0]["steps"] == [6 * (epoch + 1) for epoch in range(8)]
+    assert record["ended"] == {"step": 48, "status": "finished"}
+
+    pages = wandb_view_pages(wandb_run_dir(wandb_dir))
+    assert 2 <= len(pages) <= 3, (len(pages), seconds)
+    first = next(iter(page_views(pages[0][1]).values()))
+    assert first["embeddings"][0]["steps"] == [6] and first["ended"] is None
+    step, html = pages[-1]
+    (last,) = page_views(html).values()
+    assert step == 48
+    for field in ("ended", "status", "messages", "embeddings", "autocorrelation", "findings"):
+        assert last[field] == record[field], field
+
+    final = tmp_path / "final.html"
+    final.write_text(html, encoding="utf-8")
+    open_page(browser, final)
+    text = browser.find_element("tag name", "body").text
+    assert "waiting" not in text.lower(), text  # the run is over: nothing is still to come
+    for status in filter(None, record["status"].values()):
+        assert status[0].upper() + status[1:] in text
 
 
 def test_wandb_page_stays_under_its_size_by_showing_fewer_snapshots(
@@ -535,8 +579,8 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
         runs = server.json("/data/plugin/learnscope/runs")
         started = dynamics_data.read_view(demo_run)["time"]
         assert runs == [
-            {"name": "archive/version_0", "time": 2_000.0},
-            {"name": "demo/version_0", "time": started},
+            {"name": "archive/version_0", "time": 2_000.0, "failed": None, "has_data": True},
+            {"name": "demo/version_0", "time": started, "failed": None, "has_data": True},
         ]
         view = server.json("/data/plugin/learnscope/view", run="demo/version_0")
         enter_learnscope_tab(browser, server.base)
@@ -630,7 +674,8 @@ def test_a_real_record_read_mid_run_says_what_is_coming(demo_run: Path, tmp_path
     assert view["messages"] == []
     assert view["status"] == {
         "embeddings": "waiting for the first snapshot",
-        "autocorrelation": "waiting for the first autocorrelation analysis",
+        "autocorrelation": "waiting for the first autocorrelation analysis, at step 40 "
+        "(analyze_every_n_steps=20) or at the end of the fit",  # the demo's: lags up to 20
         "findings": "no findings yet",
     }
     with open(record, "ab") as file:
@@ -666,7 +711,10 @@ def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
     assert ("non-finite-output", "probe/validate") in codes  # the projector's
     assert ("zero-gradient", "branch") in codes  # TrainingHelper's
     assert view["messages"] == ["no autocorrelation (attach ModelAutocorrelation)"]
-    assert view["status"]["embeddings"] == "EmbeddingProjector wrote no snapshot in this run"
+    assert view["status"]["embeddings"] == (
+        "EmbeddingProjector wrote no snapshot in this run: it captures the stages ['validate'] "
+        "every epoch (every_n_epochs=1), and leaves out rows with NaN or Inf"
+    )
     assert view["status"]["findings"] is None
 
 

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from readers import wandb_artifact_tables, wandb_history, wandb_run_dir, wandb_table
+from readers import (
+    page_views,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_run_dir,
+    wandb_table,
+    wandb_view_pages,
+)
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins.wandb import WandbWriter
@@ -91,3 +98,48 @@ def test_missing_wandb_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'learnscope\[wandb\]'"):
         WandbWriter(object())
+
+
+class Clock:
+    """The writer's clock, set by the test: no test waits for real time to pass."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_view_page_is_logged_at_most_once_a_minute_and_once_final(wandb_dir: Path) -> None:
+    """8 snapshots over 105 s: pages after the first (0 s) and the fifth (60 s), then the
+    final one, which holds every snapshot and the run's end; the pages are the record's view."""
+    import wandb
+
+    from learnscope.plugins import dynamics_data
+    from learnscope.records import CallbackSettings, RunEnd, RunStart
+
+    run = wandb.init(project="t", dir=str(wandb_dir))
+    clock = Clock()
+    writer = WandbWriter(run, clock=clock)
+    writer.write_run_start(RunStart((CallbackSettings("EmbeddingProjector"),)))
+    steps = list(range(10, 90, 10))
+    for i, step in enumerate(steps):
+        clock.now = 15.0 * i
+        labels = {"label": torch.arange(6) % 2}
+        writer.write_embedding(EmbeddingSnapshot("encoder", step, torch.randn(6, 3), labels))
+        writer.flush()
+    writer.write_run_end(RunEnd(85))
+    clock.now += 5.0
+    writer.close()
+    writer.close()  # a second close logs nothing more
+    record = dynamics_data.read_view(Path(run.dir), max_points=2_000, sprites=False)
+    run.finish()
+    run_dir = wandb_run_dir(wandb_dir)
+
+    pages = [(step, *page_views(html).values()) for step, html in wandb_view_pages(run_dir)]
+    assert [step for step, _ in pages] == [10, 50, 85]
+    assert [view["ended"] for _, view in pages] == [None, None, record["ended"]]
+    assert record["ended"] == {"step": 85, "status": "finished"}
+    final = pages[-1][1]
+    for field in ("status", "messages", "embeddings", "autocorrelation", "findings"):
+        assert final[field] == record[field], field
