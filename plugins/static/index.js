@@ -52,7 +52,8 @@ export class LearnscopeView {
   async start() {
     const runs = runList(await this.source.runs());
     const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run' },
-      runs.map((r) => el('option', { value: r.name, text: r.name })));
+      runs.map((r) => el('option', { value: r.name, text: r.failed ? `${r.name} (failed)` : r.name,
+        title: r.failed ? `failed: ${r.failed}` : r.name })));
     this.chooser.setRuns(runs.map((r) => r.name));
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
       el('label', {}, ['run ', select]), ...this.chooser.labels());

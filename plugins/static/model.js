@@ -1,9 +1,9 @@
 // The data: where runs and their views come from, and the embeddings decoded for drawing.
 //
-// A source is {runs(): [{name, time}], view(name): view, compare(a, b, key, steps, keyB)}
-// (keyB: B's tag, A's ``key`` when not given). In TensorBoard it fetches the plugin's routes
-// ./runs, ./view?run=... and ./compare?a=&b=&key=[&key_b=] (relative to
-// data/plugin/learnscope/); on a standalone page it reads the JSON script element
+// A source is {runs(): [{name, time, failed, has_data}], view(name): view,
+// compare(a, b, key, steps, keyB)} (keyB: B's tag, A's ``key`` when not given). In TensorBoard
+// it fetches the plugin's routes ./runs, ./view?run=... and ./compare?a=&b=&key=[&key_b=]
+// (relative to data/plugin/learnscope/); on a standalone page it reads the JSON script element
 // "learnscope-data", {"runs": [{"name", "view"}], "compare": {"a", "b", "keys", "messages"}},
 // the comparison being optional (learnscope export --compare [--tags]).
 
@@ -70,10 +70,13 @@ export function runList(runs) {
   return runs.map((r) => (typeof r === 'string' ? { name: r, time: 0 } : r));
 }
 
-/** The run that started last (the last of equals). */
+/** The run that started last (the last of equals), passing over runs that failed without
+ * writing any data (``failed`` and ``has_data`` false) while another run is there. */
 export function newestRun(runs) {
-  let newest = runs[0];
-  for (const r of runs) if ((r.time || 0) >= (newest.time || 0)) newest = r;
+  const shown = runs.filter((r) => !(r.failed && r.has_data === false));
+  const choices = shown.length ? shown : runs;
+  let newest = choices[0];
+  for (const r of choices) if ((r.time || 0) >= (newest.time || 0)) newest = r;
   return newest;
 }
 
@@ -125,7 +128,8 @@ export function inlineSource(id) {
   const first = comparisons[0] || null;
   const tagOf = (c, side) => (c[side] && c[side].key) || c.key; // pages before two tags: key
   return {
-    runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0 })),
+    runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0,
+      failed: (r.view && r.view.failed) || null, has_data: !!(r.view && r.view.has_data) })),
     view: async (run) => byName.get(run),
     pair: held && { a: held.a, b: held.b, key: first && tagOf(first, 'a'),
       keyB: first && tagOf(first, 'b'), messages: held.messages },
