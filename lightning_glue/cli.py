@@ -138,7 +138,8 @@ def run_export_command(
 ) -> int:
     """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
 
-    The runs that cannot be read are listed on standard error; the others are written. With
+    The runs that cannot be read are listed on standard error; the others are written, and
+    those whose training failed are named on standard error too, one line each. With
     ``compare`` (two run names), the page also compares them, on the two ``tags`` when given;
     2 when one is not a run or a tag is not one of its run's keys.
     """
@@ -158,6 +159,8 @@ def run_export_command(
         return 2
     for name, why in export.failed:
         print(f"learnscope export: left out {name}: {why}", file=sys.stderr)
+    for name, how in export.failed_runs:
+        print(f"learnscope export: {name} {how} (its page says so)", file=sys.stderr)
     if not export.runs:
         what = "no readable learnscope run" if export.failed else "no learnscope run"
         print(f"learnscope export: {what} under {logdir}", file=sys.stderr)

@@ -293,7 +293,7 @@ is in CSVLogger (logs), its run record ending 'failed'
         ended = {"step": end.step, "status": end.status}
         said = []
         if PROJECTOR in settings and not self.written["write_embedding"]:
-            said.append(f"No embedding snapshot: {snapshots_missing(settings[PROJECTOR], ended)}")
+            said.append(snapshots_missing(settings[PROJECTOR], ended))
         if AUTOCORRELATION in settings and not self.written["write_autocorrelation"]:
             why = analysis_missing(settings[AUTOCORRELATION], ended)
             said.append(f"No autocorrelation analysis: {why}")

@@ -1,8 +1,11 @@
-"""Finding the runs under a log directory, and when each started, without following links.
+"""Finding the runs under a log directory, when each started and how it ended, without links.
 
 The learnscope tab searches on a background thread with :func:`find_runs`; ``learnscope
-export`` writes each run it finds. Only run records are looked at, and only the first line of
-each to know when its run started. Nothing here imports torch.
+export`` writes each run it finds. Only run records are looked at: the first line of each to
+know when its run started (:func:`run_started`), and its last 64 KiB to know whether its newest
+run failed and whether it holds any data (:func:`run_outcome`), so that a view opens on the
+newest run with data rather than on one that failed before writing any. Nothing here imports
+torch.
 """
 
 from __future__ import annotations
@@ -11,12 +14,16 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from learnscope.plugins.record_checks import is_number
+from learnscope.plugins.run_status import end_error, error_text
 from learnscope.run_files import RECORD_FILE, REFRESH_MARKER_PREFIX
 
 SKIPPED_FOLDERS = ("projector", "wandb")  # never searched for runs (a run's own data, wandb's)
 _FIRST_LINE_BYTES = 65_536  # the ``run`` entry a run starts with is shorter than this
+_TAIL_BYTES = 65_536  # a record longer than this holds data: run and end entries are short
+_DATA_KINDS = ("snapshot", "autocorrelation")  # and a findings table with rows
 
 
 def find_runs(logdir: str | Path) -> list[str]:
@@ -94,3 +101,68 @@ def run_started(run_dir: str | Path) -> float:
     if isinstance(entry, dict) and entry.get("kind") == "run" and is_number(entry.get("time")):
         return float(entry["time"])
     return status.st_mtime
+
+
+def _read_tail(run_dir: str | Path, size: int) -> tuple[bytes, int] | None:
+    """The last ``size`` bytes of the record and the file's length; never through a link."""
+    try:
+        fd = os.open(Path(run_dir) / RECORD_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        start = max(0, status.st_size - size)
+        return os.pread(fd, status.st_size - start, start), status.st_size
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def run_outcome(run_dir: str | Path) -> dict[str, Any]:
+    """Whether the record's newest run failed, and whether the record holds any data.
+
+    Read from the record's last 64 KiB: ``failed`` is the exception (``type: message``) of
+    the newest run's ``end`` entry when it says ``failed``, else ``None``; ``has_data`` is
+    whether there is a snapshot, an autocorrelation analysis or a findings table with rows
+    (a longer record always holds some). An unreadable record has neither.
+
+    Example:
+        >>> import tempfile
+        >>> from learnscope.run_record import append_entries
+        >>> run = Path(tempfile.mkdtemp())
+        >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 1.0},
+        ...     {"kind": "end", "step": 0, "status": "failed",
+        ...      "error": {"type": "ValueError", "message": "no such module"}}])
+        >>> run_outcome(run)
+        {'failed': 'ValueError: no such module', 'has_data': False}
+    """
+    read = _read_tail(run_dir, _TAIL_BYTES)
+    if read is None:
+        return {"failed": None, "has_data": False}
+    tail, size = read
+    lines = tail.split(b"\n")
+    if size > len(tail):
+        lines = lines[1:]  # the first line is cut
+    ended: dict[str, Any] | None = None
+    has_data = size > _TAIL_BYTES
+    for line in lines:
+        try:
+            entry = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        kind = entry.get("kind")
+        if kind == "run":
+            ended = None
+        elif kind == "end":
+            ended = entry
+        elif kind in _DATA_KINDS or (kind == "findings" and entry.get("rows")):
+            has_data = True
+    failed = None
+    if ended is not None and ended.get("status") == "failed":
+        failed = error_text({"error": end_error(ended.get("error"))})
+    return {"failed": failed, "has_data": has_data}

@@ -21,9 +21,11 @@ ten snapshots as after five hundred. The view model holds:
 * **Findings**: the newest findings table (every finding of the run so far).
 
 What is attached comes from the record's ``run`` entries, so an empty section says "waiting for
-the first snapshot" while the run goes on, and "attach ..." only when no ``run`` entry lists
-that callback. A damaged entry is skipped and named in ``messages``. Nothing here imports torch,
-Lightning or TensorBoard.
+the first snapshot" while the run goes on, why it is empty once the run ended (the setting and
+the value that would fill it: :mod:`learnscope.plugins.run_status`), and "attach ..." only when
+no ``run`` entry lists that callback. A run whose ``end`` entry says ``failed`` is marked so:
+``failed`` holds its exception and the first message says so. A damaged entry is skipped and
+named in ``messages``. Nothing here imports torch, Lightning or TensorBoard.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from learnscope.plugins.record_checks import (
     finding_row,
     list_field,
 )
-from learnscope.plugins.run_status import PCA_HINT, RunEntries, section_status
+from learnscope.plugins.run_status import PCA_HINT, RunEntries, error_text, section_status
 from learnscope.plugins.sprite_files import KeptSprite
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
@@ -217,6 +219,9 @@ class RunView:
             self._findings,
         )
         messages.extend(missing)
+        failure = self._run.failure()
+        if failure is not None:
+            messages.insert(0, failure)
         if self.reader.skipped:
             messages.append(f"{self.reader.skipped} damaged line(s) of the record skipped")
         messages.extend(self._damage.messages())
@@ -226,6 +231,8 @@ class RunView:
             "time": self.started,
             "attached": sorted(self._run.callbacks) if self._run.count > 0 else None,
             "ended": self._run.ended,
+            "failed": error_text(self._run.ended or {}) if failure is not None else None,
+            "has_data": bool(embeddings or autocorrelation or self._findings),
             "embeddings": embeddings,
             "autocorrelation": autocorrelation,
             "findings": self._findings or [],
@@ -260,7 +267,10 @@ def read_view(
 
     Returns:
         A dict that ``json.dumps`` takes: ``format``, ``run``, ``time``, ``attached``,
-        ``ended``, ``embeddings``, ``autocorrelation``, ``findings``, ``status``, ``messages``.
+        ``ended`` (the newest run's ``end`` entry: ``step``, ``status``, and a failed run's
+        ``error``), ``failed`` (a failed run's ``type: message``, else ``None``),
+        ``has_data`` (any snapshot, analysis or findings table shown), ``embeddings``,
+        ``autocorrelation``, ``findings``, ``status``, ``messages``.
 
     Raises:
         OSError: When the record cannot be read.
@@ -288,6 +298,8 @@ def error_view(name: str, message: str) -> dict[str, Any]:
         "time": 0.0,
         "attached": None,
         "ended": None,
+        "failed": None,
+        "has_data": False,
         "embeddings": [],
         "autocorrelation": [],
         "findings": [],

@@ -7,8 +7,11 @@ a learnscope run record. The tab is a few plain ES modules (``static/*.js``,
 imports the others by relative URL and fetches, relative to ``data/plugin/learnscope/``:
 
 * ``/index.js``, ``/model.js``, ...: the modules, each at its own route;
-* ``/runs``: the runs with a record, ``[{"name", "time"}]`` sorted by name (names relative to
-  the log directory; ``time`` is when the run started), so the tab opens the newest;
+* ``/runs``: the runs with a record, ``[{"name", "time", "failed", "has_data"}]`` sorted by
+  name (names relative to the log directory; ``time`` is when the run started; ``failed`` the
+  exception of a newest run that failed, else ``null``; ``has_data`` whether the record holds
+  any data: :func:`learnscope.plugins.run_search.run_outcome`), so the tab opens the newest run
+  that has data and marks the failed ones;
 * ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.run_view.RunView`);
 * ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&step_a=STEP&step_b=STEP]``: run A's ``key``
   beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on the
@@ -72,6 +75,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self.interval_s = float(interval) if interval is not None else DEFAULT_INTERVAL_S
         self._runs: dict[str, float] = {}  # name -> start time; replaced whole by each search
         self._starts: dict[str, tuple[int, int, float]] = {}  # name -> (dev, inode, start)
+        self._outcomes: dict[str, dict[str, Any]] = {}  # name -> run_outcome, by search
+        self._read_at: dict[str, tuple[int, int, int, int]] = {}  # name -> (dev, ino, size, mtime)
         self._searched = threading.Event()
         self._lock = threading.Lock()
         self._views: OrderedDict[str, tuple[RunView, threading.Lock]] = OrderedDict()
@@ -104,9 +109,13 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         return self._searched.wait(timeout)
 
     def runs(self) -> list[dict[str, Any]]:
-        """The runs with a record, ``{"name", "time"}``, by name, as the last search found."""
-        runs = self._runs
-        return [{"name": name, "time": runs[name]} for name in sorted(runs)]
+        """The runs with a record, ``{"name", "time", "failed", "has_data"}``, by name.
+
+        As the last search found them (see the module's description).
+        """
+        runs, outcomes = self._runs, self._outcomes
+        none = {"failed": None, "has_data": False}
+        return [{"name": n, "time": runs[n], **outcomes.get(n, none)} for n in sorted(runs)]
 
     def view(self, run: str) -> dict[str, Any] | None:
         """The view model of ``run``, or ``None`` when it is not one of :meth:`runs`."""
@@ -156,7 +165,9 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         while True:
             start = time.monotonic()
             try:
-                self._runs = self._search()
+                runs = self._search()
+                self._outcomes = self._search_outcomes(runs)
+                self._runs = runs
             except Exception:  # a search must never end the thread; say it and try again
                 log.exception("learnscope tab: searching %s failed", self.logdir)
             self._searched.set()
@@ -187,6 +198,23 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             runs[name] = start
         self._starts = starts
         return runs
+
+    def _search_outcomes(self, runs: dict[str, float]) -> dict[str, dict[str, Any]]:
+        """How each run ended (a record read again only when it changed since the last search)."""
+        outcomes, read_at = {}, {}
+        root = Path(self.logdir or ".")
+        for name in runs:
+            try:
+                status = (root / name / RECORD_FILE).stat(follow_symlinks=False)
+            except OSError:
+                continue
+            key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+            known = self._outcomes.get(name)
+            if known is None or self._read_at.get(name) != key:
+                known = run_search.run_outcome(root / name)
+            outcomes[name], read_at[name] = known, key
+        self._read_at = read_at
+        return outcomes
 
     @wrappers.Request.application
     def _serve_module(self, request: wrappers.Request) -> wrappers.Response:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,10 @@ def page_html(
     """One self-contained HTML page: the views as inline JSON and the module inline.
 
     The page loads nothing from the network and opens from ``file://``; it shows the newest
-    run first (the largest ``time`` of the views), or run A beside run B when it holds a
-    comparison.
+    run first (the largest ``time`` of the views, passing over runs that failed without
+    writing any data while another run is there), or run A beside run B when it holds a
+    comparison. A failed run is marked so in the run picker, and its first message says how it
+    failed.
 
     Args:
         runs: ``(name, view)`` pairs, views as
@@ -115,10 +117,15 @@ def page_html(
 
 @dataclass(frozen=True)
 class Export:
-    """What :func:`export_html` wrote: the runs in the page, and those it could not read."""
+    """What :func:`export_html` wrote: the runs in the page, and those it could not read.
+
+    ``failed_runs`` are the runs in the page whose training failed, each with how:
+    ``(run, "failed at step S: type: message")``.
+    """
 
     runs: list[str]
-    failed: list[tuple[str, str]]  # (run, why)
+    failed: list[tuple[str, str]]  # (run, why it could not be read)
+    failed_runs: list[tuple[str, str]] = field(default_factory=list)  # (run, how it failed)
 
 
 def export_html(
@@ -132,7 +139,8 @@ def export_html(
     """Write the view of every learnscope run under ``logdir`` as one page ``out``.
 
     A run whose record cannot be read is left out and listed in :attr:`Export.failed`; the
-    other runs are written. No file is written when no run could be read.
+    other runs are written, and those whose newest run failed are listed in
+    :attr:`Export.failed_runs`. No file is written when no run could be read.
 
     Args:
         logdir: A log directory (or one run directory).
@@ -145,7 +153,7 @@ def export_html(
             only (A and B may then be one run).
 
     Returns:
-        The runs written and the runs left out.
+        The runs written, the runs left out, and the runs written that failed.
 
     Raises:
         ValueError: When a run to compare is not one of the runs written, or a tag is not one
@@ -154,7 +162,7 @@ def export_html(
     Example:
         >>> import tempfile
         >>> export_html(tempfile.mkdtemp(), "never-written.html")
-        Export(runs=[], failed=[])
+        Export(runs=[], failed=[], failed_runs=[])
     """
     root = Path(logdir)
     runs, failed, folders = [], [], {}
@@ -170,7 +178,12 @@ def export_html(
         comparison = compare_pages(folders, [name for name, _ in runs], *compare, tags=tags)
     if runs:
         Path(out).write_text(page_html(runs, comparison=comparison), encoding="utf-8")
-    return Export([name for name, _ in runs], failed)
+    failed_runs = [
+        (name, f"failed at step {view['ended']['step']}: {view['failed']}")
+        for name, view in runs
+        if view.get("failed")
+    ]
+    return Export([name for name, _ in runs], failed, failed_runs)
 
 
 def compare_pages(
