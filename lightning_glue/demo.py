@@ -192,10 +192,14 @@ def run_demo(
     logdir = Path(logdir)
     loggers: list[Any] = [TensorBoardLogger(str(logdir), name="demo")]
     if use_wandb:
+        import wandb
         from lightning.pytorch.loggers import WandbLogger
 
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_SILENT", "true")
+        # wandb reads WANDB_SILENT when set up; set up later, inside the logger's wandb.init, it
+        # first says "The anonymous setting has no effect" of the settings Lightning passes
+        wandb.setup()
         logdir.mkdir(parents=True, exist_ok=True)
         loggers.append(WandbLogger(project="learnscope-demo", save_dir=str(logdir), offline=True))
     train, val = digits_loaders()
@@ -213,8 +217,6 @@ def run_demo(
         trainer.fit(make_model(), train, val)
     wandb_run = None
     if use_wandb:
-        import wandb
-
         wandb_run = Path(loggers[1].experiment.dir).parent  # .../offline-run-*/files
         wandb.finish()
     return DemoRuns(Path(loggers[0].log_dir), wandb_run)
