@@ -30,6 +30,8 @@ def test_help_is_plain_text_and_names_the_demo() -> None:
 
     demo = run("demo", "--help")
     assert demo.returncode == 0 and "--logdir LOGDIR" in demo.stdout and "``" not in demo.stdout
+    said = " ".join(demo.stdout.split())  # what --seed changes, and its default
+    assert "--seed SEED seed of the model's initial weights" in said and "(default: 0)" in said
 
 
 def test_bare_command_prints_the_help_and_fails_as_argparse_does() -> None:
