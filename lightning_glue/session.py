@@ -253,7 +253,7 @@ is in CSVLogger (logs), its run record ending 'failed'
             line += "; nothing to " + ", ".join(unwritten)
         if self.findings:
             line += ". Findings: " + _named_findings(self.findings)
-        if end is not None and not interrupted:
+        if end is not None and not interrupted and any(made.writers for made in self._made):
             line += "".join(f". {why}" for why in self._empty_sections(end))
         if commands:
             line += ". Open it with: " + "; ".join(commands)
