@@ -1,7 +1,9 @@
 // The autocorrelation panel: per kind, a groups x lags heatmap at one analysis step, and the
-// lag-1 median of each group over the steps; it follows the step cursor.
+// lag-1 median of each group over the steps (each group's value at that analysis beside it); it
+// follows the step cursor (the newest analysis at or before its step) and moves it.
 
 import { categoryColour, diverging } from './colours.js';
+import { relation, shownIndex } from './cursor.js';
 import { el, panelSection, setupCanvas } from './dom.js';
 
 /** Draw kind ``kind``'s heatmap at trainer ``step`` on ``ctx`` (``width`` x ``height``). */
@@ -27,12 +29,16 @@ function drawHeatmap(ctx, kind, step, width, height) {
   });
 }
 
-/** The lag-1 chart's plot area across a canvas ``lw`` wide (the group names on its right). */
+/** The lag-1 chart's plot area across a canvas ``lw`` wide (the value labels on its left). */
 function lagOneBox(lw) {
-  return { left: 40, right: lw - 90 };
+  return { left: 40, right: lw - 14 };
 }
 
-/** Draw the lag-1 medians of ``kind``'s groups over its steps, ``step`` marked. */
+/**
+ * Draw the lag-1 medians of ``kind``'s groups over its steps, ``step`` marked (a dashed line, a
+ * dot on each group's value). A value with no neighbour to join is a dot; one analysis alone is
+ * one dot per group in the middle, its step the one label of the step axis.
+ */
 function drawLagOne(ctx, kind, step, lw, lh) {
   ctx.clearRect(0, 0, lw, lh);
   const { left, right } = lagOneBox(lw), top = 10, bottom = lh - 22;
@@ -53,27 +59,43 @@ function drawLagOne(ctx, kind, step, lw, lh) {
   for (const v of [lo, hi]) ctx.fillText(v.toFixed(2), left - 4, sy(v) + 3);
   if (lo < 0 && hi > 0) ctx.fillText('0', left - 4, sy(0) + 3);
   ctx.textAlign = 'center';
-  ctx.fillText(String(s0), left, lh - 6);
-  ctx.fillText(String(s1), right, lh - 6);
+  if (s0 === s1) ctx.fillText(String(s0), sx(s0), lh - 6);
+  else { ctx.fillText(String(s0), left, lh - 6); ctx.fillText(String(s1), right, lh - 6); }
   ctx.strokeStyle = '#9e9e9e';
   ctx.setLineDash([3, 3]);
   ctx.beginPath(); ctx.moveTo(sx(step), top); ctx.lineTo(sx(step), bottom); ctx.stroke();
   ctx.setLineDash([]);
+  const dot = (x, y, radius) => { ctx.beginPath(); ctx.arc(x, y, radius, 0, 2 * Math.PI); ctx.fill(); };
   kind.groups.forEach((g, r) => {
-    ctx.strokeStyle = categoryColour(r);
+    const values = kind.rho1[r];
+    ctx.strokeStyle = ctx.fillStyle = categoryColour(r);
     ctx.lineWidth = 1.5;
     ctx.beginPath();
     let pen = false;
     kind.steps.forEach((s, i) => {
-      const v = kind.rho1[r][i];
+      const v = values[i];
       if (v == null) { pen = false; return; }
       if (pen) ctx.lineTo(sx(s), sy(v)); else ctx.moveTo(sx(s), sy(v));
       pen = true;
+      if (values[i - 1] == null && values[i + 1] == null) dot(sx(s), sy(v), 3); // nothing to join
     });
     ctx.stroke();
-    ctx.fillStyle = categoryColour(r);
-    ctx.textAlign = 'left';
-    ctx.fillText(g.length > 14 ? g.slice(0, 13) + '…' : g, right + 6, top + 12 + 12 * r);
+    const shown = kind.steps.indexOf(step);
+    if (shown >= 0 && values[shown] != null) dot(sx(step), sy(values[shown]), 3.5);
+  });
+}
+
+/** Each group's lag-1 value of ``kind`` at ``step`` in ``box``: its colour, name and value. */
+function showLagOneValues(box, kind, step) {
+  const i = kind.steps.indexOf(step);
+  box.textContent = '';
+  kind.groups.forEach((g, r) => {
+    const v = i < 0 ? null : kind.rho1[r][i];
+    box.append(el('div', { 'data-group': g }, [
+      el('span', { class: 'ls-swatch', style: `background:${categoryColour(r)}` }),
+      `${g.length > 14 ? g.slice(0, 13) + '…' : g} `,
+      el('span', { 'data-role': 'lag1-value', text: v == null ? '–' : v.toFixed(2) }),
+    ]));
   });
 }
 
@@ -86,6 +108,10 @@ const HINTS = {
     'after step: a higher one would go faster).',
 };
 
+// What the lag-1 autocorrelation is.
+const LAG_ONE = 'Lag-1 autocorrelation: how alike each value is to itself one step before, ' +
+  'the median over the values sampled in a group (+1 the same, 0 unrelated, −1 opposite).';
+
 // The heatmap's cells: the first column's left edge, a column's and a row's pitch, a cell's size.
 const CELL = { left: 110, top: 22, dx: 52, dy: 24, w: 50, h: 22 };
 
@@ -95,12 +121,15 @@ function localPoint(canvas, ev) {
   return [ev.clientX - r.left - canvas.clientLeft, ev.clientY - r.top - canvas.clientTop];
 }
 
-/** The autocorrelation analyses of a view in one section, following the step ``cursor``. */
+/**
+ * The autocorrelation analyses of a view in one section. It follows the step ``cursor`` (the
+ * newest analysis at or before its step, else the first) and moves it: its slider, a click on
+ * a heatmap or a lag-1 chart set it to the analysis's step.
+ */
 export class AutocorrelationPanel {
   constructor({ view, cursor }) {
     this.cursor = cursor;
     this.selected = null; // the clicked cell: {kind, row, column}
-    this.selecting = false;
     const kinds = view.autocorrelation;
     this.element = panelSection(view, 'autocorrelation', {
       title: 'Autocorrelation of parameters and gradients', has: kinds.length > 0,
@@ -110,28 +139,44 @@ export class AutocorrelationPanel {
     if (!kinds.length) return;
     this.steps = [...new Set(kinds.flatMap((k) => k.steps))].sort((a, b) => a - b);
     this.slider = el('input', { type: 'range', min: 0, max: this.steps.length - 1, step: 1,
-      value: this.steps.length - 1, 'aria-label': 'analysis step', oninput: () => this.draw(+this.slider.value) });
-    this.label = el('span');
-    this.detail = el('span', { 'data-role': 'acf-selected' });
+      value: this.steps.length - 1, 'aria-label': 'analysis step',
+      title: 'The analysis shown: drag through the analyses (it moves the step cursor)',
+      oninput: () => this.select(+this.slider.value, this.selected) });
+    this.slider.disabled = this.steps.length < 2; // one analysis: nothing to move to
+    this.label = el('span', { 'data-role': 'analysis-step',
+      title: 'The analysis shown: its trainer step, and how it relates to the step cursor' });
+    this.detail = el('span', { 'data-role': 'acf-selected',
+      title: "The selected heatmap cell: its kind, group and lag, and its value at this analysis" });
     this.element.append(el('div', { class: 'ls-bar' },
-      ['analysis step ', this.slider, this.label, this.detail]));
+      [el('label', { title: this.slider.title }, ['analysis ', this.slider]), this.label, this.detail]));
     this.panels = kinds.map((kind) => {
-      const heat = el('canvas', { 'data-role': `acf-${kind.kind}`, class: 'ls-pick' });
+      const heat = el('canvas', { 'data-role': `acf-${kind.kind}`, class: 'ls-pick',
+        title: `Mean autocorrelation of the ${kind.kind} of each group (row) at each lag ` +
+          '(column), at the analysis shown: red +1, white 0, blue −1. Click a cell to select it.' });
       const hw = 110 + 52 * kind.lags.length, hh = 40 + 24 * kind.groups.length;
-      const line = el('canvas', { 'data-role': `lag1-${kind.kind}`, class: 'ls-pick' });
-      const lw = 420, lh = Math.max(hh, 180);
+      const line = el('canvas', { 'data-role': `lag1-${kind.kind}`, class: 'ls-pick',
+        title: `Lag-1 autocorrelation of the ${kind.kind} of each group (the median over its ` +
+          'sampled values) at each analysis; the dashed line and the dots mark the analysis ' +
+          'shown. Click to select the nearest analysis.' });
+      const lw = 340, lh = Math.max(hh, 180);
+      const values = el('div', { class: 'ls-series', 'data-role': `lag1-values-${kind.kind}`,
+        title: `Each group's lag-1 autocorrelation of the ${kind.kind} (median) at the analysis shown` });
       const chart = el('div', { class: 'ls-chart' }, [
         el('div', { class: 'ls-axis-y', 'data-role': `axis-y-${kind.kind}`, style: `height:${lh}px`,
-          text: 'lag-1 autocorrelation (median)' }),
+          text: 'lag-1 autocorrelation (median)', title: LAG_ONE }),
         el('div', {}, [line, el('div', { class: 'ls-axis-x', 'data-role': `axis-x-${kind.kind}`,
           style: `width:${lw}px`, text: 'trainer step' })]),
+        values,
       ]);
       const hint = HINTS[kind.kind];
       this.element.append(el('div', {}, [
-        el('div', { text: `${kind.kind}: mean autocorrelation by lag, and lag-1 median over steps` }),
+        el('div', { text: `${kind.kind}: mean autocorrelation by lag, and lag-1 median over steps`,
+          title: `The ${kind.kind === 'grads' ? 'gradients' : 'parameters'}: the heatmap at the ` +
+            `analysis shown, the chart over every analysis. ${LAG_ONE}` }),
         hint ? el('div', { class: 'ls-hint', 'data-role': `hint-acf-${kind.kind}`, text: hint }) : null,
         el('div', { class: 'ls-row' }, [heat, chart])]));
-      const p = { kind, heatCtx: setupCanvas(heat, hw, hh), hw, hh, lineCtx: setupCanvas(line, lw, lh), lw, lh };
+      const p = { kind, heatCtx: setupCanvas(heat, hw, hh), hw, hh, lineCtx: setupCanvas(line, lw, lh), lw, lh,
+        values };
       heat.addEventListener('click', (ev) => this.clickHeatmap(p, ...localPoint(heat, ev)));
       line.addEventListener('click', (ev) => this.clickChart(p, localPoint(line, ev)[0]));
       return p;
@@ -139,10 +184,10 @@ export class AutocorrelationPanel {
     const legend = el('canvas');
     const ctx = setupCanvas(legend, 200, 12);
     for (let i = 0; i < 200; i++) { ctx.fillStyle = diverging(i / 99.5 - 1); ctx.fillRect(i, 0, 1, 12); }
-    this.element.append(el('div', { class: 'ls-legend' }, ['-1 ', legend, ' +1']));
-    this.draw(this.steps.length - 1);
-    if (cursor.step != null) this.follow(cursor.step);
-    cursor.subscribe((step) => this.follow(step));
+    this.element.append(el('div', { class: 'ls-legend',
+      title: "The heatmaps' colours: −1 blue, 0 white, +1 red" }, ['-1 ', legend, ' +1']));
+    this.show(cursor.step == null ? this.steps.length - 1 : shownIndex(this.steps, cursor.step));
+    cursor.subscribe((step, from) => { if (from !== this) this.show(shownIndex(this.steps, step)); });
   }
 
   /** A click at (x, y) on ``p``'s heatmap: select its analysis, and the cell under it if any. */
@@ -167,31 +212,24 @@ export class AutocorrelationPanel {
   /** Show analysis ``index`` (a heatmap ``cell`` marked) and move the view's step cursor there. */
   select(index, cell) {
     this.selected = cell;
-    this.selecting = true; // the panels that follow the cursor answer; this one keeps its choice
-    try {
-      this.cursor.request(this.steps[index]);
-    } finally {
-      this.selecting = false;
-    }
+    this.cursor.set(this.steps[index], this);
+    this.show(index);
+  }
+
+  /** Show analysis ``index``: the slider, the label, the heatmaps and the lag-1 charts. */
+  show(index) {
     this.slider.value = index;
     this.draw(index);
   }
 
-  /** Show the latest analysis at or before trainer step ``step`` (else the first). */
-  follow(step) {
-    if (this.selecting) return;
-    let index = 0;
-    for (let i = 0; i < this.steps.length; i++) if (this.steps[i] <= step) index = i;
-    if (+this.slider.value !== index) { this.slider.value = index; this.draw(index); }
-  }
-
   draw(index) {
     const step = this.steps[index];
-    this.label.textContent = `step ${step}`;
+    this.label.textContent = `analysis of step ${step}` + relation(step, this.cursor.step);
     this.detail.textContent = '';
     for (const p of this.panels) {
       drawHeatmap(p.heatCtx, p.kind, step, p.hw, p.hh);
       drawLagOne(p.lineCtx, p.kind, step, p.lw, p.lh);
+      showLagOneValues(p.values, p.kind, step);
       const cell = this.selected;
       if (cell && cell.kind === p.kind) {
         const si = p.kind.steps.indexOf(step);

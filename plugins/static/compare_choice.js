@@ -34,8 +34,10 @@ export class CompareChooser {
 
   /** The header's labels of the choices. */
   labels() {
-    return [el('label', {}, ['compare with ', this.other]), el('label', {}, ['tag ', this.key]),
-      el('label', {}, ['with tag ', this.keyB])];
+    return [el('label', { title: 'Another run (or this one) to show beside this run, on the ids both saw' },
+      ['compare with ', this.other]),
+    el('label', { title: "This run's tag to compare (A)" }, ['compare tag ', this.key]),
+    el('label', { title: "The other run's tag (B): A's tag by default" }, ['with tag ', this.keyB])];
   }
 
   /** The runs that can be picked. */

@@ -1,6 +1,7 @@
 // The embedding-evolution panel: the scatter with its slider, play, trails, hover, pin, movers.
 
 import { OTHER_COLOUR, colourScheme, viridis } from './colours.js';
+import { shownIndex } from './cursor.js';
 import { el, panelSection, setupCanvas } from './dom.js';
 import { MoversList } from './movers.js';
 import { PointCard } from './point_card.js';
@@ -19,9 +20,11 @@ function askedRenderer() {
 /**
  * The embeddings of a view (prepared: frames decoded) in one section. It writes what it shows
  * into the shared ``state`` (key, points, steps, position, playing, frames, drawnPoints,
- * renderer, hovered, tooltip, pinned, colourBy, movers) and steers the step ``cursor``. Its
- * parts: the ``bar`` (ScatterBar), the picture (``scatter``, a ScatterCanvas: canvases,
- * renderer, positions), the hovered and pinned point's ``card`` (PointCard), the movers.
+ * renderer, hovered, tooltip, pinned, colourBy, movers). It follows the step ``cursor`` (the
+ * newest snapshot at or before its step, else the first) and moves it: its slider and play set
+ * it to the snapshot's step. Its parts: the ``bar`` (ScatterBar), the picture (``scatter``, a
+ * ScatterCanvas: canvases, renderer, positions), the hovered and pinned point's ``card``
+ * (PointCard), the movers.
  */
 export class EmbeddingPanel {
   constructor({ view, embeddings, state, cursor, tip }) {
@@ -36,8 +39,8 @@ export class EmbeddingPanel {
         'to pin it: its path, ■ at its start.' });
     if (!embeddings.length) return;
     this.build(tip);
-    cursor.steer = (step) => this.goToStep(step);
     this.selectTag(0);
+    cursor.subscribe((step, from) => { if (from !== this) this.goToStep(step); });
   }
 
   build(tip) {
@@ -51,7 +54,9 @@ export class EmbeddingPanel {
     this.element.append(this.bar.element);
     this.legend = el('div', { class: 'ls-legend' });
     this.card = new PointCard(tip);
-    this.note = el('div', { style: 'color:#616161' });
+    this.note = el('div', { style: 'color:#616161', 'data-role': 'points-note',
+      title: 'The points drawn (each one input, the same ones in every snapshot, matched by id) ' +
+        'and the snapshots of this embedding' });
     this.movers = new MoversList((k) => this.pin(k), () => this.findMovers());
     const side = el('div', { class: 'ls-side' }, [this.note, this.legend, this.card.element, ...this.movers.nodes]);
     this.scatter = this.newScatter(askedRenderer());
@@ -102,7 +107,8 @@ export class EmbeddingPanel {
       `, ${e.steps.length} snapshot${e.steps.length === 1 ? '' : 's'}`;
     this.card.showEmbedding(e);
     this.colourBy(e.columns.length ? 0 : -1);
-    this.setPosition(e.steps.length - 1);
+    if (this.cursor.step == null) this.setPosition(e.steps.length - 1, false);
+    else this.goToStep(this.cursor.step);
   }
   colourBy(index) {
     const e = this.current;
@@ -110,6 +116,7 @@ export class EmbeddingPanel {
     this.state.colourBy = column ? column.name : null;
     const scheme = colourScheme(column, e.ids.length);
     this.legend.textContent = '';
+    this.legend.title = column ? `The colours: the values of ${column.name}` : '';
     const swatch = (colour, name) => el('span', {}, [
       el('span', { class: 'ls-swatch', style: `background:${colour}` }), name]);
     if (scheme.categories) {
@@ -126,23 +133,24 @@ export class EmbeddingPanel {
     this.draw();
   }
 
-  /** Show the fractional snapshot index ``p`` (clamped) and tell the cursor its step. */
-  setPosition(p) {
+  /**
+   * Show the fractional snapshot index ``p`` (clamped); with ``move`` (the user's slider, play)
+   * the cursor goes to the step of the snapshot shown when that changed.
+   */
+  setPosition(p, move = true) {
     const e = this.current;
     const last = e.steps.length - 1;
     this.state.position = Math.max(0, Math.min(last, p));
-    this.bar.showPosition(e, this.state.position);
-    const i = Math.round(this.state.position);
+    const step = e.steps[Math.round(this.state.position)];
+    if (move && step !== this.cursor.step) this.cursor.set(step, this);
+    this.bar.showPosition(e, this.state.position, this.cursor.step);
     this.draw();
-    this.cursor.show(e.steps[i], this);
   }
 
-  /** Go to the newest snapshot at or before trainer step ``step`` (else the first). */
+  /** Show the newest snapshot at or before trainer step ``step`` (else the first). */
   goToStep(step) {
     this.pause();
-    let index = 0;
-    this.current.steps.forEach((s, i) => { if (s <= step) index = i; });
-    this.setPosition(index);
+    this.setPosition(shownIndex(this.current.steps, step), false);
   }
 
   play() {

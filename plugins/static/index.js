@@ -6,7 +6,10 @@
 //  * a standalone page (learnscope export, the W&B panel) holds the modules joined into one
 //    inline script beside a JSON script element "learnscope-data"; the view then mounts itself.
 // The view is a run picker, the run's messages and three panels (embeddings.js,
-// autocorrelation.js, findings.js) that follow one shared step cursor (cursor.js); "compare
+// autocorrelation.js, findings.js) that follow one shared step cursor (cursor.js), shown on a
+// line above them: each panel shows its newest snapshot or analysis at or before the cursor's
+// step, and every control that picks a step moves the cursor; it opens on the run's newest
+// step (the last snapshot's or analysis's, whichever is later); "compare
 // with" opens a fourth above them (compare_choice.js, compare.js): the run's tag beside another
 // run's (or its own other) tag, "with tag" (the same tag by default), on the ids they share.
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
@@ -17,7 +20,7 @@
 
 import { AutocorrelationPanel } from './autocorrelation.js';
 import { CompareChooser } from './compare_choice.js';
-import { StepCursor } from './cursor.js';
+import { StepCursor, cursorLine } from './cursor.js';
 import { el } from './dom.js';
 import { EmbeddingPanel } from './embeddings.js';
 import { FindingsPanel } from './findings.js';
@@ -51,7 +54,8 @@ export class LearnscopeView {
   /** List the runs and open the newest. */
   async start() {
     const runs = runList(await this.source.runs());
-    const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run' },
+    const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run',
+      title: 'The run shown: each run folder with a learnscope record (the newest with data opens first)' },
       runs.map((r) => el('option', { value: r.name, text: r.failed ? `${r.name} (failed)` : r.name,
         title: r.failed ? `failed: ${r.failed}` : r.name })));
     this.chooser.setRuns(runs.map((r) => r.name));
@@ -96,8 +100,12 @@ export class LearnscopeView {
     const panel = new EmbeddingPanel({ view, embeddings, state: this.state, cursor, tip: this.tip });
     this.embedding = embeddings.length ? panel : null;
     const acf = new AutocorrelationPanel({ view, cursor });
-    const findings = new FindingsPanel({ view, cursor, steps: this.current ? this.current.steps : [] });
-    this.body.append(panel.element, acf.element, findings.element);
+    const steps = (this.current ? this.current.steps : []).concat(acf.steps || []);
+    const findings = new FindingsPanel({ view, cursor, steps });
+    const all = steps.concat(view.findings.map((f) => f.step));
+    this.body.append(...(all.length ? [cursorLine(cursor)] : []), panel.element, acf.element,
+      findings.element);
+    cursor.set(all.length ? Math.max(...all) : null); // every panel at its newest
     this.state.readyMs = Math.round(performance.now()); // since this page (or iframe) started
     this.state.ready = true;
   }

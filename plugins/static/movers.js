@@ -72,16 +72,17 @@ export function neighbourChange(frameA, frameB, n, k) {
 export class MoversList {
   constructor(onPick, onFind) {
     this.onPick = onPick;
-    this.from = el('select', { 'aria-label': 'movers from' });
-    this.to = el('select', { 'aria-label': 'movers to' });
+    this.from = el('select', { 'aria-label': 'movers from', title: 'The earlier snapshot' });
+    this.to = el('select', { 'aria-label': 'movers to', title: 'The later snapshot' });
     this.list = el('div', { class: 'ls-movers' });
     this.nodes = [
-      el('h2', { text: `Movers: ${NEIGHBOURS} nearest neighbours replaced` }),
+      el('h2', { text: `Movers: ${NEIGHBOURS} nearest neighbours replaced`,
+        title: `The points whose ${NEIGHBOURS} nearest neighbours in the 2-D view changed most` }),
       el('div', { class: 'ls-hint', text: 'Of its nearest neighbours in the 2-D view, the share ' +
         'replaced between the two steps; of equal shares, first the point whose old neighbours ' +
         'went farthest (x: their mean distance now over that of its new ones).' }),
       el('div', { class: 'ls-bar' }, ['from ', this.from, ' to ', this.to,
-        el('button', { text: 'find', onclick: onFind })]),
+        el('button', { text: 'find', onclick: onFind, title: 'List the points that moved most' })]),
       this.list,
     ];
   }
@@ -111,8 +112,9 @@ export class MoversList {
     const label = e.columns[0];
     this.list.textContent = '';
     this.list.append(el('table', {}, [
-      el('tr', {}, [el('th', { text: 'id' }), el('th', { text: label ? label.name : '' }),
-        el('th', { text: 'replaced' }), el('th', { text: 'farther', title: 'how far its old neighbours went: their mean distance now over that of its new ones' })]),
+      el('tr', {}, [el('th', { text: 'id', title: "the point's id" }),
+        el('th', { text: label ? label.name : '', title: label ? `its ${label.name}` : '' }),
+        el('th', { text: 'replaced', title: `the share of its ${NEIGHBOURS} nearest neighbours replaced` }), el('th', { text: 'farther', title: 'how far its old neighbours went: their mean distance now over that of its new ones' })]),
       ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.onPick(k) }, [
         el('td', { text: e.ids[k] }),
         el('td', { text: label ? columnText(label, k) : '' }),

@@ -7,7 +7,7 @@ import { columnText, el, setupCanvas } from './dom.js';
 export class PointCard {
   constructor(tip) {
     this.tip = tip;
-    this.element = el('div');
+    this.element = el('div', { title: 'The pinned point: its id and metadata' });
     this.embedding = null;
     this.sprite = null; // the sprite image, once loaded
   }
@@ -65,7 +65,7 @@ export class PointCard {
     this.element.append(el('h2', { text: 'Pinned point' }),
       ...this.describe(k).map((t) => el('div', { text: t })),
       el('div', { style: 'color:#616161', text: `its path: ■ step ${this.embedding.steps[0]} to now` }),
-      el('button', { text: 'unpin', onclick: unpin }));
+      el('button', { text: 'unpin', onclick: unpin, title: 'Unpin this point' }));
     const thumb = this.thumbnail(k);
     if (thumb) this.element.append(thumb);
   }

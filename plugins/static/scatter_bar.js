@@ -1,6 +1,12 @@
-// The scatter's bar: tag and colour choices, play/pause, the step slider and label, trails.
+// The scatter's bar: tag and colour choices, play/pause, the snapshot slider and label, trails.
 
+import { relation } from './cursor.js';
 import { el } from './dom.js';
+
+const SPREAD_TITLE = "spread: how far this snapshot's points lie from their centre (the " +
+  "root-mean-square distance, in the embedding's own units). The scatter is drawn in units of " +
+  'it, so the picture shows the shape; a spread that grows or shrinks over the steps is the ' +
+  'embeddings growing or shrinking.';
 
 /**
  * The bar for the embeddings ``keys``; ``on`` is told what the user does: ``tag(index)``,
@@ -8,18 +14,29 @@ import { el } from './dom.js';
  */
 export class ScatterBar {
   constructor(keys, on) {
-    this.tag = el('select', { 'aria-label': 'tag', onchange: () => on.tag(+this.tag.value) },
-      keys.map((key, i) => el('option', { value: i, text: key })));
-    this.colour = el('select', { 'aria-label': 'colour by', onchange: () => on.colour(+this.colour.value) });
-    this.play = el('button', { text: '▶ play', onclick: () => on.playPause() });
+    this.tag = el('select', { 'aria-label': 'tag', onchange: () => on.tag(+this.tag.value),
+      title: 'The embedding shown: the tag of an EmbeddingProjector and the loop it captured ' +
+        '(module/stage)' },
+    keys.map((key, i) => el('option', { value: i, text: key })));
+    this.colour = el('select', { 'aria-label': 'colour by', onchange: () => on.colour(+this.colour.value),
+      title: 'The metadata column that colours the points (a legend for categories, a colour ' +
+        'bar for numbers)' });
+    this.play = el('button', { text: '▶ play', onclick: () => on.playPause(),
+      title: 'Play the snapshots in turn, the points gliding between them (it moves the step cursor)' });
     this.slider = el('input', { type: 'range', min: 0, max: 0, step: 'any', value: 0, 'aria-label': 'step',
+      title: "The snapshot shown: drag through this embedding's snapshots (it moves the step cursor)",
       oninput: () => on.seek(+this.slider.value) });
     this.slider.style.width = '260px';
-    this.step = el('span');
-    this.trails = el('input', { type: 'checkbox', onchange: () => on.trails() });
+    this.step = el('span', { 'data-role': 'snapshot-step',
+      title: 'The snapshot shown: its trainer step, its place among the snapshots, and how it ' +
+        'relates to the step cursor' });
+    this.spread = el('span', { class: 'ls-help', 'data-role': 'spread', title: SPREAD_TITLE });
+    this.trails = el('input', { type: 'checkbox', onchange: () => on.trails(),
+      title: 'Draw a short trail behind each point: where it was over the last snapshots' });
     this.element = el('div', { class: 'ls-bar' }, [
-      el('label', {}, ['tag ', this.tag]), el('label', {}, ['colour by ', this.colour]),
-      this.play, this.slider, this.step, el('label', {}, [this.trails, ' trails']),
+      el('label', {}, ['embedding ', this.tag]), el('label', {}, ['colour by ', this.colour]),
+      this.play, this.slider, el('span', {}, [this.step, this.spread]),
+      el('label', { title: this.trails.title }, [this.trails, ' trails']),
     ]);
   }
 
@@ -31,13 +48,18 @@ export class ScatterBar {
     this.slider.max = e.steps.length - 1;
   }
 
-  /** Show fractional snapshot index ``position`` of ``e``: the slider, the step and its spread. */
-  showPosition(e, position) {
+  /**
+   * Show fractional snapshot index ``position`` of ``e``: the slider, the snapshot's step (and
+   * how it relates to the cursor's ``cursorStep``) and its spread.
+   */
+  showPosition(e, position, cursorStep) {
     this.slider.value = position;
     const i = Math.round(position);
     const spread = e.spreads ? e.spreads[i] : null;
-    this.step.textContent = `step ${e.steps[i]} (${i + 1}/${e.steps.length})` +
-      (spread != null && e.units === 'spread' ? `, spread ${Number(spread).toPrecision(3)}` : '');
+    this.step.textContent = `snapshot of step ${e.steps[i]} (${i + 1}/${e.steps.length})` +
+      relation(e.steps[i], cursorStep);
+    this.spread.textContent = spread != null && e.units === 'spread'
+      ? `, spread ${Number(spread).toPrecision(3)}` : '';
   }
 
   showPlaying(playing) {

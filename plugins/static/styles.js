@@ -16,6 +16,9 @@ const CSS = `
 .ls-root td, .ls-root th { padding: 2px 8px; border-bottom: 1px solid #eee; text-align: left; }
 .ls-root tr.ls-click { cursor: pointer; }
 .ls-root tr.ls-click:hover { background: #f5f5f5; }
+.ls-root tr.ls-current { background: #fff3e0; }
+.ls-root .ls-help { cursor: help; text-decoration: underline dotted #9e9e9e; }
+.ls-root .ls-series { font-size: 12px; line-height: 1.7; min-width: 110px; }
 .ls-root .ls-movers { max-height: 260px; overflow: auto; }
 .ls-root button { cursor: pointer; }
 .ls-root .ls-hint { color: #616161; font-size: 12px; margin: 0 0 4px; }

@@ -165,8 +165,8 @@ return {position: window.learnscopeView.state.position, analysis: +acf.value};
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 def test_a_finding_moves_the_panels_through_the_step_cursor(tmp_path: Path) -> None:
-    """A finding's row shows the newest snapshot at or before its step, and the analysis at
-    or before that snapshot's step (not the finding's); without snapshots, the finding's."""
+    """A finding's row moves the step cursor to its step: each panel shows its newest snapshot
+    or analysis at or before it (its first when it has none that early)."""
     ids = [f"p{i}" for i in range(30)]
     views = drifting_points(30, 3)
     acf = np.array([[1.0, 0.8, 0.5], [1.0, 0.2, 0.1]])
@@ -181,7 +181,7 @@ def test_a_finding_moves_the_panels_through_the_step_cursor(tmp_path: Path) -> N
         assert export_html(tmp_path / "logs" / run, pages[run]).runs == [run]
     with chromium() as driver:
         open_page(driver, pages["full"])
-        assert driver.execute_script(_CLICK_FINDING, 25) == {"position": 1, "analysis": 0}
+        assert driver.execute_script(_CLICK_FINDING, 25) == {"position": 1, "analysis": 1}
         assert driver.execute_script(_CLICK_FINDING, 12) == {"position": 0, "analysis": 0}
         driver.execute_script("document.querySelector('input[aria-label=\"step\"]').value = 2;"
                               "document.querySelector('input[aria-label=\"step\"]')"

@@ -131,10 +131,15 @@ def test_a_click_on_the_heatmap_or_the_lag_one_chart_selects_that_analysis(
     open_page(browser, html)
     assert browser.execute_script(_STATE)["position"] == 2  # the last snapshot, step 30
     browser.execute_script(
+        "const s = document.querySelector('input[aria-label=\"step\"]');"
+        "s.value = 1; s.dispatchEvent(new Event('input'));"
+    )  # the snapshot of step 20: the step cursor, and the analysis with it, go to step 20
+    assert browser.execute_script(_STATE)["analysis"] == 1
+    browser.execute_script(
         "const s = document.querySelector('input[aria-label=\"analysis step\"]');"
         "s.value = 0; s.dispatchEvent(new Event('input'));"
-    )  # the heatmaps show the analysis of step 10; the scatter stays at step 30
-    assert browser.execute_script(_STATE)["position"] == 2
+    )  # the analysis of step 10: the scatter with it
+    assert browser.execute_script(_STATE)["position"] == 0
     # the heatmap's cell of group "head" (row 1), lag 2 (column 1): 110 + 52 + 25, 22 + 24 + 11
     click_at(browser, 'canvas[data-role="acf-grads"]', 187, 57)
     state = browser.execute_script(_STATE)
@@ -145,7 +150,7 @@ def test_a_click_on_the_heatmap_or_the_lag_one_chart_selects_that_analysis(
     assert state["detail"] == f"grads, head, lag 2 at step 10: {value:.2f}"
 
     # The lag-1 chart: a click over step 20 selects the analysis of step 20.
-    left, right = 40, 420 - 90  # the chart's plot area (see autocorrelation.js)
+    left, right = 40, 340 - 14  # the chart's plot area (see autocorrelation.js)
     x = left + (20 - STEPS[0]) / (STEPS[-1] - STEPS[0]) * (right - left)
     click_at(browser, 'canvas[data-role="lag1-params"]', x + 3, 60)
     state = browser.execute_script(_STATE)
