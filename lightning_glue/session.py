@@ -239,7 +239,8 @@ is in CSVLogger (logs), its run record ending 'failed'
         if end is not None and end.error is not None:
             where = f" is in {', '.join(places)}, its run record ending 'failed'" if places else ""
             line = (
-                f"learnscope: the {stage} failed at step {end.step} ({end.error.text(True)}); "
+                f"learnscope: {_what_failed(stage)} failed at step {end.step} "
+                f"({end.error.text(True)}); "
                 f"what learnscope wrote before it ({counts}){where}"
             )
             return line + ("; nothing to " + ", ".join(unwritten) if unwritten else "")
@@ -416,6 +417,16 @@ def leave(trainer: Any, callback: object, exception: BaseException | None = None
         line = session.summary(stage or "run") if stage == "fit" or failed else None
         if line is not None:
             _lightning_log(trainer).log(logging.WARNING if failed else logging.INFO, line)
+
+
+def _what_failed(stage: str) -> str:
+    """The trainer call that failed, in words.
+
+    Example:
+        >>> _what_failed("fit"), _what_failed("validate")
+        ('the fit', 'trainer.validate()')
+    """
+    return "the fit" if stage == "fit" else f"trainer.{stage}()"
 
 
 def _named_findings(findings: Sequence[Finding], most: int = 3) -> str:

@@ -182,7 +182,8 @@ class TrainingHelper(LearnscopeCallback):
         collapse.mask_fn = self.mask_fn
         if self.given("embedding_module"):
             return self.embedding_module
-        projectors = [c for c in trainer.callbacks if isinstance(c, EmbeddingProjector)]
+        attached = getattr(trainer, "callbacks", None) or []
+        projectors = [c for c in attached if isinstance(c, EmbeddingProjector)]
         names = {name for name, _ in pl_module.named_modules() if name}
         if not projectors or projectors[0].module not in names:
             return self.embedding_module

@@ -107,21 +107,22 @@ def test_backbone_finetuning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
     events = run["events"]
 
     # The head is analysed from the start; the history starts again when the backbone trains
-    # (step 6), and analyses resume once it holds more than max(lags) steps (step 12).
+    # (step 6), and analyses resume once it holds more than max(lags) steps (step 12), and at
+    # the end of the fit (step 18).
     steps = [e.step for e in events.Scalars("~learnscope/autocorrelation/params/head/lag_1")]
-    assert steps == [4, 12, 16]
+    assert steps == [4, 12, 16, 18]
     for kind in ("params", "grads"):
         backbone = [
             e.step for e in events.Scalars(f"~learnscope/autocorrelation/{kind}/backbone/lag_1")
         ]
-        assert backbone == [12, 16]
+        assert backbone == [12, 16, 18]
     sampled = run["ac"].state_dict()["history"]["names"]
     assert "backbone.layers.0.weight" in sampled and "head.weight" in sampled
 
     # TrainingHelper: the backbone's gradients are checked once it trains, and its dead layer,
     # trainable from step 6 on, is reported after its first round.
     grad_steps = [e.step for e in events.Scalars("~learnscope/health/grad_norm/backbone")]
-    assert grad_steps == [6, 8, 10, 12, 14, 16]
+    assert grad_steps == [6, 8, 10, 12, 14, 16, 17]  # 17: the fit's last step
     assert _unused(run["helper"]) == {"backbone.dead": 6}
 
     said = [r.getMessage() for r in caplog.records if "trainable" in r.getMessage()]
@@ -141,7 +142,7 @@ def test_every_parameter_frozen_at_fit_start(
             steps = [
                 e.step for e in events.Scalars(f"~learnscope/autocorrelation/{kind}/{group}/lag_1")
             ]
-            assert steps == [12, 16]
+            assert steps == [12, 16, 18]  # 18: the end of the fit
     names = run["ac"].state_dict()["history"]["names"]
     assert {name.split(".")[0] for name in names} == {"backbone", "head"}
     assert [e.step for e in events.Scalars("~learnscope/health/grad_norm/head")] == [
@@ -151,6 +152,7 @@ def test_every_parameter_frozen_at_fit_start(
         12,
         14,
         16,
+        17,  # the fit's last step
     ]
     assert _unused(run["helper"]) == {"backbone.dead": 6}
     messages = [r.getMessage() for r in caplog.records if r.name == "learnscope"]

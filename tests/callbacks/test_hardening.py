@@ -118,8 +118,10 @@ def test_resumed_run_keeps_every_entry_and_continues_steps(
         0,
         5,
         10,
+        11,  # the first fit's last step
         15,
         20,
+        23,  # the resumed fit's last step
     ]
     images = [i.step for i in events.Images("~learnscope/embeddings/encoder/validate/pca")]
     assert images == steps
@@ -215,7 +217,7 @@ def test_real_fit_with_either_lightning_package(
     assert names == ["encoder/validate/step_000000006", "encoder/validate/step_000000012"]
     assert callbacks[1].findings[0].code == "zero-gradient"
     rows = csv_rows(csv_logger)
-    assert logged_steps(rows, "learnscope/health/grad_norm/encoder") == [0, 5, 10]
+    assert logged_steps(rows, "learnscope/health/grad_norm/encoder") == [0, 5, 10, 11]  # 11: last
     if ModelAutocorrelation is not None:
         assert logged_steps(rows, "learnscope/autocorrelation/params/encoder/lag_1")
 
@@ -229,8 +231,8 @@ def test_csv_logger_gets_the_scalar_summaries_with_one_warning_per_callback(
     assert run.global_step == 20
 
     rows = csv_rows(csv_logger)
-    assert logged_steps(rows, "learnscope/health/grad_norm/encoder") == [0, 5, 10, 15]
-    assert logged_steps(rows, "learnscope/health/weight_norm/head") == [0, 5, 10, 15]
+    assert logged_steps(rows, "learnscope/health/grad_norm/encoder") == [0, 5, 10, 15, 19]
+    assert logged_steps(rows, "learnscope/health/weight_norm/head") == [0, 5, 10, 15, 19]
     assert logged_steps(rows, "learnscope/health/collapse/encoder/rankme")  # collapse metrics
     unshown = sorted(m for m in messages(learnscope_log) if "cannot show" in m)
     expected = [
@@ -319,7 +321,7 @@ def test_projector_folder_replaced_by_a_file_mid_run(
     events = EventAccumulator(tb.log_dir, size_guidance={"scalars": 0})
     events.Reload()
     steps = [e.step for e in events.Scalars("~learnscope/health/grad_norm/encoder")]
-    assert steps == [0, 5, 10]  # the same writer's scalars went on after the failure
+    assert steps == [0, 5, 10, 11]  # the same writer's scalars went on after the failure
     wb.experiment.finish()
     history = wandb_history(wandb_runs(wandb_dir)[0])
     tables = [
@@ -332,6 +334,7 @@ def test_projector_folder_replaced_by_a_file_mid_run(
         0,
         5,
         10,
+        11,  # the fit's last step
     ]
 
 
