@@ -222,7 +222,8 @@ def snapshots_missing(settings: Any, ended: Mapping[str, Any]) -> str:
         >>> snapshots_missing({"stages": ["validate"], "every_n_epochs": 2},
         ...                   {"step": 30, "status": "finished"})
         "EmbeddingProjector wrote no snapshot in this run: it captures the stages ['validate'] \
-every 2 epochs (every_n_epochs=2), and leaves out rows with NaN or Inf"
+every 2 epochs (every_n_epochs=2), and leaves out rows with NaN or Inf; every_n_epochs=1 \
+would capture every epoch"
     """
     stopped = _stopped(ended, f"{PROJECTOR}'s first snapshot")
     if stopped is not None:
@@ -238,9 +239,10 @@ every 2 epochs (every_n_epochs=2), and leaves out rows with NaN or Inf"
         if train_steps is not None and "train" in stages
         else ""
     )
+    each = "; every_n_epochs=1 would capture every epoch" if every > 1 else ""
     return (
         f"{PROJECTOR} wrote no snapshot in this run: it captures the stages {stages} {epochs} "
-        f"(every_n_epochs={every}){train}, and leaves out rows with NaN or Inf"
+        f"(every_n_epochs={every}){train}, and leaves out rows with NaN or Inf{each}"
     )
 
 
