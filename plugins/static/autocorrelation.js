@@ -72,14 +72,16 @@ function drawLagOne(ctx, kind, step, lw, lh) {
     ctx.lineWidth = 1.5;
     ctx.beginPath();
     let pen = false;
+    const alone = []; // values with no neighbour to join: dots
     kind.steps.forEach((s, i) => {
       const v = values[i];
       if (v == null) { pen = false; return; }
       if (pen) ctx.lineTo(sx(s), sy(v)); else ctx.moveTo(sx(s), sy(v));
       pen = true;
-      if (values[i - 1] == null && values[i + 1] == null) dot(sx(s), sy(v), 3); // nothing to join
+      if (values[i - 1] == null && values[i + 1] == null) alone.push([sx(s), sy(v)]);
     });
     ctx.stroke();
+    for (const [x, y] of alone) dot(x, y, 3);
     const shown = kind.steps.indexOf(step);
     if (shown >= 0 && values[shown] != null) dot(sx(step), sy(values[shown]), 3.5);
   });
