@@ -533,11 +533,29 @@ def _text_height(lines: int, points: float) -> int:
 
 
 def _wrap(text: str, points: float) -> list[str]:
-    """``text`` broken at spaces into lines that fit the figure's width (16 pixels spare)."""
+    """``text`` broken into lines that fit the figure's width (16 pixels spare).
+
+    Fields set apart by two spaces (``"encoder/validate  step 160  spread 18.7"``) stay whole
+    where they fit: a line breaks between them first, then at single spaces.
+
+    Example:
+        >>> _wrap("encoder/validate  step 160  spread 18.7", TITLE_FONT)
+        ['encoder/validate  step 160', 'spread 18.7']
+    """
     import textwrap
 
     fits = max(8, int((WIDTH - 16) / (0.56 * points * _EM)))  # 0.56 em: mixed text's widest
-    return [part for line in text.splitlines() for part in textwrap.wrap(line, fits) or [""]]
+    lines: list[str] = []
+    for line in text.splitlines():
+        packed: list[str] = []
+        for field in line.split("  "):
+            joined = f"{packed[-1]}  {field}" if packed else field
+            if packed and len(joined) <= fits:
+                packed[-1] = joined
+            else:
+                packed.extend(textwrap.wrap(field, fits) or [""])
+        lines.extend(packed or [""])
+    return lines
 
 
 def _legend_shape(

@@ -30,12 +30,13 @@ export class ScatterBar {
     this.step = el('span', { 'data-role': 'snapshot-step',
       title: 'The snapshot shown: its trainer step, its place among the snapshots, and how it ' +
         'relates to the step cursor' });
+    this.comma = el('span');
     this.spread = el('span', { class: 'ls-help', 'data-role': 'spread', title: SPREAD_TITLE });
     this.trails = el('input', { type: 'checkbox', onchange: () => on.trails(),
       title: 'Draw a short trail behind each point: where it was over the last snapshots' });
     this.element = el('div', { class: 'ls-bar' }, [
       el('label', {}, ['embedding ', this.tag]), el('label', {}, ['colour by ', this.colour]),
-      this.play, this.slider, el('span', {}, [this.step, this.spread]),
+      this.play, this.slider, el('span', {}, [this.step, this.comma, this.spread]),
       el('label', { title: this.trails.title }, [this.trails, ' trails']),
     ]);
   }
@@ -58,8 +59,9 @@ export class ScatterBar {
     const spread = e.spreads ? e.spreads[i] : null;
     this.step.textContent = `snapshot of step ${e.steps[i]} (${i + 1}/${e.steps.length})` +
       relation(e.steps[i], cursorStep);
-    this.spread.textContent = spread != null && e.units === 'spread'
-      ? `, spread ${Number(spread).toPrecision(3)}` : '';
+    const shown = spread != null && e.units === 'spread';
+    this.comma.textContent = shown ? ', ' : '';
+    this.spread.textContent = shown ? `spread ${Number(spread).toPrecision(3)}` : '';
   }
 
   showPlaying(playing) {

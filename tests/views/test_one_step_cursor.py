@@ -135,7 +135,7 @@ def check_shown(driver: Any, view: dict, cursor: int) -> None:
         f"snapshot of step {snapshots[i]} ({i + 1}/{len(snapshots)})"
         + relation(snapshots[i], cursor)
     ), shown
-    assert shown["spread"] == f", spread {precision(embedding['spreads'][i])}", shown
+    assert shown["spread"] == f"spread {precision(embedding['spreads'][i])}", shown
     assert shown["analysisIndex"] == a, shown
     assert shown["analysis"] == f"analysis of step {analyses[a]}" + relation(analyses[a], cursor)
     for kind in view["autocorrelation"]:  # each group's lag-1 value at the analysis shown
