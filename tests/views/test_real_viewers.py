@@ -46,9 +46,10 @@ def demo_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    (sync,) = [line for line in result.stdout.splitlines() if "wandb sync " in line]
-    run_dir = Path(sync.split("wandb sync ", 1)[1])  # the exact command, with the run directory
+    run_dir = wandb_run_dir(logdir)
     assert run_dir.parent == logdir / "wandb" and run_dir.name.startswith("offline-run-")
+    output = result.stdout + result.stderr  # the end-of-fit line goes to the log (stderr)
+    assert f"wandb sync {run_dir}" in output  # the exact command, with the run directory
     assert (run_dir / "files").is_dir()
     return logdir
 
