@@ -8,7 +8,7 @@ const SEVERITY_COLOURS = { error: '#c62828', warning: '#f9a825', info: '#1565c0'
 const COLUMNS = {
   step: 'The trainer step of the check that found it',
   severity: 'error, warning or info (a harmless note)',
-  code: 'What was found (README: What each finding means)',
+  code: 'What kind of problem was found',
   subject: 'The module, parameter or tag it is about',
   message: 'What was seen, and what to try',
 };
