@@ -36,7 +36,7 @@ NOISE += ("Warning", "WARNING", "`Trainer.fit` stopped", "Seed set", "wandb:")
 @pytest.fixture(scope="module")
 def two_epochs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """``learnscope demo --epochs 2 --wandb`` run once, in a process of its own: its logdir and
-    result (with an offline W&B run, as the README's second demo run)."""
+    result (with an offline W&B run, as the second run of the comparison in docs/demo.md)."""
     logdir = tmp_path_factory.mktemp("demo") / "runs"
     args = ["demo", "--logdir", str(logdir), "--epochs", "2", "--wandb"]
     result = subprocess.run(
@@ -95,7 +95,7 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another(
     from learnscope.lightning_glue.demo import run_demo
 
     logdir, _ = two_epochs
-    (first,) = (logdir / "demo").glob("version_*")  # with --wandb, as the README's second run
+    (first,) = (logdir / "demo").glob("version_*")  # with --wandb, as docs/demo.md's second run
     again = run_demo(tmp_path / "again", epochs=2, seed=0).tensorboard
     other = run_demo(tmp_path / "other", epochs=2, seed=1).tensorboard
     assert numbers(again) == numbers(first)  # bit for bit: arrays travel as their bytes

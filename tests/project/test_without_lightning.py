@@ -1,6 +1,6 @@
 """learnscope's core and writers in a hand-written PyTorch loop, with no Lightning at all.
 
-``train`` is the README's "Without Lightning" example; the test runs it in a fresh interpreter
+``train`` is the example of docs/without_lightning.md; the test runs it in a fresh interpreter
 (so that nothing else has imported Lightning) and reads back what the dashboards get.
 """
 
@@ -19,7 +19,7 @@ LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")
 
 
 def train(log_dir: str, wandb_dir: str) -> None:
-    """The README example: a plain loop writing to TensorBoard and wandb."""
+    """The example of docs/without_lightning.md: a plain loop writing to TensorBoard and wandb."""
     import torch
     import wandb
     from torch import nn
