@@ -16,6 +16,12 @@ Run (CPU, about two minutes on two cores)::
 
 On a GPU, ``--device cuda`` uses an 11M-parameter transformer.
 
+**Compiled models**: ``--compile inductor`` (or another backend) fits ``torch.compile(model)``;
+the table then also gives the number of graphs torch compiled in each run (torch's own
+``counters["stats"]["unique_graphs"]``), which learnscope must not raise::
+
+    python benchmarks/overhead.py --compile inductor --variants none all_three --steps 300
+
 **Against another version of learnscope**, in the same run: ``--baseline DIR`` runs every
 variant also with the ``learnscope`` package found in ``DIR`` (every fit then runs in a fresh
 process, ``PYTHONPATH=DIR`` for the baseline's), interleaved with the current code's. ``DIR``
@@ -51,6 +57,7 @@ from naive_autocorrelation import NaiveAutocorrelation
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
 from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
 from learnscope.lightning_glue.training_helper import TrainingHelper
 
@@ -134,6 +141,11 @@ VARIANTS: dict[str, Callable[[], list[Callback]]] = {
     "naive_health": lambda: [NaiveHealth()],
     "model_autocorrelation": lambda: [ModelAutocorrelation()],
     "naive_autocorrelation": lambda: [NaiveAutocorrelation()],
+    "all_three": lambda: [
+        EmbeddingProjector("encoder", stages=("train",), every_n_train_steps=50),
+        ModelAutocorrelation(),
+        TrainingHelper(),
+    ],
 }
 
 
@@ -198,15 +210,21 @@ class StepTimer(Callback):
 
 
 def run_once(
-    variant: str, size: ModelSize, steps: int, device: str
-) -> tuple[list[float], list[float]]:
-    """One fit of ``steps`` steps with the variant's callbacks.
+    variant: str, size: ModelSize, steps: int, device: str, backend: str | None = None
+) -> tuple[list[float], list[float], int]:
+    """One fit of ``steps`` steps with the variant's callbacks (compiled with ``backend``).
 
     Returns:
-        The step times, and the time inside the variant's hooks at each step, in seconds.
+        The step times and the time inside the variant's hooks at each step, in seconds, and
+        the number of graphs torch compiled (0 in eager mode).
     """
+    from torch._dynamo.utils import counters
+
     torch.manual_seed(0)
+    torch._dynamo.reset()
+    counters.clear()
     model = SmallTransformer(size)
+    fitted = model if backend is None else torch.compile(model, backend=backend)
     tokens = torch.randint(0, size.vocab, (steps * size.batch, size.seq + 1))
     loader = DataLoader(TensorDataset(tokens), batch_size=size.batch, shuffle=False)
     # The timer comes last, so that its batch-end time includes the variant's hooks.
@@ -223,8 +241,8 @@ def run_once(
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(model, loader)
-    return timer.times, timer.hooks
+    trainer.fit(fitted, loader)
+    return timer.times, timer.hooks, counters["stats"]["unique_graphs"]
 
 
 @dataclass(frozen=True)
@@ -235,6 +253,7 @@ class Result:
     run_means: list[float]
     hook_seconds_per_step: list[float]  # per run: mean over all steps
     hook_median_per_step: list[float]  # per run: median over the steps after warm-up
+    graphs: list[int]  # per run: graphs torch compiled
 
     @property
     def median(self) -> float:
@@ -254,21 +273,22 @@ class Result:
 
 
 def run_in_process(
-    variant: str, steps: int, device: str, threads: int, package: str | None
-) -> tuple[list[float], list[float]]:
+    variant: str, steps: int, device: str, threads: int, package: str | None, backend: str | None
+) -> tuple[list[float], list[float], int]:
     """:func:`run_once` in a fresh Python, with ``package`` first on its path if given."""
     env = dict(os.environ)
     if package is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package, env.get("PYTHONPATH")]))
     command = [sys.executable, str(Path(__file__).resolve()), "--run-one", variant]
     command += ["--steps", str(steps), "--device", device, "--threads", str(threads)]
+    command += ["--compile", backend] if backend is not None else []
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{variant} ({package or 'current'}) failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if package is not None and not result["learnscope"].startswith(package):
         raise RuntimeError(f"the baseline run imported learnscope from {result['learnscope']}")
-    return result["times"], result["hooks"]
+    return result["times"], result["hooks"], result["graphs"]
 
 
 def benchmark(
@@ -279,6 +299,7 @@ def benchmark(
     device: str,
     baseline: str | None = None,
     threads: int = 1,
+    backend: str | None = None,
 ) -> dict[str, Result]:
     """Run every variant ``repeats`` times, interleaved; the per-run medians and means.
 
@@ -295,21 +316,25 @@ def benchmark(
     means: dict[str, list[float]] = {label[r]: [] for r in runs}
     hooks: dict[str, list[float]] = {label[r]: [] for r in runs}
     hook_medians: dict[str, list[float]] = {label[r]: [] for r in runs}
+    graphs: dict[str, list[int]] = {label[r]: [] for r in runs}
     for repeat in range(repeats):
         shift = repeat % len(runs)
         for run in runs[shift:] + runs[:shift]:
             variant, package = run
             if baseline is None:
-                times, per_step = run_once(variant, size, steps, device)
+                times, per_step, compiled = run_once(variant, size, steps, device, backend)
             else:
-                times, per_step = run_in_process(variant, steps, device, threads, package)
+                times, per_step, compiled = run_in_process(
+                    variant, steps, device, threads, package, backend
+                )
             name = label[run]
             medians[name].append(statistics.median(times[warmup:]))
             means[name].append(statistics.fmean(times[warmup:]))
             hooks[name].append(sum(per_step) / len(per_step))
             hook_medians[name].append(statistics.median(per_step[warmup:]))
+            graphs[name].append(compiled)
     return {
-        name: Result(medians[name], means[name], hooks[name], hook_medians[name])
+        name: Result(medians[name], means[name], hooks[name], hook_medians[name], graphs[name])
         for name in medians
     }
 
@@ -323,11 +348,12 @@ def markdown(results: dict[str, Result], baseline: str = "none") -> str:
     step pays) and its mean over all steps (check and analysis steps included), each also as a
     share of the median step of ``none``.
     """
+    compiled = any(any(result.graphs) for result in results.values())
     lines = [
         "| variant | median step (ms) [run range] | overhead | mean step (ms) | mean overhead "
         "| hooks per step, median (ms) | median hooks / step | hooks per step, mean (ms) "
-        "| mean hooks / step |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| mean hooks / step |" + (" graphs compiled per run |" if compiled else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if compiled else ""),
     ]
     base = results.get(baseline)
     for variant, result in results.items():
@@ -340,6 +366,7 @@ def markdown(results: dict[str, Result], baseline: str = "none") -> str:
             f"| {variant} | {1000 * result.median:.2f} [{low:.2f}-{high:.2f}] | {over} "
             f"| {1000 * result.mean:.2f} | {mean_over} | {1000 * result.hooks_median:.3f} "
             f"| {fixed} | {1000 * result.hooks:.3f} | {hooks} |"
+            + (f" {', '.join(map(str, result.graphs))} |" if compiled else "")
         )
     return "\n".join(lines)
 
@@ -356,6 +383,9 @@ def main() -> None:
         metavar="DIR",
         help="also run every variant with the learnscope package in DIR (see the module help)",
     )
+    parser.add_argument(
+        "--compile", metavar="BACKEND", help="fit torch.compile(model, backend=BACKEND)"
+    )
     parser.add_argument("--run-one", metavar="VARIANT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--threads",
@@ -370,8 +400,11 @@ def main() -> None:
     if args.run_one is not None:  # one fit, for --baseline: JSON on the last line
         import learnscope
 
-        times, hooks = run_once(args.run_one, SIZES[args.device], args.steps, args.device)
-        print(json.dumps({"times": times, "hooks": hooks, "learnscope": learnscope.__file__}))
+        times, hooks, graphs = run_once(
+            args.run_one, SIZES[args.device], args.steps, args.device, args.compile
+        )
+        found = {"times": times, "hooks": hooks, "graphs": graphs}
+        print(json.dumps(found | {"learnscope": learnscope.__file__}))
         return
     if args.warmup >= args.steps:
         parser.error("--warmup must be below --steps")
@@ -385,9 +418,11 @@ def main() -> None:
         args.device,
         baseline=args.baseline,
         threads=args.threads,
+        backend=args.compile,
     )
+    compiled = f", torch.compile(backend={args.compile!r})" if args.compile else ""
     print(
-        f"{args.device}: {params / 1e6:.1f}M parameters, {size}, {args.steps} steps "
+        f"{args.device}{compiled}: {params / 1e6:.1f}M parameters, {size}, {args.steps} steps "
         f"({args.warmup} warm-up) x {args.repeats} repeats, {torch.get_num_threads()} "
         f"threads, torch {torch.__version__}\n"
     )

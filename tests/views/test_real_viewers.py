@@ -23,6 +23,7 @@ from readers import parse_metadata, png_size, wandb_artifact_tables, wandb_histo
 from tb_server import TensorBoardServer, tensorboard
 
 from learnscope import EmbeddingSnapshot
+from learnscope.lightning_glue.demo import EMBEDDING_DIMS
 from learnscope.plugins import projector_files
 from learnscope.plugins.tensorboard import TensorBoardWriter
 
@@ -149,7 +150,7 @@ def test_wandb_run_holds_tables_charts_histograms_and_findings(demo_logdir: Path
     for table in tables:
         assert table["columns"][:3] == ["embedding", "step", "stage"]
         assert {"label", "id", "pca_x", "pca_y", "image"} <= set(table["columns"])
-        assert len(table["data"]) == 540 and len(table["data"][0][0]) == 32
+        assert len(table["data"]) == 540 and len(table["data"][0][0]) == EMBEDDING_DIMS
     chart_keys = [
         k
         for row in history
@@ -238,7 +239,9 @@ def test_browser_shows_projector_and_custom_scalars(
 
     with chromium(width=1200, height=780) as driver:
         driver.get(f"{server.base}/#projector")
-        text = wait_for_text(driver, lambda t: "Points: 540" in t and "Dimension: 32" in t)
+        text = wait_for_text(
+            driver, lambda t: "Points: 540" in t and f"Dimension: {EMBEDDING_DIMS}" in t
+        )
         assert "encoder/validate/step_0000000" in text
 
         menu, opened = make_screenshots.projector(driver, server.base, None, run="order")
