@@ -18,7 +18,7 @@ from readers import (
     wandb_run_dir,
 )
 
-from learnscope.plugins.figures import COLOURS, acf_chart
+from learnscope.plugins.figures import COLOURS, WIDTH, acf_chart
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.plugins.tensorboard_layout import LAYOUT_FILE, margin, multiline
 from learnscope.plugins.wandb import WandbWriter
@@ -163,7 +163,7 @@ def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
     for row in history:  # the pictures TensorBoard shows, under the same tags
         for kind in ("params", "grads"):
             image = row[f"~learnscope/autocorrelation/{kind}/acf"]
-            size = (400, 333) if kind == "params" else (400, 385)  # grads: a third legend row
+            size = (WIDTH, 333) if kind == "params" else (WIDTH, 385)  # grads: a third legend row
             assert (image["_type"], image["width"], image["height"]) == ("image-file", *size)
     tables = wandb_artifact_tables(run_dir, "~learnscope/autocorrelation/grads/acf_lines_table")
     assert len(tables) == 2
