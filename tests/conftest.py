@@ -11,6 +11,11 @@ import pytest
 # learnscope's own failures fail the tests instead of being logged and switched off; tests of
 # that soft behaviour ask for the ``lenient`` fixture.
 os.environ["LEARNSCOPE_STRICT"] = "1"
+# pytest-xdist runs the tests in two processes (pyproject's addopts): one torch thread each keeps
+# them from fighting over the two cores (torch would start one thread per core in each). Set
+# before torch is imported, so the child processes the tests start get it too.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("WANDB_DISABLE_CODE", "true")
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
