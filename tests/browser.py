@@ -149,6 +149,21 @@ def wait_view_ready(driver: Any, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+def ready_view_state(driver: Any, timeout: float = 60.0) -> dict[str, Any]:
+    """The view's state once it is ready; its error, raised, if it failed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = driver.execute_script(
+            "const v = window.learnscopeView; return v ? JSON.parse(JSON.stringify(v.state)) : null"
+        )
+        if state and state.get("error"):
+            raise AssertionError(state["error"])
+        if state and state["ready"]:
+            return state
+        assert time.monotonic() < deadline, f"the view never got ready: {state}"
+        time.sleep(0.2)
+
+
 def enter_learnscope_tab(driver: Any, base: str, timeout: float = 60.0) -> None:
     """Open TensorBoard at ``base`` on the learnscope tab; switch into the tab's iframe."""
     driver.get(f"{base}/#learnscope")

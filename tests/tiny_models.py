@@ -57,6 +57,20 @@ class TinyClassifier(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
 
+class Backbone(TinyClassifier):
+    """A ``backbone`` and a ``head``, no ``encoder``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        head = self.head
+        del self.encoder, self.head
+        self.backbone = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 8))
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
 class ZeroBranch(TinyClassifier):
     """A branch multiplied by zero: its parameters always get a zero gradient."""
 

@@ -12,8 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, loaders, trainer
-from torch import nn
+from tiny_models import Backbone, TinyClassifier, loaders, trainer
 
 from learnscope import EmbeddingSnapshot
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
@@ -159,20 +158,6 @@ def test_no_summary_under_fast_dev_run(tmp_path: Path, lightning_log: Any) -> No
 
 
 # --- checks that are off say so ---------------------------------------------------------------
-
-
-class Backbone(TinyClassifier):
-    """A ``backbone`` and a ``head``, no ``encoder``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        head = self.head
-        del self.encoder, self.head
-        self.backbone = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 8))
-        self.head = head
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x))
 
 
 def test_missing_encoder_warns_once_with_the_names_to_use(

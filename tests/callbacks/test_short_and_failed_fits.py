@@ -16,11 +16,9 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import pytest
-import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
-from torch import nn
+from tiny_models import Backbone, TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.run_view import read_view
@@ -310,20 +308,6 @@ def test_ctrl_c_stays_interrupted_with_the_command_that_opens_it(
 
 
 # --- one module name ----------------------------------------------------------------------
-
-
-class Backbone(TinyClassifier):
-    """A ``backbone`` and a ``head``, no ``encoder``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        head = self.head
-        del self.encoder, self.head
-        self.backbone = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 8))
-        self.head = head
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x))
 
 
 def test_training_helper_checks_the_module_of_the_projector_beside_it(

@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from browser import chromium_or_skip, enter_learnscope_tab, open_page, unavailable_reason
+from browser import (
+    chromium_or_skip,
+    enter_learnscope_tab,
+    open_page,
+    ready_view_state,
+    unavailable_reason,
+)
 from readers import page_views, parse_metadata, wandb_run_dir, wandb_view_pages
 from record_entries import (
     ALL_CALLBACKS,
@@ -547,7 +553,7 @@ def test_exported_page_plays_offline_and_opens_the_newest_run(
     browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["http://*", "https://*", "ws*"]})
     try:
         browser.get(page.as_uri())
-        state = _wait_ready(browser)
+        state = ready_view_state(browser)
         requests = browser.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)"
         )
@@ -585,7 +591,7 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
         view = server.json("/data/plugin/learnscope/view", run="demo/version_0")
         enter_learnscope_tab(browser, server.base)
         try:
-            state = _wait_ready(browser)
+            state = ready_view_state(browser)
             assert state["run"] == "demo/version_0"
             assert state["points"] == state["drawnPoints"] == 540
             _check_point_in_frame(browser, view)
@@ -594,7 +600,7 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
             text = browser.find_element("tag name", "body").text
             assert "No findings." in text and "attach" not in text
             browser.execute_script("window.learnscopeView.loadRun('archive/version_0')")
-            _wait_ready(browser)
+            ready_view_state(browser)
             text = browser.find_element("tag name", "body").text
             assert "dead-units" in text and "encoder.0" in text  # the findings timeline
         finally:
@@ -727,20 +733,6 @@ def _frames_while_playing(browser: Any) -> int:
     browser.execute_script("window.learnscopeView.pause()")
     assert frames >= 30
     return frames
-
-
-def _wait_ready(browser: Any, timeout: float = 60.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        state = browser.execute_script(
-            "const v = window.learnscopeView; return v ? JSON.parse(JSON.stringify(v.state)) : null"
-        )
-        if state and state.get("error"):
-            raise AssertionError(state["error"])
-        if state and state["ready"]:
-            return state
-        assert time.monotonic() < deadline, f"the view never got ready: {state}"
-        time.sleep(0.2)
 
 
 def _check_point_in_frame(browser: Any, view: dict) -> None:

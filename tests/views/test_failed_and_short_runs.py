@@ -20,7 +20,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import pytest
-from browser import chromium_or_skip, enter_learnscope_tab, unavailable_reason
+from browser import chromium_or_skip, enter_learnscope_tab, ready_view_state, unavailable_reason
 from lightning.pytorch.loggers import TensorBoardLogger
 from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
@@ -69,20 +69,6 @@ def browser() -> Iterator[Any]:
     yield from chromium_or_skip()
 
 
-def _wait_ready(browser: Any, timeout: float = 60.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        state = browser.execute_script(
-            "const v = window.learnscopeView; return v ? JSON.parse(JSON.stringify(v.state)) : null"
-        )
-        if state and state.get("error"):
-            raise AssertionError(state["error"])
-        if state and state["ready"]:
-            return state
-        assert time.monotonic() < deadline, f"the view never got ready: {state}"
-        time.sleep(0.2)
-
-
 def _shown(browser: Any) -> dict[str, Any]:
     """The run picker's options, the messages under the header, the autocorrelation status."""
     return browser.execute_script(
@@ -100,7 +86,7 @@ def _shown(browser: Any) -> dict[str, Any]:
 
 def _check_the_views(browser: Any) -> None:
     """Opened on the good run; the failed run marked, and said failed when it is shown."""
-    assert _wait_ready(browser)["run"] == "good/version_0"  # not the newer, failed one
+    assert ready_view_state(browser)["run"] == "good/version_0"  # not the newer, failed one
     shown = _shown(browser)
     assert shown["options"] == [
         ["crashed/version_0", "crashed/version_0 (failed)", f"failed: {FAILURE}"],
@@ -109,7 +95,7 @@ def _check_the_views(browser: Any) -> None:
     assert shown["autocorrelation"] == SHORT
     assert not any("failed" in m for m in shown["messages"])
     browser.execute_script("window.learnscopeView.loadRun('crashed/version_0')")
-    _wait_ready(browser)
+    ready_view_state(browser)
     shown = _shown(browser)
     assert shown["messages"][0] == f"the run failed at step 0: {FAILURE}"
 
