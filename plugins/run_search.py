@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.record_checks import is_number
-from learnscope.plugins.run_status import end_error, error_text
+from learnscope.plugins.run_status import RunEntries, error_text
 from learnscope.run_files import RECORD_FILE, REFRESH_MARKER_PREFIX
 
 SKIPPED_FOLDERS = ("projector", "wandb")  # never searched for runs (a run's own data, wandb's)
@@ -80,19 +80,10 @@ def run_started(run_dir: str | Path) -> float:
         >>> run_started(run)
         12.5
     """
-    try:
-        fd = os.open(Path(run_dir) / RECORD_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+    read = _read_record(run_dir, _FIRST_LINE_BYTES)
+    if read is None:
         return 0.0
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            return 0.0
-        head = os.pread(fd, _FIRST_LINE_BYTES, 0)
-    except OSError:
-        return 0.0
-    finally:
-        os.close(fd)
+    head, status = read
     line, newline, _ = head.partition(b"\n")
     try:
         entry = json.loads(line) if newline else None
@@ -103,8 +94,13 @@ def run_started(run_dir: str | Path) -> float:
     return status.st_mtime
 
 
-def _read_tail(run_dir: str | Path, size: int) -> tuple[bytes, int] | None:
-    """The last ``size`` bytes of the record and the file's length; never through a link."""
+def _read_record(
+    run_dir: str | Path, size: int, from_end: bool = False
+) -> tuple[bytes, os.stat_result] | None:
+    """At most ``size`` bytes of the run's record, from its start or its end, and its status.
+
+    ``None`` when there is no readable record; never read through a link or from a FIFO.
+    """
     try:
         fd = os.open(Path(run_dir) / RECORD_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -113,8 +109,8 @@ def _read_tail(run_dir: str | Path, size: int) -> tuple[bytes, int] | None:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             return None
-        start = max(0, status.st_size - size)
-        return os.pread(fd, status.st_size - start, start), status.st_size
+        start = max(0, status.st_size - size) if from_end else 0
+        return os.pread(fd, size, start), status
     except OSError:
         return None
     finally:
@@ -139,15 +135,15 @@ def run_outcome(run_dir: str | Path) -> dict[str, Any]:
         >>> run_outcome(run)
         {'failed': 'ValueError: no such module', 'has_data': False}
     """
-    read = _read_tail(run_dir, _TAIL_BYTES)
+    read = _read_record(run_dir, _TAIL_BYTES, from_end=True)
     if read is None:
         return {"failed": None, "has_data": False}
-    tail, size = read
+    tail, status = read
     lines = tail.split(b"\n")
-    if size > len(tail):
+    if status.st_size > len(tail):
         lines = lines[1:]  # the first line is cut
-    ended: dict[str, Any] | None = None
-    has_data = size > _TAIL_BYTES
+    newest = RunEntries()
+    has_data = status.st_size > _TAIL_BYTES
     for line in lines:
         try:
             entry = json.loads(line) if line.strip() else None
@@ -157,12 +153,11 @@ def run_outcome(run_dir: str | Path) -> dict[str, Any]:
             continue
         kind = entry.get("kind")
         if kind == "run":
-            ended = None
+            newest.ended = None  # a newer run: the end read so far was an older run's
         elif kind == "end":
-            ended = entry
+            newest.fold_end(entry)
         elif kind in _DATA_KINDS or (kind == "findings" and entry.get("rows")):
             has_data = True
-    failed = None
-    if ended is not None and ended.get("status") == "failed":
-        failed = error_text({"error": end_error(ended.get("error"))})
+    ended = newest.ended if newest.failure() is not None else None
+    failed = error_text(ended) if ended is not None else None
     return {"failed": failed, "has_data": has_data}
