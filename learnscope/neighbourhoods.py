@@ -82,7 +82,7 @@ def neighbourhood_overlap(
     """
     near_a = nearest_neighbours(a, k, block_bytes)
     near_b = nearest_neighbours(b, k, block_bytes)
-    return (near_a[:, :, None] == near_b[:, None, :]).any(-1).sum(-1).astype(np.int64)
+    return _kept(near_a, near_b)
 
 
 def neighbourhood_change(
@@ -105,12 +105,17 @@ def neighbourhood_change(
     """
     near_a = nearest_neighbours(a, k, block_bytes)
     near_b = nearest_neighbours(b, k, block_bytes)
-    kept = (near_a[:, :, None] == near_b[:, None, :]).any(-1).sum(-1).astype(np.int64)
+    kept = _kept(near_a, near_b)
     old = _mean_distances(b, near_a, block_bytes)
     new = _mean_distances(b, near_b, block_bytes)
     with np.errstate(divide="ignore", invalid="ignore"):
         drift = np.where(old == new, 1.0, old / new)
     return kept, drift
+
+
+def _kept(near_a: np.ndarray, near_b: np.ndarray) -> np.ndarray:
+    """Per row, how many of its neighbours in ``near_a`` are also in ``near_b``."""
+    return (near_a[:, :, None] == near_b[:, None, :]).any(-1).sum(-1).astype(np.int64)
 
 
 def _mean_distances(x: np.ndarray, neighbours: np.ndarray, block_bytes: int) -> np.ndarray:
