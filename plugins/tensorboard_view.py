@@ -33,7 +33,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
@@ -48,6 +48,17 @@ log = logging.getLogger("learnscope")
 PLUGIN_NAME = "learnscope"
 DEFAULT_INTERVAL_S = 5.0  # between searches of the log directory (TensorBoard's reload_interval)
 MAX_VIEWS = 32  # run views kept; the least recently used goes first
+
+
+class _SeenRecord(NamedTuple):
+    """A run record as a search read it: which file, its size and time, what it said."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    start: float  # when its run started (its first line)
+    outcome: dict[str, Any]  # how it ended (run_search.run_outcome)
 
 
 class LearnscopePlugin(base_plugin.TBPlugin):
@@ -74,9 +85,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         interval = getattr(getattr(context, "flags", None), "reload_interval", None)
         self.interval_s = float(interval) if interval is not None else DEFAULT_INTERVAL_S
         self._runs: dict[str, float] = {}  # name -> start time; replaced whole by each search
-        self._starts: dict[str, tuple[int, int, float]] = {}  # name -> (dev, inode, start)
         self._outcomes: dict[str, dict[str, Any]] = {}  # name -> run_outcome, by search
-        self._read_at: dict[str, tuple[int, int, int, int]] = {}  # name -> (dev, ino, size, mtime)
+        self._seen: dict[str, _SeenRecord] = {}  # name -> its record as the last search read it
         self._searched = threading.Event()
         self._lock = threading.Lock()
         self._views: OrderedDict[str, tuple[RunView, threading.Lock]] = OrderedDict()
@@ -165,8 +175,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         while True:
             start = time.monotonic()
             try:
-                runs = self._search()
-                self._outcomes = self._search_outcomes(runs)
+                runs, self._outcomes = self._search()
                 self._runs = runs
             except Exception:  # a search must never end the thread; say it and try again
                 log.exception("learnscope tab: searching %s failed", self.logdir)
@@ -176,45 +185,38 @@ class LearnscopePlugin(base_plugin.TBPlugin):
                 return
             time.sleep(max(self.interval_s, 10 * took))
 
-    def _search(self) -> dict[str, float]:
-        """Every run under the log directory and when it started."""
-        runs = {}
-        starts = {}
+    def _search(self) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+        """Every run under the log directory: when it started, and how it ended.
+
+        A record is read again only when it changed since the last search: its first line
+        when it is another file, its end when it grew or was written.
+        """
+        runs, outcomes, seen = {}, {}, {}
         for name in run_search.find_runs(self.logdir):  # type: ignore[arg-type]
             run_dir = self.logdir / name  # type: ignore[operator]
             try:
                 status = (run_dir / RECORD_FILE).stat(follow_symlinks=False)
             except OSError:
                 continue
-            known = self._starts.get(name)
-            if known is not None and known[:2] == (status.st_dev, status.st_ino):
-                start = known[2]  # the same file: its first line has not changed
+            known = self._seen.get(name)
+            if known is not None and (known.dev, known.ino) != (status.st_dev, status.st_ino):
+                known = None  # another file under that name: read it afresh
+            # the same file: its first line has not changed, its end only if it was written
+            start = known.start if known is not None else run_search.run_started(run_dir)
+            written = (status.st_size, status.st_mtime_ns)
+            if known is not None and (known.size, known.mtime_ns) == written:
+                outcome = known.outcome
             else:
-                start = run_search.run_started(run_dir)
+                outcome = run_search.run_outcome(run_dir)
             held = self._views.get(name)
             if held is not None and held[0].started > start:
                 start = held[0].started  # a later ``run`` entry the view has read
-            starts[name] = (status.st_dev, status.st_ino, start)
-            runs[name] = start
-        self._starts = starts
-        return runs
-
-    def _search_outcomes(self, runs: dict[str, float]) -> dict[str, dict[str, Any]]:
-        """How each run ended (a record read again only when it changed since the last search)."""
-        outcomes, read_at = {}, {}
-        root = Path(self.logdir or ".")
-        for name in runs:
-            try:
-                status = (root / name / RECORD_FILE).stat(follow_symlinks=False)
-            except OSError:
-                continue
-            key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
-            known = self._outcomes.get(name)
-            if known is None or self._read_at.get(name) != key:
-                known = run_search.run_outcome(root / name)
-            outcomes[name], read_at[name] = known, key
-        self._read_at = read_at
-        return outcomes
+            seen[name] = _SeenRecord(
+                status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, start, outcome
+            )
+            runs[name], outcomes[name] = start, outcome
+        self._seen = seen
+        return runs, outcomes
 
     @wrappers.Request.application
     def _serve_module(self, request: wrappers.Request) -> wrappers.Response:
