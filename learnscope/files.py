@@ -310,3 +310,39 @@ def locked(path: Path) -> Iterator[None]:
             return
         finally:
             os.close(fd)  # releases the lock
+
+
+def append_lines(path: Path, data: bytes) -> None:
+    r"""Append ``data`` (whole lines) to the file ``path`` in one write, under its lock.
+
+    A file whose last line was cut short (by a crash) is first ended with a newline, so that
+    the cut line never glues itself to the next one. Never through a link.
+
+    Raises:
+        OSError: When the file cannot be written (a full disk); it is then cut back to its
+            length before the call, so nothing of ``data`` is left in it.
+
+    Example:
+        >>> import tempfile
+        >>> log_file = Path(tempfile.mkdtemp()) / "log.jsonl"
+        >>> append_lines(log_file, b"a\n")
+        >>> append_lines(log_file, b"b\n")
+        >>> log_file.read_bytes()
+        b'a\nb\n'
+    """
+    with locked(path.parent / f".{path.name}.lock"):
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # no cut line left, and its pages free again
+                raise
+        finally:
+            os.close(fd)

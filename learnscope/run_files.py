@@ -3,7 +3,9 @@
 A run directory (TensorBoard's ``version_0``, a wandb run's ``files/``) holds, from learnscope:
 
 * ``learnscope_record.jsonl``: the run record (:mod:`learnscope.run_record`), the one file the
-  views (the learnscope tab, ``learnscope export``, the W&B ``~learnscope/view`` page) read;
+  views (the learnscope tab, ``learnscope export``, the W&B ``~learnscope/view`` page) read; on
+  an object store, the folder ``learnscope_record.d/`` of its immutable segments instead
+  (:mod:`learnscope.storage.object_store`);
 * for TensorBoard's own tabs: learnscope's event files (names ending in ``.learnscope``), the
   Projector's ``projector_config.pbtxt`` with the snapshots under ``projector/``, and the Custom
   Scalars layout kept in ``learnscope_custom_scalars.json``;
@@ -26,6 +28,7 @@ from __future__ import annotations
 import re
 
 RECORD_FILE = "learnscope_record.jsonl"
+RECORD_SEGMENTS = "learnscope_record.d"  # on an object store: the record as immutable segments
 PROJECTOR_CONFIG = "projector_config.pbtxt"
 PROJECTOR_FOLDER = "projector"
 EVENTS_SUFFIX = ".learnscope"  # the end of the name of learnscope's own event files

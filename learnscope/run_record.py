@@ -1,8 +1,9 @@
-"""The run record: one append-only file of JSON lines per run directory, read by every view.
+"""The run record: append-only JSON lines per run directory, read by every view.
 
 Each line is one JSON object with a ``kind`` (what the entries hold is in ``docs/run_record.md``).
-The file is written only by appending whole lines, each in one ``write`` under the run
-directory's lock, so:
+On a local disk the record is one file, ``learnscope_record.jsonl``, written only by appending
+whole lines, each in one ``write`` under the run directory's lock; on an object store it is a
+folder of immutable segments (:mod:`learnscope.storage.object_store`). Either way:
 
 * a reader never needs more than the lines it has not seen yet (:class:`RecordReader` keeps its
   place in the file);
@@ -29,18 +30,17 @@ Example:
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
-import os
-import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from learnscope.files import locked
+from learnscope.files import append_lines
+from learnscope.storage.folder import RecordSource
+from learnscope.storage.local import FileRecordSource
 
 log = logging.getLogger("learnscope")
 
@@ -84,82 +84,59 @@ def decode_array(encoded: Mapping[str, Any]) -> np.ndarray:
     return array.reshape(shape)
 
 
-def append_entries(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
-    """Append ``entries`` to the record at ``path``, one JSON line each, in one write.
+def encode_entries(entries: Iterable[Mapping[str, Any]]) -> bytes:
+    r"""``entries`` as the record holds them: one JSON line each, UTF-8.
 
-    Non-finite floats are written as ``null`` (JSON has no NaN). A record whose last line was
-    cut short (by a crash) is first ended with a newline.
+    Non-finite floats are written as ``null`` (JSON has no NaN).
+
+    Example:
+        >>> encode_entries([{"kind": "end", "tau": float("nan")}])
+        b'{"kind":"end","tau":null}\n'
+    """
+    text = "".join(json.dumps(_finite(e), separators=(",", ":")) + "\n" for e in entries)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def append_entries(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
+    """Append ``entries`` to the record file at ``path``, one JSON line each, in one write.
+
+    A record whose last line was cut short (by a crash) is first ended with a newline (see
+    :func:`learnscope.files.append_lines`).
 
     Raises:
         OSError: When the file cannot be written (the disk is full, say); the file is then cut
             back to its length before the call, so nothing of the entries is left in it.
     """
-    text = "".join(json.dumps(_finite(e), separators=(",", ":")) + "\n" for e in entries)
-    if not text:
-        return
-    data = text.encode("utf-8", "surrogatepass")
-    with locked(path.parent / f".{path.name}.lock"):
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data
-            view = memoryview(data)
-            try:
-                while view:
-                    view = view[os.write(fd, view) :]
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)  # no cut line left, and its pages free again
-                raise
-        finally:
-            os.close(fd)
+    data = encode_entries(entries)
+    if data:
+        append_lines(path, data)
 
 
 class RecordReader:
     """Reads a run record incrementally: each :meth:`read` returns the entries added since.
 
-    A file that was replaced or cut shorter (another run started over in the directory) is read
-    again from its start, and :attr:`restarted` says so once.
+    A record that was replaced or cut shorter (another run started over in the directory) is
+    read again from its start, and :attr:`restarted` says so once.
 
     Args:
-        path: The record file; it need not exist yet.
-        max_bytes: Read at most this many new bytes per call (the rest comes next time).
+        source: The record file (it need not exist yet), or the
+            :meth:`~learnscope.storage.RunFolder.record_source` of a run folder (on an object
+            store, the record's segments).
+        max_bytes: Read at most about this many new bytes per call (the rest comes next time).
     """
 
-    def __init__(self, path: Path, max_bytes: int = 256 * 1024 * 1024) -> None:
-        self.path = Path(path)
+    def __init__(self, source: Path | RecordSource, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.source = source if isinstance(source, RecordSource) else FileRecordSource(source)
         self.max_bytes = max_bytes
         self.skipped = 0  # lines that were not valid JSON objects
         self.restarted = False
-        self._identity: tuple[int, int] | None = None  # (device, inode) of the file read
-        self._offset = 0
 
     def read(self) -> list[dict[str, Any]]:
         """The complete entries added since the last call (a cut last line waits)."""
-        self.restarted = False
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        try:
-            stat = os.fstat(fd)
-            if not _is_regular(stat.st_mode):
-                raise OSError(f"{self.path} is not a regular file")
-            identity = (stat.st_dev, stat.st_ino)
-            if identity != self._identity or stat.st_size < self._offset:
-                self.restarted = self._identity is not None
-                self._identity, self._offset = identity, 0
-            length = min(stat.st_size - self._offset, self.max_bytes)
-            data = os.pread(fd, length, self._offset) if length > 0 else b""
-        finally:
-            os.close(fd)
-        end = data.rfind(b"\n") + 1
-        if end == 0 and len(data) >= self.max_bytes:  # one line longer than a read: damage
-            end = len(data)
-        self._offset += end
+        data = self.source.read(self.max_bytes)
+        self.restarted = self.source.restarted
         entries = []
-        for line in data[:end].split(b"\n"):
+        for line in data.split(b"\n"):
             if not line.strip():
                 continue
             try:
@@ -171,10 +148,6 @@ class RecordReader:
             else:
                 self.skipped += 1
         return entries
-
-
-def _is_regular(mode: int) -> bool:
-    return stat.S_ISREG(mode)
 
 
 def _finite(value: Any) -> Any:

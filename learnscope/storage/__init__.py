@@ -1,0 +1,47 @@
+"""Where a run's files live: one interface for a local run directory and an object store's.
+
+Everything learnscope writes into a run directory, and everything its views read back, goes
+through a :class:`RunFolder`, made from the logger's own path by :func:`open_run_folder`:
+
+* a local path gets a :class:`LocalFolder`: atomic replaces, locks, an append-only run record,
+  nothing read, written or removed outside the folder (no link followed);
+* any fsspec URL (``s3://``, ``gs://``, ``az://``, ``memory://``, ...) gets an
+  :class:`ObjectStoreFolder`: every file is one object written whole, the run record is a
+  series of immutable segments, and nothing is locked (an object store has no lock).
+
+A file system package that is missing (``s3fs``, ``gcsfs``, ``adlfs``) is a
+:class:`MissingFileSystem` error naming it, raised when the folder is opened: never a local
+folder named after the scheme. Nothing here imports torch.
+
+Example:
+    >>> folder = open_run_folder("memory://runs/doc/version_0")
+    >>> folder.write("a/b.txt", b"hi")
+    >>> folder.read("a/b.txt", max_bytes=10)
+    b'hi'
+    >>> folder.on_object_store
+    True
+"""
+
+from learnscope.storage.folder import (
+    MissingFileSystem,
+    RecordSource,
+    RunFolder,
+    UnreadableFile,
+    check_relative,
+    is_url,
+    open_run_folder,
+)
+from learnscope.storage.local import LocalFolder
+from learnscope.storage.object_store import ObjectStoreFolder
+
+__all__ = [
+    "LocalFolder",
+    "MissingFileSystem",
+    "ObjectStoreFolder",
+    "RecordSource",
+    "RunFolder",
+    "UnreadableFile",
+    "check_relative",
+    "is_url",
+    "open_run_folder",
+]

@@ -1,0 +1,299 @@
+"""A run folder on an object store (``s3://``, ``gs://``, ``memory://``, ...), through fsspec.
+
+An object store writes an object whole or not at all, and has no append, no rename and no lock.
+So here:
+
+* every file is one ``PUT`` of its whole content (a reader sees the old object or the new one);
+* the run record is a folder ``learnscope_record.d/`` of immutable segments, one per append,
+  named ``<sequence, 12 digits>-<writer token>.jsonl`` so that they list in the order written,
+  and a reader lists the folder and reads only the segments it has not read (a segment is
+  never seen half written: it exists only once its ``PUT`` is complete);
+* a run record copied up whole from a local disk (``learnscope_record.jsonl``) is read too,
+  from where the last read stopped;
+* nothing is locked: a file shared by two writers of one run folder at the same moment keeps
+  the last one written (learnscope's writers keep such files in memory and check, before each
+  write, that nobody else changed them; see the TensorBoard writer).
+
+Listings are asked afresh each time (fsspec's listing cache is dropped first), so a view sees
+new segments; the view's own cache decides how often it lists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import re
+import secrets
+from typing import Any
+
+from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
+from learnscope.storage.folder import (
+    RecordSource,
+    RunFolder,
+    UnreadableFile,
+    aside_name,
+    check_relative,
+    say_set_aside,
+)
+
+_SEGMENT = re.compile(r"^(\d{12})-[0-9a-z]+\.jsonl$")
+
+
+class ObjectStoreFolder(RunFolder):
+    r"""A run folder under an fsspec URL.
+
+    Args:
+        fs: The fsspec file system (``fsspec.core.url_to_fs``'s first result).
+        root: The folder's path in ``fs`` (its second result).
+        location: The URL, for messages and commands.
+
+    Example:
+        >>> import fsspec
+        >>> fs, root = fsspec.core.url_to_fs("memory://doc/run")
+        >>> folder = ObjectStoreFolder(fs, root, "memory://doc/run")
+        >>> folder.append_record(b'{"kind":"run"}\n')
+        >>> folder.listing()
+        (['learnscope_record.d'], [])
+        >>> folder.record_source().read(1 << 20)
+        b'{"kind":"run"}\n'
+    """
+
+    on_object_store = True
+
+    def __init__(self, fs: Any, root: str, location: str) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.location = location.rstrip("/")
+        self._token = secrets.token_hex(4)  # this writer's segments never overwrite another's
+        self._next_segment: int | None = None  # listed at the first append
+
+    def __repr__(self) -> str:
+        return f"ObjectStoreFolder({self.location!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_next_segment"] = None  # a copy lists the segments again before it appends
+        state["_token"] = secrets.token_hex(4)
+        return state
+
+    def _path(self, path: str) -> str:
+        return "/".join([self.root, *check_relative(path)]) if path else self.root
+
+    def child(self, path: str) -> ObjectStoreFolder:
+        """The folder ``path`` under this one."""
+        relative = "/".join(check_relative(path))
+        return ObjectStoreFolder(self.fs, self._path(path), f"{self.location}/{relative}")
+
+    def exists(self) -> bool:
+        """An object store's folder is always there (it is a prefix of names)."""
+        return True
+
+    def make(self) -> None:
+        """Nothing to make: objects need no folder."""
+
+    def write(self, path: str, data: bytes | memoryview) -> None:
+        """One ``PUT`` of the whole object ``path``."""
+        self.fs.pipe_file(self._path(path), bytes(data))
+
+    def read(self, path: str, max_bytes: int, size: int | None = None) -> bytes:
+        """The object ``path``: one ranged ``GET`` of at most ``max_bytes + 1`` bytes."""
+        try:
+            data = self.fs.cat_file(self._path(path), start=0, end=max_bytes + 1)
+        except FileNotFoundError:
+            raise UnreadableFile(f"{path!r} cannot be opened (No such file)") from None
+        except OSError as error:
+            raise UnreadableFile(f"{path!r} cannot be read ({error})") from None
+        if len(data) > max_bytes:
+            raise UnreadableFile(f"{path!r} has more than {max_bytes:,} bytes")
+        if size is not None and len(data) != size:
+            raise UnreadableFile(f"{path!r} has {len(data):,} bytes, not {size:,}")
+        return data
+
+    def stamp(self, path: str) -> tuple[object, ...] | None:
+        """The object's size and its entity tag (or time): one ``HEAD``."""
+        info = self._info(self._path(path))
+        if info is None:
+            return None
+        return (info.get("size"), _version(info))
+
+    def size(self, path: str) -> int | None:
+        """The object's size: one ``HEAD``."""
+        info = self._info(self._path(path))
+        return None if info is None or info.get("type") != "file" else int(info["size"])
+
+    def remove(self, path: str) -> None:
+        """Delete the object ``path``; a missing one is no error."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._path(path))
+
+    def set_aside(self, path: str, error: Exception, what: str, then: str) -> str:
+        """Copy the object ``path`` aside, then delete it (see :meth:`RunFolder.set_aside`)."""
+        full = self._path(path)
+        parent, name = full.rsplit("/", 1)
+        aside = aside_name(name, lambda taken: self._info(f"{parent}/{taken}") is not None)
+        self.fs.copy(full, f"{parent}/{aside}")
+        self.remove(path)
+        say_set_aside(f"{self.location}/{path}", what, error, aside, then)
+        return aside
+
+    def listing(self, path: str = "") -> tuple[list[str], list[str]]:
+        """Folders (common prefixes) and objects directly in ``path``: one ``LIST``."""
+        folders, files = [], []
+        for entry in self._entries(self._path(path)):
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            (folders if entry.get("type") == "directory" else files).append(name)
+        return folders, files
+
+    def locked(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """No lock: an object store has none."""
+        return contextlib.nullcontext()
+
+    def append_record(self, data: bytes) -> None:
+        """Write ``data`` as the record's next segment (one ``PUT``; a ``LIST`` the first time)."""
+        if self._next_segment is None:
+            numbers = [int(m[1]) for m in map(_SEGMENT.match, self._segments()) if m]
+            self._next_segment = max(numbers, default=0) + 1
+        name = f"{self._next_segment:012d}-{self._token}.jsonl"
+        self.write(f"{RECORD_SEGMENTS}/{name}", data)
+        self._next_segment += 1
+
+    def record_source(self) -> RecordSource:
+        """A reader of the record's segments (or of a record file copied up whole)."""
+        return _ObjectSource(self)
+
+    def record_head(self, size: int) -> tuple[bytes, float] | None:
+        """The first segment's first ``size`` bytes and its time."""
+        entries = self._segment_entries()
+        if entries:
+            first = entries[0]
+            return self.fs.cat_file(first["name"], start=0, end=size), _time(first)
+        info = self._info(self._path(RECORD_FILE))
+        if info is None or info.get("type") != "file":
+            return None
+        data = self.fs.cat_file(info["name"], start=0, end=size)
+        return data, _time(info)
+
+    def record_tail(self, size: int) -> bytes | None:
+        """The last segments, whole, until they hold ``size`` bytes (or a record file's end)."""
+        entries = self._segment_entries()
+        if not entries:
+            info = self._info(self._path(RECORD_FILE))
+            if info is None or info.get("type") != "file":
+                return None
+            start = max(0, int(info["size"]) - size)
+            return self.fs.cat_file(info["name"], start=start)
+        chunks: list[bytes] = []
+        total = 0
+        for entry in reversed(entries):
+            chunks.append(self.fs.cat_file(entry["name"]))
+            total += len(chunks[-1])
+            if total >= size:
+                break
+        return b"".join(reversed(chunks))
+
+    def has_record(self, path: str = "") -> bool:
+        """Whether ``path`` holds record segments or a record file."""
+        folders, files = self.listing(path)
+        return RECORD_SEGMENTS in folders or RECORD_FILE in files
+
+    def _entries(self, path: str) -> list[dict[str, Any]]:
+        """The listing of ``path`` with details, asked afresh; empty when it has nothing."""
+        self.fs.invalidate_cache(path)
+        try:
+            return list(self.fs.ls(path, detail=True))
+        except FileNotFoundError:
+            return []
+
+    def _info(self, path: str) -> dict[str, Any] | None:
+        self.fs.invalidate_cache(path)
+        try:
+            return self.fs.info(path)
+        except FileNotFoundError:
+            return None
+
+    def _segment_entries(self) -> list[dict[str, Any]]:
+        """The record's segments, in order, with their details."""
+        entries = self._entries(self._path(RECORD_SEGMENTS))
+        named = [e for e in entries if e.get("type") == "file" and _SEGMENT.match(_name(e))]
+        return sorted(named, key=_name)
+
+    def _segments(self) -> list[str]:
+        return [_name(entry) for entry in self._segment_entries()]
+
+
+class _ObjectSource(RecordSource):
+    """Reads new segments (or the new end of a record file copied up whole)."""
+
+    def __init__(self, folder: ObjectStoreFolder) -> None:
+        self.folder = folder
+        self._read: set[str] = set()  # the segments read
+        self._file: tuple[object, int] | None = None  # a record file: its version, offset
+
+    def read(self, max_bytes: int) -> bytes:
+        """Whole segments not read yet, in order (see :class:`RecordSource`)."""
+        self.restarted = False
+        entries = self.folder._segment_entries()
+        if not entries:
+            return self._read_file(max_bytes)
+        names = {_name(e) for e in entries}
+        if not self._read <= names:  # a segment read is gone: the record was started again
+            self.restarted = bool(self._read)
+            self._read = set()
+        chunks: list[bytes] = []
+        total = 0
+        for entry in entries:
+            name = _name(entry)
+            if name in self._read:
+                continue
+            if chunks and total + int(entry.get("size") or 0) > max_bytes:
+                break
+            data = self.folder.fs.cat_file(entry["name"])
+            if data and not data.endswith(b"\n"):
+                data += b"\n"
+            chunks.append(data)
+            total += len(data)
+            self._read.add(name)
+        return b"".join(chunks)
+
+    def _read_file(self, max_bytes: int) -> bytes:
+        info = self.folder._info(self.folder._path(RECORD_FILE))
+        if info is None or info.get("type") != "file":
+            return b""
+        size, version = int(info["size"]), _version(info)
+        if self._file is None or self._file[0] != version and size < self._file[1]:
+            self.restarted = self._file is not None
+            self._file = (version, 0)
+        offset = self._file[1]
+        if size <= offset:
+            self._file = (version, offset)
+            return b""
+        end_at = min(size, offset + max_bytes)
+        data = self.folder.fs.cat_file(info["name"], start=offset, end=end_at)
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) >= max_bytes:
+            end = len(data)
+        self._file = (version, offset + end)
+        return data[:end]
+
+
+def _name(entry: dict[str, Any]) -> str:
+    return str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _version(info: dict[str, Any]) -> object:
+    """What changes when an object is written again: its entity tag, else its time."""
+    for key in ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime", "created"):
+        if info.get(key) is not None:
+            return str(info[key])
+    return None
+
+
+def _time(info: dict[str, Any]) -> float:
+    """The object's time as seconds since the epoch (``0.0`` when the store gives none)."""
+    for key in ("LastModified", "mtime", "created", "updated"):
+        value = info.get(key)
+        if isinstance(value, datetime.datetime):
+            return value.timestamp()
+        if isinstance(value, int | float):
+            return float(value)
+    return 0.0
