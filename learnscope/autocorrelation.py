@@ -17,11 +17,14 @@ Everything runs on the history's device and never synchronises with the host, ex
 host in one transfer.
 
 With sharded parameters (FSDP) each rank records the sampled elements it holds; given
-``sharded=`` (:attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`),
-:func:`summarize` sums each group's power spectra and non-finite counts over the ranks and
-places every element's lag-1 autocorrelation at its column of the whole history (one
-all-reduce per kind and history: ``G * (L + 1) + K`` numbers, never the histories), so every
-rank gets the summary an unsharded model sampling the same elements would give.
+``sharded=`` (a :class:`ShardedLayout`, such as
+:attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`), :func:`summarize`
+sums each group's power spectra and non-finite counts over the ranks and places every element's
+lag-1 autocorrelation at its column of the whole history (one reduction per kind and history:
+``G * (L + 1) + K`` numbers, never the histories), so every rank gets the summary an unsharded
+model sampling the same elements would give. The reduction is the layout's own ``reduce`` (a
+history's is :func:`learnscope.ranks.sum_over_ranks`, an all-reduce): this module holds no state
+and runs no collective of its own.
 
 Example:
     >>> import torch
@@ -35,14 +38,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, TypedDict
 
 import torch
 from torch import Tensor
 
-from learnscope.health.sharded import sum_over_ranks
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
-from learnscope.sampled_history import ShardedColumns
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_LAGS",
     "AnalysisOptions",
     "Detrend",
+    "ShardedLayout",
     "autocorrelation",
     "integrated_time",
     "is_reliable",
@@ -63,6 +65,51 @@ Detrend = Literal["mean", "linear"]
 # group names), as :func:`summarize` takes them.
 HistorySource: TypeAlias = tuple[Mapping[str, Tensor], Tensor, Sequence[str]]
 DEFAULT_LAGS: tuple[int, ...] = (1, 2, 5, 10)
+
+
+class ShardedLayout(Protocol):
+    """Where one rank's columns sit in the whole history, and how to add up the ranks.
+
+    :class:`learnscope.sampled_columns.ShardedColumns` is one (a history's
+    :attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`); its ``reduce``
+    is :func:`learnscope.ranks.sum_over_ranks`. Any object with these members will do, such as
+    one that adds up simulated ranks in a test.
+
+    Example:
+        >>> import torch
+        >>> from types import SimpleNamespace
+        >>> history = torch.randn(50, 4, generator=torch.Generator().manual_seed(0))
+        >>> groups = torch.tensor([0, 0, 1, 1])
+        >>> alone = SimpleNamespace(  # one rank holding every column: nothing to add
+        ...     positions=torch.arange(4), group_index=groups, total_elements=4,
+        ...     reduce=lambda tensor: tensor,
+        ... )
+        >>> whole = summarize({"params": history}, groups, ["a", "b"], step=49, lags=(1,))
+        >>> mine = summarize(
+        ...     {"params": history}, groups, ["a", "b"], step=49, lags=(1,), sharded=alone
+        ... )
+        >>> [g.rho1_median for g in mine.groups] == [g.rho1_median for g in whole.groups]
+        True
+    """
+
+    @property
+    def positions(self) -> Tensor:
+        """``[K]`` long tensor: the whole-history column of each of this rank's columns."""
+        ...
+
+    @property
+    def group_index(self) -> Tensor:
+        """``[K_total]`` long tensor: the group of every column of the whole history."""
+        ...
+
+    @property
+    def total_elements(self) -> int:
+        """``K_total``: the columns of the whole history, over all ranks."""
+        ...
+
+    def reduce(self, tensor: Tensor) -> Tensor:
+        """The elementwise sum of ``tensor`` over the ranks (every rank calls it alike)."""
+        ...
 
 
 class AnalysisOptions(TypedDict, total=False):
@@ -223,7 +270,7 @@ def summarize(
     group_names: Sequence[str],
     *,
     step: int,
-    sharded: ShardedColumns | None = None,
+    sharded: ShardedLayout | None = None,
     **options: Unpack[AnalysisOptions],
 ) -> AutocorrelationSummary:
     """Summarise the autocorrelation of histories per module group.
@@ -252,10 +299,11 @@ def summarize(
         group_names: The name of each group.
         step: The training step the histories end at.
         sharded: For a history of sharded parameters, where its columns sit in the whole
-            history (:attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`):
-            the figures are then summed over every rank of the default process group, which
-            must all call this with the same kinds, steps and groups (a rank may hold no
-            column). ``group_index`` is then this rank's.
+            history and how to sum over the ranks (a :class:`ShardedLayout`, such as
+            :attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`): the
+            figures are then summed over the ranks by its ``reduce`` (for a history's, every
+            rank of the default process group, which must all call this with the same kinds,
+            steps and groups; a rank may hold no column). ``group_index`` is then this rank's.
         **options: ``lags``, ``detrend``, ``c`` and ``factor``, as for
             :func:`summarize_several` (:class:`AnalysisOptions`).
 
@@ -294,7 +342,7 @@ def summarize_several(
     detrend: Detrend = "mean",
     c: float = 5.0,
     factor: float = 50.0,
-    sharded: Sequence[ShardedColumns | None] | None = None,
+    sharded: Sequence[ShardedLayout | None] | None = None,
 ) -> AutocorrelationSummary:
     """Summarise several sets of histories, such as one per optimizer, in one summary.
 
@@ -395,7 +443,7 @@ def _group_table(
     detrend: Detrend,
     c: float,
     factor: float,
-    sharded: ShardedColumns | None = None,
+    sharded: ShardedLayout | None = None,
 ) -> Tensor:
     """Per group: mean ACF to ``report_lag``, rho_1 quartiles, tau (NaN = None), non-finite count.
 
@@ -404,8 +452,8 @@ def _group_table(
     weighted by the inverse of its energy, so no per-column ACF is ever materialised; each
     column's energy and lag-1 sum come from its power spectrum by matrix-vector products.
     With ``sharded``, the group power spectra, the non-finite counts and the lag-1 values (at
-    their whole-history columns, zero elsewhere) are summed over the ranks in one all-reduce
-    before the rest is computed from them.
+    their whole-history columns, zero elsewhere) are summed over the ranks in one call of its
+    ``reduce`` before the rest is computed from them.
     """
     num_steps, num_columns = columns.shape
     max_lag = max(report_lag, min(num_steps - 1, math.ceil(c * num_steps / factor)))
@@ -437,7 +485,7 @@ def _group_table(
 
 
 def _sum_over_ranks(
-    group_power: Tensor, non_finite: Tensor, rho1: Tensor, sharded: ShardedColumns
+    group_power: Tensor, non_finite: Tensor, rho1: Tensor, sharded: ShardedLayout
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Sum the per-group figures over the ranks; lag-1 values go to their whole-history columns.
 
@@ -446,7 +494,7 @@ def _sum_over_ranks(
     """
     whole = rho1.new_zeros(sharded.total_elements)
     whole.index_copy_(0, sharded.positions.to(rho1.device), rho1)
-    packed = sum_over_ranks(torch.cat([group_power.flatten(), non_finite, whole]))
+    packed = sharded.reduce(torch.cat([group_power.flatten(), non_finite, whole]))
     power_size, groups = group_power.numel(), non_finite.shape[0]
     return (
         packed[:power_size].view_as(group_power),

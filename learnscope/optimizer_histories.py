@@ -8,7 +8,7 @@ element budget. Trainable parameters that no optimizer holds are not sampled the
 
 Example:
     >>> import torch
-    >>> from learnscope.health.sharded import parameter_shards
+    >>> from learnscope.parameter_shards import parameter_shards
     >>> model = torch.nn.ModuleDict({"g": torch.nn.Linear(2, 2), "d": torch.nn.Linear(2, 1)})
     >>> optimizers = [torch.optim.SGD(model[name].parameters(), lr=0.1) for name in ("g", "d")]
     >>> histories = OptimizerHistories(HistorySettings(capacity=8))
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from learnscope.autocorrelation import summarize_several
-from learnscope.health.sharded import ParameterShard
+from learnscope.parameter_shards import ParameterShard
 from learnscope.records import AutocorrelationSummary
 from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
 

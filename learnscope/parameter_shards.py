@@ -11,8 +11,8 @@ parameters, each a 1-D view of its part of the local shard (empty on ranks holdi
 parameter: its original name (FSDP's ``_fsdp_wrapped_module`` and similar components removed),
 its full shape, and which of its elements this rank holds, as runs of flat indices. An ordinary
 model gives one shard per parameter that holds everything, so one code path serves both: sums
-over the local elements, summed over the ranks (:func:`sum_over_ranks`) when the model is
-sharded, equal those of the unsharded model.
+over the local elements, summed over the ranks (:func:`learnscope.ranks.sum_over_ranks`) when
+the model is sharded, equal those of the unsharded model. Nothing here communicates.
 
 Every element is held by exactly one rank: a ``DTensor`` replicated over a mesh dimension (HSDP)
 counts on the ranks at coordinate 0 of that dimension only.
@@ -20,7 +20,7 @@ counts on the ranks at coordinate 0 of that dimension only.
 Wrappers that only rename the parameters are seen through as well, so that module groups are the
 user's modules: Lightning Fabric (``_forward_module.``), ``torch.compile`` (``_orig_mod.``,
 also of a compiled sub-module), and, given the model, DDP and DataParallel (``module.``); see
-:func:`unwrap_model` and :func:`clean_parameter_name`.
+:func:`unwrap_model` and :func:`~learnscope.parameter_names.clean_parameter_name`.
 
 Example:
     >>> import torch
@@ -43,21 +43,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-__all__ = [
-    "ParameterShard",
-    "clean_parameter_name",
-    "has_gradient",
-    "is_sharded",
-    "parameter_shards",
-    "sum_over_ranks",
-    "unwrap_model",
-]
+from learnscope.parameter_names import clean_parameter_name
 
-# Name components that wrappers insert: FSDP1, activation checkpointing, torch.compile's
-# OptimizedModule and Lightning Fabric's _FabricModule.
-_WRAPPER_PARTS = frozenset(
-    {"_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "_forward_module"}
-)
+__all__ = ["ParameterShard", "is_sharded", "parameter_shards", "unwrap_model"]
+
 _DATA_PARALLEL = (nn.parallel.DistributedDataParallel, nn.DataParallel)
 _FLAT_PARAM = "_flat_param"
 _NO_RUNS = np.zeros((0, 3), dtype=np.int64)
@@ -196,26 +185,6 @@ class ParameterShard:
         return found
 
 
-def clean_parameter_name(name: str) -> str:
-    """A parameter name without the components that wrappers insert, wherever they are.
-
-    The wrappers are FSDP1 (``_fsdp_wrapped_module``), activation checkpointing
-    (``_checkpoint_wrapped_module``), ``torch.compile`` (``_orig_mod``) and Lightning Fabric
-    (``_forward_module``), so the name is the one the user's module gives. DDP's ``module.``
-    cannot be told from a user's module of that name: pass the model itself to
-    :func:`parameter_shards` instead (see :func:`unwrap_model`).
-
-    Example:
-        >>> clean_parameter_name("_fsdp_wrapped_module.encoder._fsdp_wrapped_module.weight")
-        'encoder.weight'
-        >>> clean_parameter_name("_forward_module.encoder._orig_mod.0.weight")
-        'encoder.0.weight'
-    """
-    if not name.startswith("_") and "._" not in name:  # no part could be a wrapper's
-        return name
-    return ".".join(part for part in name.split(".") if part not in _WRAPPER_PARTS)
-
-
 def unwrap_model(model: nn.Module) -> nn.Module:
     """The module inside the wrappers that rename parameters, each unwrapped in turn.
 
@@ -257,8 +226,8 @@ def parameter_shards(
 
     Names are those of the user's modules: a model is first unwrapped (:func:`unwrap_model`:
     Lightning Fabric, DDP, ``torch.compile``), and the components that wrappers insert are
-    dropped from every name (:func:`clean_parameter_name`), so that a compiled sub-module's
-    ``encoder._orig_mod.0.weight`` is ``encoder.0.weight``.
+    dropped from every name (:func:`~learnscope.parameter_names.clean_parameter_name`), so
+    that a compiled sub-module's ``encoder._orig_mod.0.weight`` is ``encoder.0.weight``.
 
     Args:
         source: A model, ``(name, parameter)`` pairs (its ``named_parameters()``), or shards
@@ -339,35 +308,6 @@ def is_sharded(source: nn.Module | Iterable[tuple[str, Tensor]] | Iterable[Param
         False
     """
     return any(shard.sharded for shard in parameter_shards(source))
-
-
-def sum_over_ranks(tensor: Tensor) -> Tensor:
-    """Sum ``tensor`` in place over every process of the default group; every rank must call.
-
-    Without an initialised process group it is returned as it is.
-
-    Example:
-        >>> import torch
-        >>> sum_over_ranks(torch.ones(2)).tolist()  # one process
-        [1.0, 1.0]
-    """
-    distributed = torch.distributed
-    if distributed.is_available() and distributed.is_initialized():
-        distributed.all_reduce(tensor)
-    return tensor
-
-
-def world_size() -> int:
-    """The number of processes of the default group (1 without one).
-
-    Example:
-        >>> world_size()
-        1
-    """
-    distributed = torch.distributed
-    if distributed.is_available() and distributed.is_initialized():
-        return distributed.get_world_size()
-    return 1
 
 
 def _local(tensor: Tensor) -> Tensor:
@@ -464,24 +404,3 @@ def _fsdp1_original_parameters(model: nn.Module) -> dict[int, tuple[tuple[int, .
         ):
             found[id(parameter)] = (tuple(shape), info)
     return found
-
-
-def has_gradient(shards: Sequence[ParameterShard]) -> list[bool]:
-    """Whether each parameter has a gradient: on any rank when sharded (one all-reduce).
-
-    Unsharded, whether its ``grad`` is set, with no communication. When any shard is sharded,
-    every rank must call this at the same point.
-
-    Example:
-        >>> import torch
-        >>> layer = torch.nn.Linear(2, 1)
-        >>> layer(torch.ones(1, 2)).sum().backward()
-        >>> has_gradient(parameter_shards(layer))
-        [True, True]
-    """
-    local = [shard.holder.grad is not None for shard in shards]
-    if not any(shard.sharded for shard in shards):
-        return local
-    device = shards[0].device
-    flags = sum_over_ranks(torch.tensor(local, dtype=torch.float32, device=device))
-    return [bool(flag > 0) for flag in flags.tolist()]

@@ -4,11 +4,12 @@ A :class:`~learnscope.sampling_plan.SampledSlice` names elements of an original 
 unsharded parameter holds all of them; a sharded one (FSDP) holds, on each rank, some runs of
 them in its local shard. :func:`column_layout` turns the slices into the pieces this rank
 records (one per local run, in column order), each column's module group and, when anything is
-sharded, where this rank's columns sit among the columns of the whole (unsharded) history.
+sharded, where this rank's columns sit among the columns of the whole (unsharded) history and
+how the analysis sums over the ranks (:class:`ShardedColumns`).
 
 Example:
     >>> import torch
-    >>> from learnscope.health.sharded import parameter_shards
+    >>> from learnscope.parameter_shards import parameter_shards
     >>> from learnscope.sampling_plan import SampledSlice
     >>> shards = {s.name: s for s in parameter_shards(torch.nn.Linear(4, 2))}
     >>> layout = column_layout(
@@ -20,14 +21,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from learnscope.health.parameters import group_name
-from learnscope.health.sharded import ParameterShard
+from learnscope.parameter_names import group_name
+from learnscope.parameter_shards import ParameterShard
+from learnscope.ranks import sum_over_ranks
 from learnscope.sampling_plan import SampledSlice
 
 __all__ = ["ColumnLayout", "LocalPiece", "ShardedColumns", "column_layout"]
@@ -39,13 +42,19 @@ class ShardedColumns:
 
     With sharded parameters each rank records the sampled elements it holds. Column ``j`` of
     its history is column ``positions[j]`` of the history an unsharded model would record
-    (the same slices, in the same order); the analysis sums over the ranks in that layout.
+    (the same slices, in the same order); the analysis
+    (:func:`learnscope.autocorrelation.summarize`, whose
+    :class:`~learnscope.autocorrelation.ShardedLayout` this is) sums over the ranks in that
+    layout with ``reduce``, so that it runs no collective of its own.
 
     Attributes:
         positions: ``[K]`` long tensor on the device: the whole-history column of each local
             column.
         group_index: ``[K_total]`` long tensor on the device: the group of every column of the
             whole history.
+        reduce: Sums a tensor in place over the ranks and returns it; every rank calls it at
+            the same point. By default an all-reduce over the default process group
+            (:func:`learnscope.ranks.sum_over_ranks`).
 
     Example:
         >>> import torch
@@ -56,6 +65,7 @@ class ShardedColumns:
 
     positions: Tensor
     group_index: Tensor
+    reduce: Callable[[Tensor], Tensor] = sum_over_ranks
 
     @property
     def total_elements(self) -> int:
@@ -101,7 +111,7 @@ class ColumnLayout:
 
     Example:
         >>> import torch
-        >>> from learnscope.health.sharded import parameter_shards
+        >>> from learnscope.parameter_shards import parameter_shards
         >>> from learnscope.sampling_plan import SampledSlice
         >>> shards = {s.name: s for s in parameter_shards([("a.w", torch.zeros(3))])}
         >>> column_layout([SampledSlice("a.w", 0, 3)], shards, 1).total_elements
@@ -129,7 +139,7 @@ class ColumnLayout:
 
         Example:
             >>> import torch
-            >>> from learnscope.health.sharded import parameter_shards
+            >>> from learnscope.parameter_shards import parameter_shards
             >>> from learnscope.sampling_plan import SampledSlice
             >>> shards = {s.name: s for s in parameter_shards([("w", torch.zeros(3))])}
             >>> layout = column_layout([SampledSlice("w", 0, 3)], shards, 1)
@@ -138,7 +148,11 @@ class ColumnLayout:
         """
         columns = self.sharded_columns
         if columns is not None:
-            columns = ShardedColumns(columns.positions.to(device), columns.group_index.to(device))
+            columns = dataclasses.replace(
+                columns,
+                positions=columns.positions.to(device),
+                group_index=columns.group_index.to(device),
+            )
         return ColumnLayout(
             self.slices, self.pieces, self.group_names, self.group_index.to(device), columns
         )
@@ -164,7 +178,7 @@ def column_layout(
 
     Example:
         >>> import torch
-        >>> from learnscope.health.sharded import parameter_shards
+        >>> from learnscope.parameter_shards import parameter_shards
         >>> from learnscope.sampling_plan import SampledSlice
         >>> shards = {s.name: s for s in parameter_shards(torch.nn.Linear(4, 2))}
         >>> [p.length for p in column_layout([SampledSlice("bias", 1, 1)], shards, 1).pieces]

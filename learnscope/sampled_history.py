@@ -34,7 +34,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from learnscope.health.sharded import ParameterShard, clean_parameter_name
+from learnscope.parameter_names import clean_parameter_name
+from learnscope.parameter_shards import ParameterShard
 from learnscope.ring_buffer import StagedRingBuffer
 from learnscope.sampled_columns import LocalPiece, ShardedColumns, column_layout
 from learnscope.sampled_gradients import SampledGradients, local_values
@@ -116,7 +117,7 @@ class SampledParameterHistory:
     Args:
         named_parameters: ``(name, parameter)`` pairs, e.g. ``model.named_parameters()``,
             the model itself (needed for FSDP1 with ``use_orig_params=True``), or
-            :class:`~learnscope.health.sharded.ParameterShard` values. All trainable ones must
+            :class:`~learnscope.parameter_shards.ParameterShard` values. All trainable ones must
             be on one device.
         capacity: How many steps the buffers hold.
         elements_per_tensor: Slice length per parameter tensor.

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from learnscope.health.sharded import ParameterShard, parameter_shards
+from learnscope.parameter_shards import ParameterShard, parameter_shards
 
 __all__ = ["ParameterSource", "SampledSlice", "plan_slices"]
 

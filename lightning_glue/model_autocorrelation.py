@@ -9,7 +9,6 @@ from typing import Any
 
 from typing_extensions import override
 
-from learnscope.health.sharded import is_sharded, parameter_shards
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.lightning_glue.step_clock import StepClock
 from learnscope.optimizer_histories import (
@@ -18,6 +17,7 @@ from learnscope.optimizer_histories import (
     check_lags,
     check_positive_ints,
 )
+from learnscope.parameter_shards import is_sharded, parameter_shards
 from learnscope.sampled_history import SampledParameterHistory
 from learnscope.trainable import TrainableChange, TrainableWatch
 

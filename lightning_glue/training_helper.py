@@ -11,13 +11,14 @@ from typing import Any, Literal
 import torch
 from typing_extensions import override
 
-from learnscope.collapse import CollapseThresholds, EmbeddingRowBuffer
+from learnscope.collapse_verdicts import CollapseThresholds
+from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spatial
-from learnscope.health.sharded import is_sharded
 from learnscope.lightning_glue import health_checks as checks
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
 from learnscope.lightning_glue.step_clock import StepClock
+from learnscope.parameter_shards import is_sharded
 from learnscope.plugins.background import BackgroundWriters
 from learnscope.records import Finding
 from learnscope.trainable import TrainableWatch

@@ -59,13 +59,12 @@ from learnscope.health.inputs import CoordinateRangeCheck
 from learnscope.health.parameters import (
     GradientRound,
     ddp_unused_parameter_advice,
-    group_name,
-    owner_module,
     unused_parameter_findings,
     unused_parameter_names,
 )
-from learnscope.health.sharded import ParameterShard, is_sharded, parameter_shards
 from learnscope.health.tracing import NonFiniteOutputTracer
+from learnscope.parameter_names import group_name, owner_module
+from learnscope.parameter_shards import ParameterShard, is_sharded, parameter_shards
 
 __all__ = [
     "CoordinateRangeCheck",

@@ -10,21 +10,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from learnscope.health.parameters import (
-    _by_owner,
-    _name_list,
-    _subject,
-    _within,
-    group_name,
-    owner_module,
-)
-from learnscope.health.sharded import (
-    ParameterShard,
-    clean_parameter_name,
-    parameter_shards,
-    sum_over_ranks,
-    world_size,
-)
+from learnscope.health.parameters import _by_owner, _name_list, _subject, _within
+from learnscope.parameter_names import clean_parameter_name, group_name, owner_module
+from learnscope.parameter_shards import ParameterShard, parameter_shards
+from learnscope.ranks import sum_over_ranks, world_size
 from learnscope.records import Finding
 from learnscope.tags import HEALTH
 
@@ -90,7 +79,7 @@ def gradient_statistics(
     finite.
 
     **Sharded parameters** (FSDP2's ``DTensor``, FSDP1; see
-    :func:`~learnscope.health.sharded.parameter_shards`) are measured by their original names
+    :func:`~learnscope.parameter_shards.parameter_shards`) are measured by their original names
     and full sizes: each rank takes the sums of squares of the elements it holds, and one
     all-reduce over the default process group adds them up (with whether each parameter has a
     gradient anywhere, and the loss, averaged over the ranks as data parallelism averages the

@@ -1,43 +1,21 @@
-"""Parameters by name: module owners, groups, unused parameters and DDP's error about them."""
+"""Parameters by name: which have a gradient, unused parameters and DDP's error about them."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
-from learnscope.health.sharded import ParameterShard, has_gradient, parameter_shards
+from learnscope.parameter_names import owner_module
+from learnscope.parameter_shards import ParameterShard, parameter_shards
+from learnscope.ranks import sum_over_ranks
 from learnscope.records import Finding
 
 Parameters = nn.Module | Iterable[tuple[str, Tensor]] | Iterable[ParameterShard]
 
 _MAX_NAMES = 8  # parameter names spelled out in one message
-
-
-def owner_module(parameter_name: str) -> str:
-    """The dotted name of the module that owns a parameter (``""`` for the root module).
-
-    Example:
-        >>> owner_module("encoder.0.weight"), owner_module("scale")
-        ('encoder.0', '')
-    """
-    return parameter_name.rpartition(".")[0]
-
-
-def group_name(parameter_name: str, depth: int = 1) -> str:
-    """The module prefix of ``depth`` components that groups a parameter for per-group norms.
-
-    A parameter of the root module is in the group ``"root"``.
-
-    Example:
-        >>> group_name("encoder.layers.0.weight"), group_name("encoder.layers.0.weight", 2)
-        ('encoder', 'encoder.layers')
-        >>> group_name("scale")
-        'root'
-    """
-    parts = owner_module(parameter_name).split(".")[:depth]
-    return ".".join(parts) or "root"
 
 
 def _within(name: str, module: str) -> bool:
@@ -62,6 +40,27 @@ def _by_owner(names: Iterable[str]) -> dict[str, list[str]]:
 
 def _subject(module: str) -> str:
     return module or "root"
+
+
+def has_gradient(shards: Sequence[ParameterShard]) -> list[bool]:
+    """Whether each parameter has a gradient: on any rank when sharded (one all-reduce).
+
+    Unsharded, whether its ``grad`` is set, with no communication. When any shard is sharded,
+    every rank must call this at the same point.
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(2, 1)
+        >>> layer(torch.ones(1, 2)).sum().backward()
+        >>> has_gradient(parameter_shards(layer))
+        [True, True]
+    """
+    local = [shard.holder.grad is not None for shard in shards]
+    if not any(shard.sharded for shard in shards):
+        return local
+    device = shards[0].device
+    flags = sum_over_ranks(torch.tensor(local, dtype=torch.float32, device=device))
+    return [bool(flag > 0) for flag in flags.tolist()]
 
 
 def unused_parameter_names(named_parameters: Parameters) -> list[str]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope.health.sharded import parameter_shards
+from learnscope.parameter_shards import parameter_shards
 from learnscope.ring_buffer import StagedRingBuffer
 from learnscope.sampled_columns import column_layout
 from learnscope.sampled_history import SampledParameterHistory

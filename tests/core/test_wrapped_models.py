@@ -17,7 +17,7 @@ from torch import nn
 
 from learnscope.health import gradient_statistics, health_scalars, parameter_shards
 from learnscope.health.parameters import unused_parameter_names
-from learnscope.health.sharded import unwrap_model
+from learnscope.parameter_shards import unwrap_model
 from learnscope.sampled_history import SampledParameterHistory
 from learnscope.trainable import TrainableWatch
 

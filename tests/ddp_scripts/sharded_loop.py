@@ -26,7 +26,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from learnscope.autocorrelation import summarize
-from learnscope.collapse import EmbeddingRowBuffer
+from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.health import (
     GradientRound,
     gradient_findings,
@@ -159,7 +159,7 @@ def train(model: nn.Module, rows: slice) -> dict[str, Any]:
 
 
 def _shards(source: Any) -> list[Any]:
-    from learnscope.health.sharded import parameter_shards
+    from learnscope.parameter_shards import parameter_shards
 
     return parameter_shards(source)
 
