@@ -4,7 +4,8 @@ For an embedding matrix Z with N rows (samples or graph nodes) and D columns (di
 
 * ``rankme``: RankMe, the exponential of the entropy of the normalised singular values of Z,
   ``p_k = s_k / sum(s) + 1e-7`` and ``exp(-sum_k p_k log p_k)``. It runs from 1 (rank one) to
-  ``min(N, D)``, and is only meaningful when N is several times D (see :func:`enough_rows`).
+  ``min(N, D)``, and is only meaningful when N is several times D (see
+  :func:`~learnscope.collapse_verdicts.enough_rows`).
 * ``effective_rank``: the same on the column-centred Z, so a large offset shared by all rows
   does not hide (or fake) low-rank variation.
 * ``normalized_spread``: ``sqrt(D)`` times the mean over dimensions of the standard deviation
@@ -70,8 +71,10 @@ float64), whatever Z's floating dtype, and reaches the host in one transfer; wit
 numbering the graphs (``torch.unique``) takes one more.
 
 What the metrics say is judged in :mod:`learnscope.collapse_verdicts` (:class:`Verdict`,
-:class:`CollapseThresholds`, :func:`judge_collapse`), and :mod:`learnscope.embedding_buffer`
-(:class:`EmbeddingRowBuffer`) collects rows over batches; all are importable from here too.
+:class:`CollapseThresholds`, :func:`collapse_verdicts`, :func:`judge_collapse`, importable from
+here too), which imports nothing from here; :mod:`learnscope.embedding_buffer`
+(:class:`~learnscope.embedding_buffer.EmbeddingRowBuffer`) collects rows over batches and
+measures them with these functions.
 
 Example:
     >>> import torch
@@ -83,42 +86,27 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import math
-from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from learnscope.collapse_verdicts import (
-        CollapseThresholds,
-        Verdict,
-        collapse_verdicts,
-        judge_collapse,
-    )
-    from learnscope.embedding_buffer import EmbeddingRowBuffer
+# The verdicts, importable from here as the pages name them (learnscope.collapse.judge_collapse).
+from learnscope.collapse_verdicts import (
+    CollapseThresholds,
+    Verdict,
+    collapse_verdicts,
+    judge_collapse,
+)
 
 __all__ = [
     "CollapseThresholds",
-    "EmbeddingRowBuffer",
     "Verdict",
     "collapse_metrics",
     "collapse_verdicts",
-    "enough_rows",
     "judge_collapse",
     "per_graph_mad",
 ]
-
-# Importable from here, defined in the modules that build on these metrics (which import this
-# one, so they are loaded when first asked for).
-_ELSEWHERE = {
-    "CollapseThresholds": "learnscope.collapse_verdicts",
-    "Verdict": "learnscope.collapse_verdicts",
-    "collapse_verdicts": "learnscope.collapse_verdicts",
-    "judge_collapse": "learnscope.collapse_verdicts",
-    "EmbeddingRowBuffer": "learnscope.embedding_buffer",
-}
 
 _EMBEDDING_KEYS = (
     "rankme",
@@ -240,39 +228,6 @@ def per_graph_mad(z: Tensor, graph_index: Tensor | None = None) -> Tensor:
         rows = rows.to(device=device, dtype=torch.float64)
         finite = torch.isfinite(rows).all(dim=1)
         return _graph_mads(_unit_rows(rows[finite]), labels[finite], count).cpu()
-
-
-def enough_rows(num_rows: int, dim: int, factor: float = 4.0) -> bool:
-    """Say whether there are enough rows for RankMe and the effective rank to mean something.
-
-    With few rows the singular values of even isotropic noise spread out, and the ranks read
-    low. They need N several times D; the default asks for four times.
-
-    Args:
-        num_rows: Number of embedding rows N.
-        dim: Embedding dimension D.
-        factor: Rows needed per dimension.
-
-    Returns:
-        Whether ``num_rows >= factor * dim``.
-
-    Example:
-        >>> enough_rows(512, 128), enough_rows(256, 128)
-        (True, False)
-    """
-    return num_rows >= factor * dim
-
-
-def __getattr__(name: str) -> Any:
-    """The verdicts' and the buffer's names, from their modules (see ``_ELSEWHERE``)."""
-    module = _ELSEWHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_ELSEWHERE))
 
 
 def flatten_rows(z: Tensor, name: str) -> Tensor:

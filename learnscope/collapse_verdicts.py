@@ -27,9 +27,14 @@ from typing import Any, Literal, TypeAlias
 import torch
 from torch import Tensor
 
-from learnscope.collapse import enough_rows
-
-__all__ = ["CollapseThresholds", "Verdict", "VerdictKind", "collapse_verdicts", "judge_collapse"]
+__all__ = [
+    "CollapseThresholds",
+    "Verdict",
+    "VerdictKind",
+    "collapse_verdicts",
+    "enough_rows",
+    "judge_collapse",
+]
 
 VerdictKind: TypeAlias = Literal["collapse", "oversmoothing"]
 
@@ -40,6 +45,27 @@ _MAD_GLOBAL_MEANING = (
     "the nodes of each of these graphs all point the same way (oversmoothing: too many "
     "message-passing layers, or too little to tell nodes apart)"
 )
+
+
+def enough_rows(num_rows: int, dim: int, factor: float = 4.0) -> bool:
+    """Say whether there are enough rows for RankMe and the effective rank to mean something.
+
+    With few rows the singular values of even isotropic noise spread out, and the ranks read
+    low. They need N several times D; the default asks for four times.
+
+    Args:
+        num_rows: Number of embedding rows N.
+        dim: Embedding dimension D.
+        factor: Rows needed per dimension.
+
+    Returns:
+        Whether ``num_rows >= factor * dim``.
+
+    Example:
+        >>> enough_rows(512, 128), enough_rows(256, 128)
+        (True, False)
+    """
+    return num_rows >= factor * dim
 
 
 @dataclass(frozen=True)

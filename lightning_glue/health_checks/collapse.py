@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from learnscope.batch_axis import batch_first
-from learnscope.collapse import EmbeddingRowBuffer
+from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import embedding_layout, keep_edges, row_mask
 from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import collapse_findings
@@ -29,7 +29,7 @@ class CollapseCapture:
     (:class:`~learnscope.lightning_glue.encoder_capture.EncoderCapture`), gives the output of
     each training batch
     of the step (every micro-batch, the first forward of each) into an
-    :class:`~learnscope.collapse.EmbeddingRowBuffer` of at most ``rows_per_dim`` times the
+    :class:`~learnscope.embedding_buffer.EmbeddingRowBuffer` of at most ``rows_per_dim`` times the
     dimension rows (and at most ``max_rows``). Rows of different steps are never mixed: a step
     whose end went unseen is dropped. The rows are those
     :class:`~learnscope.lightning_glue.EmbeddingProjector` shows, by the same rule

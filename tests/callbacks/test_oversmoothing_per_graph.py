@@ -20,12 +20,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tiny_models import Gcn, trainer
 from torch import nn
 
-from learnscope.collapse import (
-    EmbeddingRowBuffer,
-    collapse_metrics,
-    judge_collapse,
-    per_graph_mad,
-)
+from learnscope.collapse import collapse_metrics, per_graph_mad
+from learnscope.collapse_verdicts import judge_collapse
+from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.health import collapse_findings
 from learnscope.lightning_glue.training_helper import TrainingHelper
 

@@ -9,12 +9,9 @@ import pytest
 import torch
 
 from learnscope import collapse
-from learnscope.collapse import (
-    EmbeddingRowBuffer,
-    collapse_metrics,
-    enough_rows,
-    judge_collapse,
-)
+from learnscope.collapse import collapse_metrics
+from learnscope.collapse_verdicts import enough_rows, judge_collapse
+from learnscope.embedding_buffer import EmbeddingRowBuffer
 
 EMBEDDING_KEYS = {
     "rankme",

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from learnscope.collapse import (
+from learnscope.collapse import collapse_metrics
+from learnscope.collapse_verdicts import (
     CollapseThresholds,
     Verdict,
-    collapse_metrics,
     collapse_verdicts,
     judge_collapse,
 )
