@@ -35,7 +35,8 @@ class DiskReserve:
     """Whether writes into one directory leave the reserve of its file system free.
 
     Args:
-        directory: Where the writer puts its files.
+        directory: Where the writer puts its files; ``None`` for an object store, which has no
+            free space to keep: every write is allowed.
 
     Example:
         >>> import tempfile
@@ -46,8 +47,8 @@ class DiskReserve:
         False
     """
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = Path(directory)
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = None if directory is None else Path(directory)
         self.skipped = 0  # records skipped so far
         self._asked = -1.0  # when the file system was last asked (time.monotonic)
         self._free = self._total = 0  # what it said, less the bytes allowed since
@@ -63,6 +64,8 @@ class DiskReserve:
             what: The record, for the message, such as ``"snapshot encoder step 40"``.
         """
         limits = write_limits()
+        if self.directory is None:
+            return True  # an object store: no disk to keep free
         if limits.reserve_fraction == 0 and limits.reserve_min_bytes == 0:
             return True  # no reserve: a write that does not fit fails as it would
         now = time.monotonic()

@@ -45,6 +45,10 @@ class Writers(Writer):
     later call), in the order they were first seen. A callback may hand its own full table or
     only a new finding; no writer ever shows a one-callback table.
 
+    What each writer wrote and lost is kept for the end-of-fit line: :attr:`written` counts the
+    records each wrote (by ``id`` of the writer), :attr:`lost` the records each failed to write
+    and the first reason.
+
     Args:
         writers: The writers to call, in order.
 
@@ -72,6 +76,8 @@ class Writers(Writer):
         self._off: set[tuple[int, str]] = set()  # kinds of record switched off per writer
         self._findings: dict[tuple[str, str], Finding] = {}  # the run's table, first-seen order
         self.records: collections.Counter[str] = collections.Counter()  # method -> calls
+        self.written: collections.Counter[int] = collections.Counter()  # id(writer) -> records
+        self.lost: dict[int, tuple[int, str]] = {}  # id(writer) -> (records lost, first reason)
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Merge ``findings`` into the run's table and hand the whole table to every writer.
@@ -120,10 +126,14 @@ class Writers(Writer):
             except Exception as error:
                 if strict_mode():
                     raise
+                lost, reason = self.lost.get(id(writer), (0, f"{type(error).__name__}: {error}"))
+                self.lost[id(writer)] = (lost + 1, reason)
                 self._failed(writer, method, args, error)
             else:
                 self._in_a_row.pop(key, None)
                 self._in_a_row.pop((id(writer), _DISK_FULL), None)
+                if method.startswith("write_"):
+                    self.written[id(writer)] += 1
 
     def _failed(self, writer: Writer, method: str, args: tuple[Any, ...], error: Exception) -> None:
         """Log one failed record and switch off what keeps failing (the rule in the class doc)."""
@@ -189,6 +199,9 @@ def _permanent_reason(writer: Writer, error: Exception) -> str | None:
     run_dir = getattr(writer, "run_dir", None)
     if isinstance(run_dir, Path) and not run_dir.is_dir():
         return f"its run directory {run_dir} is gone"
+    folder = getattr(writer, "folder", None)
+    if getattr(folder, "on_object_store", False) and isinstance(error, PermissionError):
+        return "the object store refuses its credentials"
     run = getattr(writer, "run", None)
     if run is not None and getattr(run, "_is_finished", False) is True:
         return "its wandb run has finished"

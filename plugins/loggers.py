@@ -9,7 +9,9 @@ A dashboard whose package is not installed does not cost the fit (Lightning's
 its logger gets what can be written without the package (:func:`stand_in_writers`: the scalars
 through the logger itself, and the run record, which ``learnscope export`` reads), said in one
 warning, with the install that adds the rest, when the writers are made. A wandb run that is
-disabled (``WANDB_MODE=disabled``) gets no writer, said in one warning.
+disabled (``WANDB_MODE=disabled``) gets no writer, said in one warning. A logger whose log
+directory is on a file system whose package is missing (``s3fs`` for ``s3://``) gets no writer
+either, said in one error naming the package: never a local folder named after the scheme.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Any
 
 from learnscope.plugins.base import Writer
 from learnscope.plugins.metrics import LoggerMetricsWriter
+from learnscope.plugins.run_record_writer import RunRecordWriter
 from learnscope.shell import shell_command
+from learnscope.storage import LocalFolder, MissingFileSystem, open_run_folder
 
 log = logging.getLogger("learnscope")
 
@@ -96,6 +100,9 @@ class LoggerWriters:
             stand in for the dashboard's (:func:`stand_in_writers`), and what they cannot show
             was said when they were made. ``None``: they are the dashboard's own, or the
             logger has no dashboard writer.
+        unwritable: Why nothing can be written where the logger writes (its log directory's
+            file system package is missing), said in one error when the writers were made;
+            ``None`` when it can be written.
 
     Example:
         >>> LoggerWriters(None, []).missing is None
@@ -105,6 +112,7 @@ class LoggerWriters:
     logger: Any
     writers: list[Writer]
     missing: str | None = None
+    unwritable: str | None = None
 
 
 def logger_writers(logger: Any) -> LoggerWriters:
@@ -132,13 +140,17 @@ def logger_writers(logger: Any) -> LoggerWriters:
     if dashboard is None:
         return LoggerWriters(logger, [LoggerMetricsWriter(logger)])
     try:
-        return LoggerWriters(logger, dashboard.writers(logger))
-    except ModuleNotFoundError as error:
-        if (error.name or "").partition(".")[0] == "learnscope":
-            raise
-        writers = stand_in_writers(logger)
-        _tell_stand_ins(logger, dashboard, error, writers)
-        return LoggerWriters(logger, writers, dashboard.package)
+        try:
+            return LoggerWriters(logger, dashboard.writers(logger))
+        except ModuleNotFoundError as error:
+            if (error.name or "").partition(".")[0] == "learnscope":
+                raise
+            writers = stand_in_writers(logger)
+            _tell_stand_ins(logger, dashboard, error, writers)
+            return LoggerWriters(logger, writers, dashboard.package)
+    except MissingFileSystem as error:
+        log.error("%s, so it writes nothing for %s", error, type(logger).__name__)
+        return LoggerWriters(logger, [], unwritable=_unwritable(error))
 
 
 def stand_in_writers(logger: Any) -> list[Writer]:
@@ -162,11 +174,11 @@ def stand_in_writers(logger: Any) -> list[Writer]:
     log_dir = getattr(logger, "log_dir", None)
     if isinstance(log_dir, str | Path):
         from learnscope.plugins.disk_reserve import DiskReserve
-        from learnscope.plugins.run_record_writer import RunRecordWriter
 
-        run_dir = Path(log_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        writers.append(RunRecordWriter(run_dir, DiskReserve(run_dir)))
+        folder = open_run_folder(log_dir)
+        folder.make()
+        local = folder.root if isinstance(folder, LocalFolder) else None
+        writers.append(RunRecordWriter(folder, DiskReserve(local)))
     return writers
 
 
@@ -176,9 +188,8 @@ def _tell_stand_ins(
     """Say once what ``logger`` gets without its dashboard, and the install that adds the rest."""
     kept = "only its scalars (through the logger)"
     for writer in writers:
-        run_dir = getattr(writer, "run_dir", None)
-        if isinstance(run_dir, Path):
-            kept += f" and its run record in {run_dir} (learnscope export shows it)"
+        if isinstance(writer, RunRecordWriter):
+            kept += f" and its run record in {writer.location} (learnscope export shows it)"
     log.warning(
         "learnscope: cannot import %r (%s installs it), so learnscope writes to %s %s: no "
         "embeddings, charts or pictures in the dashboard",
@@ -187,6 +198,18 @@ def _tell_stand_ins(
         type(logger).__name__,
         kept,
     )
+
+
+def _unwritable(error: MissingFileSystem) -> str:
+    """Why nothing is written, for the end-of-fit line.
+
+    Example:
+        >>> _unwritable(MissingFileSystem("gs://b/runs", "gcsfs", "Install gcsfs"))
+        "no 'gcsfs' package for gs://b/runs"
+    """
+    if error.package is None:
+        return f"{error.location} cannot be opened"
+    return f"no {error.package!r} package for {error.location}"
 
 
 def _dashboard(logger: Any) -> Dashboard | None:

@@ -3,8 +3,9 @@
 Layout inside a run directory::
 
     projector_config.pbtxt                      one entry per snapshot, merged with every other
-                                                writer's (parsed again only after another
-                                                writer changed it)
+                                                writer's (kept by the writer's ProjectorConfig,
+                                                parsed again only after another writer changed
+                                                it)
     projector/<tag>/<stage>/step_<N>/tensor.bin   raw little-endian float32, or tensor.tsv
     projector/<tag>/<stage>/step_<N>/metadata.tsv
     projector/<tag>/<stage>/step_<N>/sprite.png
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import hashlib
 import io
 import logging
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.files import inside, locked, move_aside, safe_name, write_atomic
+from learnscope.files import inside, safe_name
 from learnscope.optional import import_optional
 from learnscope.plugins.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
@@ -42,12 +43,14 @@ from learnscope.run_files import (
     snapshot_name,
     step_name,
 )
+from learnscope.storage import LocalFolder, RunFolder, UnreadableFile, open_run_folder
 
 log = logging.getLogger("learnscope")
 
 CONFIG_NAME = PROJECTOR_CONFIG
 MAX_POINTS = 100_000  # the projector front end loads at most this many points
 MAX_SPRITE_SIDE = 8192  # pixels; larger sprites break silently in the front end
+MAX_CONFIG_BYTES = 64 << 20  # a larger projector config is damage, not a config
 _EMPTY = "<empty>"
 _MAX_FOLDER = 160  # characters of tag folders under projector/; longer ones are shortened
 _KEPT_FOLDER = 100  # characters of leading tag folders kept when shortening
@@ -198,6 +201,7 @@ class SnapshotFiles:
         sprite: The sprite's path relative to the run directory, or ``None`` when none.
         cell: ``(width, height)`` of one thumbnail in the sprite, in pixels.
         per_row: Thumbnails per row of the sprite (point ``i`` at column ``i % per_row``).
+        tensor: The tensor file's path relative to the run directory and its size in bytes.
     """
 
     name: str
@@ -205,6 +209,7 @@ class SnapshotFiles:
     sprite: str | None = None
     cell: tuple[int, int] | None = None
     per_row: int | None = None
+    tensor: tuple[str, int] | None = None
 
 
 def entry_name(snapshot: EmbeddingSnapshot) -> str:
@@ -273,13 +278,18 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> SnapshotFiles:
+def write_snapshot(
+    run_dir: Path | RunFolder, snapshot: EmbeddingSnapshot, config: ProjectorConfig | None = None
+) -> SnapshotFiles:
     """Write one snapshot's files under ``run_dir`` and merge its entry into the config.
 
     Args:
-        run_dir: The TensorBoard run directory (the one holding the event files).
+        run_dir: The TensorBoard run directory (the one holding the event files), as a path or
+            a :class:`~learnscope.storage.RunFolder`.
         snapshot: What to write. More than 100,000 rows are subsampled deterministically, with a
             warning, since the front end loads no more.
+        config: The writer's :class:`ProjectorConfig` of ``run_dir`` (it keeps the parsed
+            config between snapshots); ``None``: the config is read afresh for this one.
 
     Returns:
         The tensor name of the entry and what was written (see :class:`SnapshotFiles`).
@@ -292,6 +302,8 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> SnapshotFiles:
         >>> [e.tensor_name for e in read_config(run).embeddings]
         ['enc/step_000000003']
     """
+    folder = run_dir if isinstance(run_dir, RunFolder) else open_run_folder(run_dir)
+    config = config if config is not None else ProjectorConfig(folder)
     if snapshot.num_points > MAX_POINTS:
         log.warning(
             "learnscope: %s has %d rows; the projector loads at most %d, keeping a fixed subsample",
@@ -302,33 +314,37 @@ def write_snapshot(run_dir: Path, snapshot: EmbeddingSnapshot) -> SnapshotFiles:
         snapshot = snapshot.subsample(MAX_POINTS)
     pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
     name = entry_name(snapshot)
-    folder = (PROJECTOR_FOLDER, *tag_folder(snapshot.key), step_name(snapshot.step))
+    where = "/".join((PROJECTOR_FOLDER, *tag_folder(snapshot.key), step_name(snapshot.step)))
     entry = pb.EmbeddingInfo(tensor_name=name, tensor_shape=[snapshot.num_points, snapshot.dim])
 
     try:
-        return _write_files(run_dir, snapshot, folder, entry)
+        return _write_files(folder, snapshot, where, entry, config)
     except OSError:  # a full disk: the files of a snapshot not in the config go again
         for written in (entry.tensor_path, entry.metadata_path, entry.sprite.image_path):
             if written:
-                with contextlib.suppress(OSError):
-                    (run_dir / written).unlink()
-        with contextlib.suppress(OSError):
-            inside(run_dir, *folder).rmdir()  # only when empty
+                with contextlib.suppress(OSError, ValueError):
+                    folder.remove(written)
+        if isinstance(folder, LocalFolder):
+            with contextlib.suppress(OSError):
+                inside(folder.root, where).rmdir()  # only when empty
         raise
 
 
 def _write_files(
-    run_dir: Path, snapshot: EmbeddingSnapshot, folder: tuple[str, ...], entry: Any
+    folder: RunFolder, snapshot: EmbeddingSnapshot, where: str, entry: Any, config: ProjectorConfig
 ) -> SnapshotFiles:
-    """Write the snapshot's files into ``folder``, filling in ``entry``, and merge ``entry``."""
+    """Write the snapshot's files into ``where``, filling in ``entry``, and merge ``entry``."""
     name = entry.tensor_name
     data, suffix = tensor_bytes(snapshot.vectors_numpy())
-    entry.tensor_path = _write(run_dir, folder, f"tensor.{suffix}", data)
+    entry.tensor_path = f"{where}/tensor.{suffix}"
+    folder.write(entry.tensor_path, data)
     columns = snapshot.metadata_columns()
     if columns:
-        entry.metadata_path = _write(run_dir, folder, "metadata.tsv", metadata_tsv(columns))
+        entry.metadata_path = f"{where}/metadata.tsv"
+        folder.write(entry.metadata_path, metadata_tsv(columns))
     images = snapshot.images_uint8()
-    files = SnapshotFiles(name, snapshot.num_points)
+    tensor = (entry.tensor_path, memoryview(data).nbytes)
+    files = SnapshotFiles(name, snapshot.num_points, tensor=tensor)
     if images is not None and pictures_available():  # else warned once: no sprite
         sprite = sprite_png(images)
         if sprite is None:
@@ -338,16 +354,19 @@ def _write_files(
                 name,
             )
         else:
-            entry.sprite.image_path = _write(run_dir, folder, "sprite.png", sprite[0])
+            entry.sprite.image_path = f"{where}/sprite.png"
+            folder.write(entry.sprite.image_path, sprite[0])
             entry.sprite.single_image_dim.extend(sprite[1])
             per_row = sprite_per_row(snapshot.num_points)
-            files = SnapshotFiles(name, files.points, entry.sprite.image_path, sprite[1], per_row)
-    _merge_entry(run_dir, entry)
+            files = dataclasses.replace(
+                files, sprite=entry.sprite.image_path, cell=sprite[1], per_row=per_row
+            )
+    config.add(entry)
     return files
 
 
-def read_config(run_dir: Path) -> Any:
-    """The ``ProjectorConfig`` message on disk in ``run_dir`` (empty when there is none).
+def read_config(run_dir: Path | RunFolder) -> Any:
+    """The ``ProjectorConfig`` message in ``run_dir`` (empty when there is none).
 
     Example:
         >>> import tempfile
@@ -356,76 +375,97 @@ def read_config(run_dir: Path) -> Any:
     """
     pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
     text_format = import_optional("google.protobuf.text_format", "tensorboard")
+    folder = run_dir if isinstance(run_dir, RunFolder) else open_run_folder(run_dir)
     config = pb.ProjectorConfig()
-    path = run_dir / CONFIG_NAME
-    if path.exists():
-        text_format.Parse(path.read_text(encoding="utf-8"), config)
+    if folder.stamp(CONFIG_NAME) is not None:
+        text_format.Parse(folder.read(CONFIG_NAME, MAX_CONFIG_BYTES).decode("utf-8"), config)
     return config
 
 
-def _write(run_dir: Path, folder: tuple[str, ...], filename: str, data: bytes | memoryview) -> str:
-    path = inside(run_dir, *folder, filename)
-    write_atomic(path, data)
-    return path.relative_to(run_dir).as_posix()
+class ProjectorConfig:
+    """The ``projector_config.pbtxt`` of one run folder, owned by the writer that adds to it.
 
+    The config is parsed once, kept as one text per entry, and written whole after each
+    entry. It is parsed again only when its stamp differs from the one this owner's last write
+    left, that is when another writer, a resumed run or a person changed or removed it. So a
+    snapshot costs the same after 1,000 earlier ones as after 10: one ``stat``, one serialised
+    entry, and one atomic write of the joined entry texts (on an object store: a ``HEAD``, a
+    ``PUT`` of the whole config, about 250 bytes per entry, and a ``HEAD``). On a local disk
+    the config is changed under its lock; an object store has none, so a second writer in the
+    same run folder at the same moment can lose an entry of the other (its files stay).
 
-@dataclass
-class _CachedConfig:
-    """The config as this process last wrote it: parsed once, then appended to."""
+    Args:
+        folder: The run folder (see :mod:`learnscope.storage`).
 
-    stamp: tuple[int, ...]  # the file's identity, size and times right after our write
-    head: str  # text of every field other than ``embeddings``
-    entries: dict[str, str]  # tensor name -> text of its ``embeddings { ... }`` block(s)
-
-    def text(self) -> str:
-        return self.head + "".join(self.entries.values())
-
-
-# Resolved config path -> what this process last wrote there. Used and changed only while the
-# config's lock is held, so two writers of one process never see half an update.
-_CACHE: dict[str, _CachedConfig] = {}
-_CACHE_RUNS = 64  # the most recently written run directories kept; older ones are parsed again
-
-
-def _stamp(path: Path) -> tuple[int, ...] | None:
-    """The file's device, inode, size and change times; ``None`` when it is missing.
-
-    Every learnscope write replaces the file (a new inode, new times, usually a new size), so a
-    change by another writer or by hand shows here without reading the file.
+    Example:
+        >>> import tempfile
+        >>> from learnscope.storage import open_run_folder
+        >>> config = ProjectorConfig(open_run_folder(tempfile.mkdtemp()))
+        >>> pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "x")
+        >>> config.add(pb.EmbeddingInfo(tensor_name="enc/step_000000001"))
+        >>> list(config.entries())
+        ['enc/step_000000001']
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
+    def __init__(self, folder: RunFolder) -> None:
+        self.folder = folder
+        self._stamp: tuple[object, ...] | None = None
+        self._head = ""  # text of every field other than ``embeddings``
+        self._entries: dict[str, str] | None = None  # tensor name -> its ``embeddings`` text
 
-def _parse_config(path: Path) -> _CachedConfig:
-    """Read and parse the config on disk into per-entry texts (the costly path, taken rarely).
+    def entries(self) -> list[str]:
+        """The tensor names this owner last wrote, in the config's order."""
+        return list(self._entries or {})
 
-    A config that cannot be parsed (garbage, half a hand edit) is moved aside to
-    ``projector_config.pbtxt.corrupt-<UTC time>`` with a warning naming both files, and a new
-    config is started; the files of its entries stay on disk.
-    """
-    pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
-    text_format = import_optional("google.protobuf.text_format", "tensorboard")
-    config = pb.ProjectorConfig()
-    if path.exists():
-        try:
-            text_format.Parse(path.read_text(encoding="utf-8"), config)
-        except (text_format.ParseError, UnicodeDecodeError) as error:
-            then = "a new config is started (the files of its entries stay on disk)"
-            move_aside(path, error, "the projector config", then)
-            config = pb.ProjectorConfig()
-    entries: dict[str, str] = {}
-    for embedding in config.embeddings:  # two entries of one name (another tool's) are both kept
-        _pad_old_name(embedding)
-        entries[embedding.tensor_name] = entries.get(embedding.tensor_name, "") + _entry_text(
-            embedding
-        )
-    del config.embeddings[:]
-    head = text_format.MessageToString(config, as_utf8=True)
-    return _CachedConfig(stamp=(), head=head, entries=entries)
+    def add(self, entry: Any) -> None:
+        """Add or replace ``entry`` in the config, keeping every other entry.
+
+        Replacing an entry of the same name is said with a warning: learnscope's callbacks give
+        every snapshot of a run its own name, so only a resumed run that repeats a step does it.
+        """
+        with self.folder.locked(CONFIG_NAME):
+            entries, self._entries = self._entries, None  # dropped for good if anything fails
+            if entries is None or self._stamp != self.folder.stamp(CONFIG_NAME):
+                entries = self._parse()
+            if entries.pop(entry.tensor_name, None) is not None:  # it moves to the end
+                log.warning(
+                    "learnscope: the projector snapshot %s was written again (a resumed run "
+                    "that repeats a step); it replaces the one written before",
+                    entry.tensor_name,
+                )
+            entries[entry.tensor_name] = _entry_text(entry)
+            text = self._head + "".join(entries.values())
+            self.folder.write(CONFIG_NAME, text.encode("utf-8"))
+            self._stamp = self.folder.stamp(CONFIG_NAME)
+            if self._stamp is not None:
+                self._entries = entries
+
+    def _parse(self) -> dict[str, str]:
+        """Read and parse the config into per-entry texts (the costly path, taken rarely).
+
+        A config that cannot be parsed (garbage, half a hand edit) is set aside to
+        ``projector_config.pbtxt.corrupt-<UTC time>`` with a warning naming both files, and a
+        new config is started; the files of its entries stay.
+        """
+        pb = import_optional("tensorboard.plugins.projector.projector_config_pb2", "tensorboard")
+        text_format = import_optional("google.protobuf.text_format", "tensorboard")
+        config = pb.ProjectorConfig()
+        if self.folder.stamp(CONFIG_NAME) is not None:
+            try:
+                text = self.folder.read(CONFIG_NAME, MAX_CONFIG_BYTES).decode("utf-8")
+                text_format.Parse(text, config)
+            except (text_format.ParseError, UnicodeDecodeError, UnreadableFile) as error:
+                then = "a new config is started (the files of its entries stay on disk)"
+                self.folder.set_aside(CONFIG_NAME, error, "the projector config", then)
+                config = pb.ProjectorConfig()
+        entries: dict[str, str] = {}
+        for embedding in config.embeddings:  # two entries of one name (another tool's): both kept
+            _pad_old_name(embedding)
+            name = embedding.tensor_name
+            entries[name] = entries.get(name, "") + _entry_text(embedding)
+        del config.embeddings[:]
+        self._head = text_format.MessageToString(config, as_utf8=True)
+        return entries
 
 
 def _pad_old_name(entry: Any) -> None:
@@ -450,40 +490,6 @@ def _entry_text(entry: Any) -> str:
     one = pb.ProjectorConfig()
     one.embeddings.append(entry)
     return text_format.MessageToString(one, as_utf8=True)
-
-
-def _merge_entry(run_dir: Path, entry: Any) -> None:
-    """Add or replace ``entry`` in the config on disk, keeping every other entry.
-
-    Replacing an entry of the same name is said with a warning: learnscope's callbacks give
-    every snapshot of a run its own name, so only a resumed run that repeats a step does it.
-
-    The parsed config is kept between calls and the file is parsed again only when its stamp
-    (inode, size, modification and change times) differs from the one left by this process's
-    last write, that is when another writer, a resumed run or a person changed or removed it.
-    So a snapshot costs the same after 1,000 earlier ones as after 10: one ``stat``, one
-    serialised entry, and one atomic write of the joined entry texts.
-    """
-    path = run_dir / CONFIG_NAME
-    key = str(path.resolve())
-    with locked(run_dir / f".{CONFIG_NAME}.lock"):
-        cached = _CACHE.pop(key, None)  # dropped for good if anything below fails
-        if cached is None or cached.stamp != _stamp(path):
-            cached = _parse_config(path)
-        if cached.entries.pop(entry.tensor_name, None) is not None:  # it moves to the end
-            log.warning(
-                "learnscope: the projector snapshot %s was written again (a resumed run that "
-                "repeats a step); it replaces the one written before",
-                entry.tensor_name,
-            )
-        cached.entries[entry.tensor_name] = _entry_text(entry)
-        write_atomic(path, cached.text().encode("utf-8"))
-        stamp = _stamp(path)
-        if stamp is not None:
-            cached.stamp = stamp
-            _CACHE[key] = cached  # re-inserted last: the dict's order is least recently used first
-            if len(_CACHE) > _CACHE_RUNS:
-                del _CACHE[next(iter(_CACHE))]
 
 
 def _clean(text: str) -> str:

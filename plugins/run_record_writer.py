@@ -5,7 +5,8 @@
 run starts, a ``snapshot`` per embedding snapshot (ids, the aligned PCA view with its spread
 and frame, typed metadata columns, the sprite, the full embedding's file), an
 ``autocorrelation`` entry per kind of each analysis, the whole ``findings`` table, and an
-``end`` entry. Each record is one append of its lines, under the directory's lock. The
+``end`` entry. Each record is one append of its lines, under the directory's lock (on an
+object store, one new segment). The
 TensorBoard and wandb writers each keep one in their own directory; failures are raised to the
 caller (the writer fan-out isolates them).
 
@@ -43,8 +44,9 @@ from learnscope.records import (
     RunStart,
 )
 from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import FORMAT, append_entries, encode_array
+from learnscope.run_record import FORMAT, encode_array, encode_entries
 from learnscope.scatter import column_kind, label_categories
+from learnscope.storage import LocalFolder, RunFolder, open_run_folder
 
 ID_COLUMN = "id"
 NOT_COLUMNS = (ID_COLUMN, *PCA_COLUMNS)  # in the entry's own fields, not in its columns
@@ -92,8 +94,10 @@ class RunRecordWriter(Writer):
     """Append learnscope's records to the run record of one directory.
 
     Args:
-        directory: The run directory (TensorBoard's, or a wandb run's files folder). It must
-            exist when a record is written: a removed directory is not made again.
+        directory: The run directory (TensorBoard's, or a wandb run's files folder), as a path
+            or a :class:`~learnscope.storage.RunFolder` (on an object store, each record is one
+            new segment). A local one must exist when a record is written: a removed
+            directory is not made again.
         reserve: The free-space reserve of the writer this record belongs to (see
             :mod:`learnscope.plugins.disk_reserve`): no entry is written while the free space
             is below it. ``None``: no reserve.
@@ -105,11 +109,18 @@ class RunRecordWriter(Writer):
         'learnscope_record.jsonl'
     """
 
-    def __init__(self, directory: str | Path, reserve: DiskReserve | None = None) -> None:
-        self.run_dir = Path(directory)
+    def __init__(
+        self, directory: str | Path | RunFolder, reserve: DiskReserve | None = None
+    ) -> None:
+        self.folder = directory if isinstance(directory, RunFolder) else open_run_folder(directory)
         self.reserve = reserve
-        remove_unheld_lock(self.run_dir / f".{RECORD_FILE}.lock")  # left by a killed writer
-        self.path = self.run_dir / RECORD_FILE
+        self.location = self.folder.location
+        if isinstance(self.folder, LocalFolder):
+            self.run_dir: Path | None = self.folder.root
+            self.path: Path | None = self.run_dir / RECORD_FILE
+            remove_unheld_lock(self.run_dir / f".{RECORD_FILE}.lock")  # left by a killed writer
+        else:
+            self.run_dir = self.path = None  # segments of learnscope_record.d/
         self._step: int | None = None  # the latest step written, for an end entry at close
         self._ended = True  # nothing to end until something is written
         self._findings: tuple[list[dict[str, Any]], int] | None = None  # rows, step last written
@@ -160,17 +171,17 @@ class RunRecordWriter(Writer):
 
     def describe(self) -> str:
         """``RunRecordWriter(<directory>)``."""
-        return f"RunRecordWriter({self.run_dir})"
+        return f"RunRecordWriter({self.location})"
 
     def _append(self, entries: list[dict[str, Any]], step: int | None = None) -> None:
         """Append ``entries`` in one write; the directory must still be there."""
         if not entries:
             return
-        if not self.run_dir.is_dir():
-            raise FileNotFoundError(f"the run directory {self.run_dir} is gone; not re-making it")
+        if not self.folder.exists():
+            raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
         if self.reserve is not None and not self.reserve.allows(0, "the run record"):
             return
-        append_entries(self.path, entries)
+        self.folder.append_record(encode_entries(entries))
         self._ended = entries[-1]["kind"] == "end"
         if step is not None:
             self._step = step if self._step is None else max(self._step, step)

@@ -13,11 +13,12 @@ from learnscope.optional import import_optional
 from learnscope.plugins import projector_files, tensorboard_layout
 from learnscope.plugins.base import Writer
 from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
-from learnscope.plugins.event_file import EventFile
+from learnscope.plugins.event_file import EventFile, EventSegments
 from learnscope.plugins.figures import png_bytes
 from learnscope.plugins.projector_refresh import ProjectorRefresh
 from learnscope.plugins.run_record_writer import RunRecordWriter, Sprite, TensorFile
-from learnscope.run_files import EVENTS_SUFFIX, PROJECTOR_FOLDER, step_name
+from learnscope.run_files import EVENTS_SUFFIX
+from learnscope.storage import LocalFolder, open_run_folder
 from learnscope.tags import FINDINGS
 
 SUFFIX = EVENTS_SUFFIX
@@ -62,22 +63,29 @@ class TensorBoardWriter(Writer):
 
     def __init__(self, log_dir_or_summary_writer: str | Path | Any) -> None:
         import_optional("tensorboard", "tensorboard")
+        self.summary: Any = None
         if isinstance(log_dir_or_summary_writer, str | Path):
-            self.run_dir = Path(log_dir_or_summary_writer)
-            self.summary: Any = None
-            self._events: EventFile | None = None  # opened below, or when the disk has room
+            self.folder = open_run_folder(log_dir_or_summary_writer)
         else:
             self.summary = log_dir_or_summary_writer
-            self.run_dir = Path(self.summary.get_logdir())
-            self._events = None
-        # Temporaries of write_atomic left by a crashed writer (tensor files of tens of MB):
-        # see remove_orphan_temporaries for which go.
-        remove_orphan_temporaries(self.run_dir)
-        self._refresh = ProjectorRefresh(self.run_dir)  # running servers see new snapshots
+            self.folder = open_run_folder(self.summary.get_logdir())
+        self.location = self.folder.location
+        local = isinstance(self.folder, LocalFolder)
+        self.run_dir: Path | None = self.folder.root if local else None
+        self._events: EventFile | EventSegments | None = None  # opened when there is room
+        self._findings_written: tuple[str, int] | None = None  # the Text tab's last table
+        self._refresh: ProjectorRefresh | None = None  # running servers see new snapshots
+        if self.run_dir is not None:
+            # Temporaries of write_atomic left by a crashed writer (tensor files of tens of
+            # MB): see remove_orphan_temporaries for which go.
+            remove_orphan_temporaries(self.run_dir)
+            self._refresh = ProjectorRefresh(self.run_dir)
         self.reserve = DiskReserve(self.run_dir)  # learnscope leaves the disk's last space
-        self.record = RunRecordWriter(self.run_dir, self.reserve)
+        self.record = RunRecordWriter(self.folder, self.reserve)
+        self.projector = projector_files.ProjectorConfig(self.folder)
+        self.layout = tensorboard_layout.CustomScalarsLayout(self.folder)
         if self.summary is None and self.reserve.allows(0, "learnscope's event file"):
-            self._events = EventFile(self.run_dir, SUFFIX)
+            self._open_events()
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
@@ -90,18 +98,19 @@ class TensorBoardWriter(Writer):
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
                 it is not made again, so no half run appears where the user removed one.
         """
-        if not self.run_dir.is_dir():
-            raise FileNotFoundError(f"the run directory {self.run_dir} is gone; not re-making it")
+        if not self.folder.exists():
+            raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
         if not self.reserve.allows(snapshot_bytes(snapshot), f"snapshot {snapshot.key}"):
             return
-        if self.summary is None and self._events is None:  # the projector lists runs by it
-            self._events = EventFile(self.run_dir, SUFFIX)
-        files = projector_files.write_snapshot(self.run_dir, snapshot)
-        self._refresh.announce()
+        if self.summary is None:  # the projector lists runs by their event files
+            self._open_events().touch()
+        files = projector_files.write_snapshot(self.folder, snapshot, self.projector)
+        if self._refresh is not None:
+            self._refresh.announce()
         sprite = None
         if files.sprite and files.cell and files.per_row and files.points == snapshot.num_points:
             sprite = Sprite(files.sprite, files.cell, files.per_row)
-        self.record.write_embedding(snapshot, sprite, _tensor_file(self.run_dir, snapshot, files))
+        self.record.write_embedding(snapshot, sprite, _tensor_file(snapshot, files))
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Add each scalar at ``step``."""
@@ -109,6 +118,7 @@ class TensorBoardWriter(Writer):
 
         for name, value in scalars.items():
             self.add_summary(scalar(name, value), step)
+        self._end_batch()
 
     def write_histogram(self, histogram: records.Histogram) -> None:
         """Add a histogram of the finite values (nothing when there are none)."""
@@ -118,6 +128,7 @@ class TensorBoardWriter(Writer):
         if values.size:
             proto = histogram_summary(histogram.tag, values, bins=_tensorflow_bins())
             self.add_summary(proto, histogram.step)
+            self._end_batch()
 
     def write_image(self, image: records.RenderedImage) -> None:
         """Add an image to the Images tab, PNG-encoded (Pillow)."""
@@ -131,6 +142,7 @@ class TensorBoardWriter(Writer):
             encoded_image_string=png_bytes(image.pixels),
         )
         self.add_summary(Summary(value=[Summary.Value(tag=image.tag, image=encoded)]), image.step)
+        self._end_batch()
 
     def write_autocorrelation(self, summary: records.AutocorrelationSummary) -> None:
         """Scalars, Custom Scalars charts and ACF images (``tensorboard_autocorrelation``).
@@ -140,6 +152,7 @@ class TensorBoardWriter(Writer):
         from learnscope.plugins import tensorboard_autocorrelation
 
         tensorboard_autocorrelation.write_autocorrelation(self, summary)
+        self._end_batch()
         self.record.write_autocorrelation(summary)
 
     def write_findings(self, findings: Sequence[records.Finding], step: int) -> None:
@@ -158,9 +171,10 @@ class TensorBoardWriter(Writer):
         from torch.utils.tensorboard.summary import text as text_summary
 
         text = findings_markdown(findings)
-        last = getattr(self, "_findings_written", None)
+        last = self._findings_written
         if last is None or last[0] != text or step > last[1]:
             self.add_summary(text_summary(FINDINGS, text), step)
+            self._end_batch()
             self._findings_written = (text, step)
         self.record.write_findings(findings, step)
 
@@ -189,12 +203,14 @@ class TensorBoardWriter(Writer):
 
         if not self.reserve.allows(0, "the Custom Scalars layout"):
             return
-        state = tensorboard_layout.merge_charts(self.run_dir, charts)
+        state = self.layout.merge(charts)
         if state is not None:
             self.add_summary(custom_scalars(state["layout"]), state["version"])
 
     def add_summary(self, summary: Any, step: int) -> None:
         """Add one ``Summary`` proto at ``step`` to the event file.
+
+        On an object store it is written with the rest of its record, as one new event file.
 
         Raises:
             FileNotFoundError: The run directory is gone; nothing is written into the void.
@@ -202,32 +218,46 @@ class TensorBoardWriter(Writer):
         if self.summary is not None:
             self.summary._get_file_writer().add_summary(summary, step)
             return
-        if not self.run_dir.is_dir():
-            raise FileNotFoundError(f"the run directory {self.run_dir} is gone")
+        if not self.folder.exists():
+            raise FileNotFoundError(f"the run directory {self.location} is gone")
         if self.reserve.allows(0, f"{summary.value[0].tag if summary.value else 'a summary'}"):
-            if self._events is None:
-                self._events = EventFile(self.run_dir, SUFFIX)
-            self._events.add_summary(summary, step)
+            self._open_events().add_summary(summary, step)
 
     def flush(self) -> None:
         """Flush a given ``SummaryWriter`` (an own event file holds every record already)."""
         if self.summary is not None:
             self.summary.flush()
+        self._end_batch()
 
     def close(self) -> None:
         """End the run record, and close the own event file (or flush a given SummaryWriter)."""
         try:
             self.record.close()
         finally:
-            self._refresh.close()
+            if self._refresh is not None:
+                self._refresh.close()
             if self._events is not None:
                 self._events.close()
             elif self.summary is not None:
                 self.summary.flush()
 
+    def _open_events(self) -> EventFile | EventSegments:
+        """The own event file (or, on an object store, its segments), opened when first used."""
+        if self._events is None:
+            if self.run_dir is not None:
+                self._events = EventFile(self.run_dir, SUFFIX)
+            else:
+                self._events = EventSegments(self.folder, SUFFIX)
+        return self._events
+
+    def _end_batch(self) -> None:
+        """On an object store, write the summaries of the record just written as one object."""
+        if isinstance(self._events, EventSegments):
+            self._events.flush()
+
     def describe(self) -> str:
         """``TensorBoardWriter(<run dir>)``."""
-        return f"TensorBoardWriter({self.run_dir})"
+        return f"TensorBoardWriter({self.location})"
 
 
 def findings_markdown(findings: Sequence[records.Finding]) -> str:
@@ -274,20 +304,17 @@ def _md(text: str) -> str:
 
 
 def _tensor_file(
-    run_dir: Path, snapshot: records.EmbeddingSnapshot, files: projector_files.SnapshotFiles
+    snapshot: records.EmbeddingSnapshot, files: projector_files.SnapshotFiles
 ) -> TensorFile | None:
     """The raw float32 tensor the projector got, when it holds every row of ``snapshot``.
 
     ``None`` when the projector got a subsample or a TSV tensor (see
     :func:`projector_files.tensor_bytes`).
     """
-    folder = projector_files.tag_folder(snapshot.key)
-    path = "/".join((PROJECTOR_FOLDER, *folder, step_name(snapshot.step), "tensor.bin"))
     shape = (snapshot.num_points, snapshot.dim)
-    try:
-        size = (run_dir / path).stat(follow_symlinks=False).st_size
-    except OSError:
+    if files.tensor is None or files.points != shape[0]:
         return None
-    if files.points != shape[0] or size != shape[0] * shape[1] * 4:
+    path, size = files.tensor
+    if not path.endswith(".bin") or size != shape[0] * shape[1] * 4:
         return None
     return TensorFile(path, shape)

@@ -26,20 +26,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from learnscope.plugins.figures import acf_images
-from learnscope.plugins.tensorboard_layout import Chart, margin, multiline, retire_charts
+from learnscope.plugins.tensorboard_layout import Chart, margin, multiline
 from learnscope.records import AutocorrelationSummary
 from learnscope.tags import AUTOCORRELATION, ROOT
 
 if TYPE_CHECKING:
     from learnscope.plugins.tensorboard import TensorBoardWriter
-
-
-# The multi-line charts earlier learnscope versions wrote (in categories "autocorrelation/<kind>"),
-# replaced by the charts below when such a run is resumed.
-retire_charts(
-    r"autocorrelation/[^/]+",
-    r".+: ACF at lags .+|.+: lag-1 median and quartiles|integrated autocorrelation time \(steps\)",
-)
 
 
 def autocorrelation_charts(

@@ -2,15 +2,16 @@
 
 TensorBoard shows the most recent layout summary of a run, so every time a chart is added the
 complete layout is written again at a higher step. The charts are kept in a small JSON file in
-the run directory (merged under a lock), so a second writer or a resumed run adds to the layout
-instead of replacing it. The file is read again only when another writer changed it (its inode,
-size or times differ from this process's last write), and written, like the layout summary,
-only when a chart is new or different: an analysis that asks for the charts already there costs
-one ``stat``.
+the run directory (merged under a lock on a local disk), so a second writer or a resumed run adds
+to the layout instead of replacing it. The writer's :class:`CustomScalarsLayout` reads the file
+again only when another writer changed it (its stamp differs from the one its own last write
+left), and writes it, like the layout summary, only when a chart is new or different: an
+analysis that asks for the charts already there costs one ``stat`` (one ``HEAD`` on an object
+store). The layout grows with the charts, not with the steps.
 
 Categories and charts keep the order in which they were first added (for autocorrelation, the
 module order of the groups). Charts that an older version of learnscope wrote and a newer one
-replaces are named with :func:`retire_charts`; they leave the layout at the next merge (and a
+replaces are named in :data:`RETIRED_CHARTS`; they leave the layout at the next merge (and a
 category left empty goes too), so a run resumed with a newer version does not show both.
 
 A file that cannot be read as a layout (cut short by a crash, edited by hand, not a regular
@@ -24,15 +25,13 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import re
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.files import locked, move_aside, write_atomic
 from learnscope.run_files import LAYOUT_FILE
+from learnscope.storage import RunFolder, UnreadableFile, open_run_folder
 
 log = logging.getLogger("learnscope")
 
@@ -40,10 +39,18 @@ LAYOUT_TAG = "custom_scalars__config__"
 
 Chart = list[Any]  # ["Multiline", [regex, ...]] or ["Margin", [value, lower, upper]]
 
-# Resolved layout file -> (its stamp right after this process's last read or write, the state).
-_CACHE: dict[str, tuple[tuple[int, ...] | None, dict[str, Any]]] = {}
-_CACHE_RUNS = 64  # the most recently used run directories kept
-_RETIRED: list[tuple[re.Pattern[str], re.Pattern[str]]] = []  # (category, title) patterns
+# The charts earlier learnscope versions wrote (category, title), replaced by today's charts
+# when such a run is resumed: they leave the layout at the next merge.
+RETIRED_CHARTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
+    (
+        re.compile(r"autocorrelation/[^/]+"),
+        re.compile(
+            r".+: ACF at lags .+|.+: lag-1 median and quartiles"
+            r"|integrated autocorrelation time \(steps\)"
+        ),
+    ),
+)
+MAX_LAYOUT_BYTES = 16 << 20  # a larger layout file is damage, not a layout
 
 
 def multiline(tags: Sequence[str]) -> Chart:
@@ -66,26 +73,84 @@ def margin(value: str, lower: str, upper: str) -> Chart:
     return ["Margin", [value, lower, upper]]
 
 
-def retire_charts(category: str, title: str) -> None:
-    """Drop charts whose category and title fully match these regexes when a layout is merged.
+class CustomScalarsLayout:
+    """The Custom Scalars layout file of one run folder, owned by the writer that adds charts.
 
-    A chart being added by the merge is never dropped; a category left empty is removed.
-
-    Example:
-        >>> retire_charts(r"doc-example", r"old .*")
-    """
-    _RETIRED.append((re.compile(category), re.compile(title)))
-
-
-def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str, Any] | None:
-    """Add ``charts`` (category -> title -> chart) to the run's layout on disk.
+    The state is read once (and again only when another writer changed the file: its stamp
+    differs from the one this owner's last write left), merged, and written whole when a
+    chart is new or different; on a local disk under the file's lock.
 
     Args:
-        run_dir: The TensorBoard run directory.
-        charts: The charts to have in the layout.
+        folder: The run folder (see :mod:`learnscope.storage`).
 
-    Returns:
-        The complete layout (``{"version": n, "layout": {...}}``) when it changed, else ``None``.
+    Example:
+        >>> import tempfile
+        >>> from learnscope.storage import open_run_folder
+        >>> layout = CustomScalarsLayout(open_run_folder(tempfile.mkdtemp()))
+        >>> layout.merge({"c": {"t": multiline(["x"])}})["version"]
+        1
+        >>> layout.merge({"c": {"t": multiline(["x"])}}) is None
+        True
+    """
+
+    def __init__(self, folder: RunFolder) -> None:
+        self.folder = folder
+        self._cached: tuple[tuple[object, ...] | None, dict[str, Any]] | None = None
+
+    def merge(self, charts: dict[str, dict[str, Chart]]) -> dict[str, Any] | None:
+        """Add ``charts`` (category -> title -> chart) to the layout.
+
+        Returns:
+            The complete layout (``{"version": n, "layout": {...}}``) when it changed, else
+            ``None``.
+        """
+        with self.folder.locked(LAYOUT_FILE):
+            stamp = self.folder.stamp(LAYOUT_FILE)
+            cached, self._cached = self._cached, None  # dropped for good if anything fails
+            if cached is not None and cached[0] == stamp:
+                state = cached[1]
+            else:
+                state = self._read(cached) if stamp else {"version": 0, "layout": {}}
+            layout = state["layout"]
+            changed = _drop_retired(layout, charts)
+            for category, titled in charts.items():
+                for title, chart in titled.items():
+                    if layout.get(category, {}).get(title) != chart:
+                        layout.setdefault(category, {})[title] = copy.deepcopy(chart)
+                        changed = True
+            if changed:
+                state["version"] += 1
+                self.folder.write(LAYOUT_FILE, json.dumps(state, indent=1).encode())
+                stamp = self.folder.stamp(LAYOUT_FILE)
+            self._cached = (stamp, state)
+            return state if changed else None
+
+    def _read(self, cached: tuple[Any, dict[str, Any]] | None) -> dict[str, Any]:
+        """The layout in the folder; a new one when it cannot be read, the old file set aside."""
+        text = ""
+        try:
+            text = self.folder.read(LAYOUT_FILE, MAX_LAYOUT_BYTES).decode("utf-8")
+            state = json.loads(text)
+            layout = state.get("layout") if isinstance(state, dict) else None
+            if not (
+                isinstance(state.get("version"), int)
+                and isinstance(layout, dict)
+                and all(isinstance(charts, dict) for charts in layout.values())
+            ):
+                raise ValueError("not a learnscope layout (version and layout)")
+            return state
+        except (ValueError, AttributeError, UnreadableFile) as error:  # JSON, UTF-8, a FIFO
+            found = re.match(r'\s*\{\s*"version"\s*:\s*(\d+)', text)
+            version = max(int(found[1]) if found else 0, cached[1]["version"] if cached else 0)
+            then = "a new layout is started"
+            self.folder.set_aside(LAYOUT_FILE, error, "the Custom Scalars layout", then)
+            return {"version": version, "layout": {}}
+
+
+def merge_charts(
+    run_dir: Path | RunFolder, charts: dict[str, dict[str, Chart]]
+) -> dict[str, Any] | None:
+    """Add ``charts`` to the layout of ``run_dir`` once (see :class:`CustomScalarsLayout`).
 
     Example:
         >>> import tempfile
@@ -95,60 +160,15 @@ def merge_charts(run_dir: Path, charts: dict[str, dict[str, Chart]]) -> dict[str
         >>> merge_charts(run, {"c": {"t": multiline(["x"])}}) is None
         True
     """
-    path = run_dir / LAYOUT_FILE
-    key = str(path.resolve())
-    with locked(run_dir / f".{LAYOUT_FILE}.lock"):
-        stamp = _stamp(path)
-        cached = _CACHE.pop(key, None)  # dropped for good if anything below fails
-        if cached is not None and cached[0] == stamp:
-            state = cached[1]
-        else:
-            state = _read(path, cached) if stamp else {"version": 0, "layout": {}}
-        layout = state["layout"]
-        changed = _drop_retired(layout, charts)
-        for category, titled in charts.items():
-            for title, chart in titled.items():
-                if layout.get(category, {}).get(title) != chart:
-                    layout.setdefault(category, {})[title] = copy.deepcopy(chart)  # cached
-                    changed = True
-        if changed:
-            state["version"] += 1
-            write_atomic(path, json.dumps(state, indent=1).encode())
-            stamp = _stamp(path)
-        _CACHE[key] = (stamp, state)  # re-inserted last: least recently used first
-        if len(_CACHE) > _CACHE_RUNS:
-            del _CACHE[next(iter(_CACHE))]
-        return state if changed else None
-
-
-def _read(path: Path, cached: tuple[Any, dict[str, Any]] | None) -> dict[str, Any]:
-    """The layout in ``path``; a new one when it cannot be read, the old file moved aside."""
-    text = ""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read
-            raise ValueError("not a regular file")
-        text = path.read_text(encoding="utf-8")
-        state = json.loads(text)
-        layout = state.get("layout") if isinstance(state, dict) else None
-        if not (
-            isinstance(state.get("version"), int)
-            and isinstance(layout, dict)
-            and all(isinstance(charts, dict) for charts in layout.values())
-        ):
-            raise ValueError("not a learnscope layout (version and layout)")
-        return state
-    except (ValueError, AttributeError) as error:  # JSONDecodeError, UnicodeDecodeError
-        found = re.match(r'\s*\{\s*"version"\s*:\s*(\d+)', text)
-        version = max(int(found[1]) if found else 0, cached[1]["version"] if cached else 0)
-        move_aside(path, error, "the Custom Scalars layout", "a new layout is started")
-        return {"version": version, "layout": {}}
+    folder = run_dir if isinstance(run_dir, RunFolder) else open_run_folder(run_dir)
+    return CustomScalarsLayout(folder).merge(charts)
 
 
 def _drop_retired(layout: dict[str, Any], charts: dict[str, dict[str, Chart]]) -> bool:
     """Remove retired charts (and categories they leave empty) from ``layout``; whether any."""
     dropped = False
     for category in list(layout):
-        patterns = [title for cat, title in _RETIRED if cat.fullmatch(category)]
+        patterns = [title for cat, title in RETIRED_CHARTS if cat.fullmatch(category)]
         if not patterns:
             continue
         adding = charts.get(category, {})
@@ -160,12 +180,3 @@ def _drop_retired(layout: dict[str, Any], charts: dict[str, dict[str, Chart]]) -
         if not old:
             del layout[category]
     return dropped
-
-
-def _stamp(path: Path) -> tuple[int, ...] | None:
-    """The file's device, inode, size and change times; ``None`` when it is missing."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

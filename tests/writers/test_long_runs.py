@@ -19,6 +19,7 @@ from learnscope.plugins import projector_files, tensorboard_layout
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.plugins.tensorboard_layout import LAYOUT_TAG, multiline
 from learnscope.records import Finding
+from learnscope.storage import open_run_folder
 from learnscope.tags import FINDINGS
 
 
@@ -41,15 +42,15 @@ def other_process_writes(run: Path, tag: str, step: int) -> None:
     subprocess.run([sys.executable, "-c", code, str(run), tag, str(step)], check=True)
 
 
-def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    calls: list[Path] = []
-    real = projector_files._parse_config
+def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = projector_files.ProjectorConfig._parse
 
-    def counting(path: Path) -> projector_files._CachedConfig:
-        calls.append(path)
-        return real(path)
+    def counting(self: projector_files.ProjectorConfig) -> dict[str, str]:
+        calls.append(self.folder.location)
+        return real(self)
 
-    monkeypatch.setattr(projector_files, "_parse_config", counting)
+    monkeypatch.setattr(projector_files.ProjectorConfig, "_parse", counting)
     return calls
 
 
@@ -60,16 +61,17 @@ def test_config_is_parsed_once_and_matches_protobufs_own_text(
 
     parses = count_parses(monkeypatch)
     run = tmp_path / "run"
+    config = projector_files.ProjectorConfig(open_run_folder(run))  # as a writer owns it
     for step in range(30):
-        projector_files.write_snapshot(run, snap("enc", step))
-    projector_files.write_snapshot(run, snap("enc", 7))  # rewritten: replaced, moved last
+        projector_files.write_snapshot(run, snap("enc", step), config)
+    projector_files.write_snapshot(run, snap("enc", 7), config)  # rewritten: replaced, moved last
 
     assert len(parses) == 1  # the first snapshot only
     expected = [f"enc/step_{s:09d}" for s in range(30) if s != 7] + ["enc/step_000000007"]
     assert names(run) == expected
     on_disk = (run / projector_files.CONFIG_NAME).read_text(encoding="utf-8")
-    config = projector_files.read_config(run)
-    assert text_format.MessageToString(config, as_utf8=True) == on_disk
+    parsed = projector_files.read_config(run)
+    assert text_format.MessageToString(parsed, as_utf8=True) == on_disk
 
 
 def test_a_second_process_appending_between_snapshots_loses_nothing(
