@@ -212,13 +212,29 @@ def _unwritable(error: MissingFileSystem) -> str:
     return f"no {error.package!r} package for {error.location}"
 
 
+def dashboard_of(logger: Any) -> str | None:
+    """The name under which :data:`DASHBOARDS` knows ``logger``'s class or its nearest base.
+
+    The one way learnscope recognises a logger (the writers it gets, the end-of-fit line).
+
+    Example:
+        >>> class TensorBoardLogger:
+        ...     pass
+        >>> class MyLogger(TensorBoardLogger):
+        ...     pass
+        >>> dashboard_of(MyLogger()), dashboard_of(object())
+        ('TensorBoardLogger', None)
+    """
+    for cls in type(logger).__mro__:
+        if cls.__name__ in DASHBOARDS:
+            return cls.__name__
+    return None
+
+
 def _dashboard(logger: Any) -> Dashboard | None:
     """The dashboard of ``logger``'s class or of its nearest base that has one."""
-    for cls in type(logger).__mro__:
-        dashboard = DASHBOARDS.get(cls.__name__)
-        if dashboard is not None:
-            return dashboard
-    return None
+    name = dashboard_of(logger)
+    return None if name is None else DASHBOARDS[name]
 
 
 def writers_for(loggers: Iterable[Any]) -> list[Writer]:
