@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from learnscope.plugins.palette import PALETTE
 from learnscope.records import AutocorrelationSummary, GroupAutocorrelation, RenderedImage
 from learnscope.scatter import (
     OTHER,
@@ -76,20 +77,10 @@ SCATTER_SIDE = WIDTH - SCATTER_LEFT - _RIGHT
 _BELOW_AXES = 52  # tick labels and the x label under a plot
 _INK = "#222222"  # tick labels and axis labels
 MAX_NAME = 18  # characters of a legend name; longer ones are shortened in the middle
-# matplotlib's "tab10" colours, so that no colour map has to be looked up by name.
-COLOURS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
-OTHER_COLOUR = "#c8c8c8"
+# The category colours (matplotlib's "tab10", so that no colour map has to be looked up by
+# name) and the "other" grey: static/palette.json, which the tab's colours.js gets too.
+COLOURS = PALETTE.categories
+OTHER_COLOUR = PALETTE.other
 BAND_COLOUR = "#dcdcdc"
 _KIND_WORDS = {"params": "parameters", "grads": "gradients"}
 _LINE_STYLES = ("-", "--", ":")  # after ten groups the colours repeat with another line style

@@ -11,6 +11,11 @@ default or namespace import), ``export`` before a ``function``, ``class``, ``con
 declaration, no top-level name defined in two modules and no import cycle; anything else is
 refused with a ``ValueError`` that names the module and the statement. Nothing here imports
 torch.
+
+The category colours are one file, ``static/palette.json``, that the pictures read too
+(:mod:`learnscope.plugins.palette`). ES modules cannot import JSON in every browser, so
+``colours.js`` holds an empty object marked ``/* palette.json */`` where :func:`module_sources`
+writes the file's content: the tab's route and the joined pages both serve the module with it.
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from learnscope.plugins.palette import read_palette
+
 STATIC = Path(__file__).parent / "static"
 ENTRY = "index.js"
+PALETTE_SLOT = "/* palette.json */ {}"  # in colours.js: where the palette file's content goes
 
 _IMPORT = re.compile(r"^import\b[^;]*;[ \t]*(?:\n|$)", re.M)
 _NAMED_IMPORT = re.compile(r"import\s*\{([^}]*)\}\s*from\s*'\./([\w.-]+\.js)'\s*;\s*", re.S)
@@ -32,13 +40,23 @@ _TOP_LEVEL = re.compile(
 
 
 def module_sources(folder: str | Path = STATIC) -> dict[str, str]:
-    """The text of every module (``*.js``) in ``folder``, by file name.
+    """The text of every module (``*.js``) in ``folder``, by file name, as it is served.
+
+    A module holding :data:`PALETTE_SLOT` gets the content of ``folder``'s ``palette.json`` there
+    (checked by :func:`~learnscope.plugins.palette.read_palette`), so that the tab's colours are
+    the pictures'.
 
     Example:
-        >>> "index.js" in module_sources()
-        True
+        >>> sources = module_sources()
+        >>> "index.js" in sources, '"other": "#c8c8c8"' in sources["colours.js"]
+        (True, True)
     """
-    return {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(folder).glob("*.js"))}
+    sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(folder).glob("*.js"))}
+    if any(PALETTE_SLOT in text for text in sources.values()):
+        palette = read_palette(Path(folder) / "palette.json").as_json()
+        filled = PALETTE_SLOT.replace("{}", palette)
+        sources = {name: text.replace(PALETTE_SLOT, filled) for name, text in sources.items()}
+    return sources
 
 
 def _imports(name: str, text: str) -> list[tuple[list[str], str]]:

@@ -1,15 +1,19 @@
 // Colour scales: categories (the Images-tab palette), numbers (viridis), correlations (-1..+1);
 // and the colour of each point by a metadata column.
 
-const PALETTE = [
-  '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd',
-  '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf',
-];
+// The category colours and the "other" grey: static/palette.json, which the pictures
+// (figures.py) read too. view_modules.py writes the file's content in place of the empty object
+// below when it serves or joins this module.
+const PALETTE_FILE = /* palette.json */ {};
+const PALETTE = PALETTE_FILE.categories;
 const VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
 const NUMERIC_BINS = 32;
 
 /** Grey: a point of no coloured category, or with no number. */
-export const OTHER_COLOUR = '#bdbdbd';
+export const OTHER_COLOUR = PALETTE_FILE.other;
+
+/** Every point's colour when nothing colours them: the first category's. */
+export const PLAIN_COLOUR = PALETTE[0];
 
 /** The colour of category ``i`` (the palette, then hues spread by the golden angle). */
 export function categoryColour(i) {
@@ -75,7 +79,7 @@ export function colourScheme(column, n) {
     }
     return { colours, bucket, range: [lo, hi] };
   }
-  return { colours: ['#1f77b4'], bucket };
+  return { colours: [PLAIN_COLOUR], bucket };
 }
 
 /** The points of each colour (one fillStyle and one path per colour when drawing). */

@@ -4,7 +4,7 @@
 // The data is one comparison of the /compare route (or of an exported page), as
 // learnscope.plugins.compare_runs makes it.
 
-import { colourScheme, groupByColour } from './colours.js';
+import { PLAIN_COLOUR, colourScheme, groupByColour } from './colours.js';
 import { columnText, el, setupCanvas } from './dom.js';
 import { decodeFloat32 } from './model.js';
 import { drawPoints, drawRing, frameMapping, nearestPoint, screenPositions } from './scatter.js';
@@ -146,7 +146,7 @@ export class ComparePanel {
       scheme = colourScheme(column, n);
     } else {
       const k = this.data.k, overlap = this.data.overlap;
-      const colours = Array.from({ length: k + 1 }, (_, i) => overlapColour(i / k)).concat(['#1f77b4']);
+      const colours = Array.from({ length: k + 1 }, (_, i) => overlapColour(i / k)).concat([PLAIN_COLOUR]);
       scheme = { colours, bucket: Int32Array.from({ length: n }, (_, i) => (overlap ? overlap[i] : k + 1)) };
     }
     this.state.colourBy = column ? column.name : 'overlap';
