@@ -209,7 +209,7 @@ def test_a_slow_store_slows_no_training_step_beyond_the_queue(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    s3_env.faults.slow(0.5, methods={"PUT"}, match=r"/projector/|learnscope_record\\.d")
+    s3_env.faults.slow(0.5, methods={"PUT"}, match=r"/projector/|learnscope_record\.d")
     run_url, line = _fit_to_s3(s3_env, tmp_path, monkeypatch, caplog)
 
     entries = RecordReader(open_run_folder(run_url).record_source()).read()
