@@ -120,7 +120,8 @@ def remove_orphan_temporaries(run_dir: Path, min_age_s: float = ORPHAN_AGE_S) ->
     """Remove temporaries that :func:`write_atomic` left behind in a crash, and stale locks.
 
     Only files named as :func:`write_atomic` names its temporaries are considered, directly in
-    ``run_dir`` and anywhere under ``run_dir/projector``. One is removed when its writer
+    ``run_dir`` and anywhere under ``run_dir/projector`` (never through a symbolic link: a
+    ``projector`` folder that is a link to a folder outside the run is left alone). One is removed when its writer
     process, on this host, is no longer running, or when it is older than ``min_age_s`` seconds
     (a temporary of another host, or of the older naming without a process id; no atomic
     write takes minutes). The lock files of learnscope's shared files in ``run_dir``
@@ -146,8 +147,10 @@ def remove_orphan_temporaries(run_dir: Path, min_age_s: float = ORPHAN_AGE_S) ->
     now = time.time()
     removed = []
     folders = [run_dir]
-    with contextlib.suppress(OSError):
-        folders += [Path(root) for root, _, _ in os.walk(run_dir / "projector")]
+    projector = run_dir / "projector"
+    if not projector.is_symlink():  # a linked folder leads out of the run: never cleaned
+        with contextlib.suppress(OSError):
+            folders += [Path(root) for root, _, _ in os.walk(projector)]  # links not followed
     for folder in folders:
         try:
             names = [e.name for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]

@@ -183,6 +183,22 @@ def test_orphan_temporaries_are_removed_when_a_writer_starts(tmp_path: Path) -> 
     assert removed == {live, other_host, old_naming}
 
 
+def test_a_linked_projector_folder_outside_the_run_is_never_cleaned(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    host = write_atomic.__globals__["_HOST"]
+    theirs = outside / f".tensor.bin.999999999-{host}.abcd1234.tmp"  # named like an orphan
+    theirs.write_bytes(b"someone else's file")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "projector").symlink_to(outside, target_is_directory=True)
+
+    writer = TensorBoardWriter(run)
+    removed = remove_orphan_temporaries(run, min_age_s=0)
+    writer.close()
+    assert theirs.exists() and removed == []
+
+
 def test_locks_leave_no_file_and_still_exclude_each_other(tmp_path: Path) -> None:
     counter = tmp_path / "counter"
     counter.write_text("0")
