@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from browser import chromium  # noqa: E402
 from tb_server import TensorBoardServer, free_port, tensorboard  # noqa: E402
 
-from learnscope.plugins import dynamics_data  # noqa: E402
+from learnscope.plugins import run_view, view_page  # noqa: E402
 from learnscope.plugins.tensorboard import TensorBoardWriter  # noqa: E402
 from learnscope.records import EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
@@ -151,7 +151,7 @@ def renderer_figures(root: Path, seconds: float) -> dict[str, str]:
     with chromium() as driver:
         for points in (5_000, 20_000, 100_000):
             page = root / f"renderers-{points}.html"
-            dynamics_data.export_html(root / "renderers", page, max_points=points)
+            view_page.export_html(root / "renderers", page, max_points=points)
             driver.get(page.as_uri())
             assert wait_ready(driver)["points"] == points
             row = []
@@ -246,7 +246,7 @@ def tab_load(servers: dict[str, TensorBoardServer], opens: int) -> dict[str, dic
         for _ in range(opens):
             for label, server in servers.items():
                 took, state = open_tab(driver, server.base)
-                assert state["drawnPoints"] == state["points"] == dynamics_data.MAX_POINTS, state
+                assert state["drawnPoints"] == state["points"] == run_view.MAX_POINTS, state
                 ready[label].append(state["readyMs"] / 1000)
                 whole[label].append(took)
     return {
@@ -322,7 +322,7 @@ def main() -> None:
     write_run(root / "big" / "run", 5_000, 50)
     results["write 5,000 x 50 (s)"] = round(time.perf_counter() - start, 1)
     start = time.perf_counter()
-    view = dynamics_data.read_view(root / "big" / "run")
+    view = run_view.read_view(root / "big" / "run")
     results["read_view 5,000 x 50, from the record (s)"] = round(time.perf_counter() - start, 2)
     results["view JSON 5,000 x 50 (MB)"] = round(len(json.dumps(view)) / 1e6, 2)
 
@@ -343,7 +343,7 @@ def main() -> None:
     for max_points in (5_000, 100_000):  # the export command's default, and all
         page = root / f"huge-{max_points}.html"
         start = time.perf_counter()
-        dynamics_data.export_html(root / "huge", page, max_points=max_points)
+        view_page.export_html(root / "huge", page, max_points=max_points)
         export_s = time.perf_counter() - start
         with chromium() as driver:
             start = time.perf_counter()

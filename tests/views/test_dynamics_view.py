@@ -43,7 +43,7 @@ from record_entries import (
 )
 from tiny_models import ZeroBranch, loaders, trainer
 
-from learnscope.plugins import dynamics_data
+from learnscope.plugins import run_status, run_view, view_page
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import append_entries
 
@@ -124,7 +124,7 @@ def write_full_run(run_dir: Path, points: int = 40, steps: tuple[int, ...] = (10
 
 def test_the_view_is_the_record_folded(tmp_path: Path) -> None:
     written = write_full_run(tmp_path / "run")
-    view = dynamics_data.read_view(tmp_path / "run")
+    view = run_view.read_view(tmp_path / "run")
     json.dumps(view)  # JSON-able
     (embedding,) = view["embeddings"]
     assert embedding["key"] == "encoder/validate" and embedding["steps"] == [10, 20, 30]
@@ -168,7 +168,7 @@ def test_the_view_is_the_record_folded(tmp_path: Path) -> None:
 
 def test_what_is_attached_comes_from_the_run_entry(tmp_path: Path) -> None:
     record = write(tmp_path / "run", run_entry(*ALL_CALLBACKS))
-    run = dynamics_data.RunView(tmp_path / "run")
+    run = run_view.RunView(tmp_path / "run")
     view = run.view()
     assert view["messages"] == []  # nothing says "attach" what is attached
     assert view["status"] == {
@@ -185,7 +185,7 @@ def test_what_is_attached_comes_from_the_run_entry(tmp_path: Path) -> None:
     assert view["messages"] == []
 
     write(tmp_path / "only", run_entry("EmbeddingProjector"))
-    view = dynamics_data.read_view(tmp_path / "only")
+    view = run_view.read_view(tmp_path / "only")
     assert view["messages"] == [
         "no autocorrelation (attach ModelAutocorrelation)",
         "no health checks (attach TrainingHelper)",
@@ -201,7 +201,7 @@ def test_a_new_run_entry_after_an_end_is_a_run_going_on(tmp_path: Path) -> None:
         {"kind": "end", "step": 4, "status": "finished"},
         run_entry("TrainingHelper", time=2.0),
     )
-    view = dynamics_data.read_view(tmp_path / "run")
+    view = run_view.read_view(tmp_path / "run")
     assert view["ended"] is None and view["time"] == 2.0
     assert view["status"]["findings"] == "no findings yet"
     assert view["attached"] == sorted(ALL_CALLBACKS)  # attached to this record's runs
@@ -213,10 +213,10 @@ def test_snapshots_without_aligned_pca_say_how_to_get_it(tmp_path: Path) -> None
         run_entry("EmbeddingProjector"),
         snapshot_entry("enc", 1, None, ["a", "b"], columns=[categorical("c", ["x", "y"])]),
     )
-    view = dynamics_data.read_view(tmp_path / "run")
+    view = run_view.read_view(tmp_path / "run")
     assert view["embeddings"] == []
-    assert dynamics_data.PCA_HINT in view["status"]["embeddings"]
-    assert any(dynamics_data.PCA_HINT in m for m in view["messages"])
+    assert run_status.PCA_HINT in view["status"]["embeddings"]
+    assert any(run_status.PCA_HINT in m for m in view["messages"])
 
 
 def test_points_are_matched_by_id_and_subsampled_the_same_way_every_time(tmp_path: Path) -> None:
@@ -227,14 +227,12 @@ def test_points_are_matched_by_id_and_subsampled_the_same_way_every_time(tmp_pat
         xy = np.stack([order.astype(float) + 1, -order.astype(float) - 1], axis=1)
         entries.append(snapshot_entry("enc", step, xy, [ids[i] for i in order]))
     write(tmp_path / "big", *entries)
-    view = dynamics_data.read_view(tmp_path / "big", max_points=100)
+    view = run_view.read_view(tmp_path / "big", max_points=100)
     (embedding,) = view["embeddings"]
     assert embedding["points_shown"] == 100 and embedding["points_total"] == 300
     assert any("100 of 300 points shown" in m for m in view["messages"])
     shown = embedding["ids"]
-    assert (
-        shown == dynamics_data.read_view(tmp_path / "big", max_points=100)["embeddings"][0]["ids"]
-    )
+    assert shown == run_view.read_view(tmp_path / "big", max_points=100)["embeddings"][0]["ids"]
     for xy, spread in zip(embedding["xy"], embedding["spreads"], strict=True):
         expected = np.array([float(i[1:]) + 1 for i in shown]) / spread
         np.testing.assert_allclose(_decode(xy)[:, 0], expected, rtol=1e-3)
@@ -251,7 +249,7 @@ def test_only_points_in_every_snapshot_are_shown_and_a_rewritten_step_replaces(
         snapshot_entry("enc", 1, xy, ids),
         snapshot_entry("enc", 2, xy[:8], ids[:8]),  # two points left out
     )
-    run = dynamics_data.RunView(tmp_path / "run")
+    run = run_view.RunView(tmp_path / "run")
     (embedding,) = run.view()["embeddings"]
     assert embedding["ids"] == ids[:8] and embedding["steps"] == [1, 2]
     assert "only points present in every snapshot are shown" in embedding["notes"]
@@ -274,7 +272,7 @@ def test_a_refresh_reads_only_new_lines_and_encodes_only_the_new_snapshot(tmp_pa
         run_entry(*ALL_CALLBACKS),
         *[snapshot_entry("enc", s, views[s], ids) for s in range(300)],
     )
-    run = dynamics_data.RunView(tmp_path / "run")
+    run = run_view.RunView(tmp_path / "run")
     first = run.view()
     assert run.entries_read == 301 and run.snapshots_encoded == 300
     assert run.view() is first  # nothing new: the same view, nothing read
@@ -305,7 +303,7 @@ def test_damaged_entries_are_skipped_and_named(tmp_path: Path) -> None:
     )  # fmt: skip
     with open(record, "ab") as file:
         file.write(b"not json\n")
-    view = dynamics_data.read_view(tmp_path / "run")
+    view = run_view.read_view(tmp_path / "run")
     (embedding,) = view["embeddings"]
     assert embedding["steps"] == [1, 8]  # what could be read is shown
     messages = view["messages"]
@@ -328,7 +326,7 @@ def test_export_writes_every_readable_run_and_lists_the_others(tmp_path: Path) -
     fifo.mkdir(parents=True)
     os.mkfifo(fifo / RECORD_FILE)
     page = tmp_path / "view.html"
-    export = dynamics_data.export_html(tmp_path / "logs", page)
+    export = view_page.export_html(tmp_path / "logs", page)
     assert export.runs == ["garbled/version_0", "good/version_0"]
     assert [name for name, _ in export.failed] == ["fifo/version_0"]
     assert "not a regular file" in export.failed[0][1]
@@ -408,7 +406,7 @@ def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_d
     html = pages[-1].read_text(encoding="utf-8")
     assert "export async function render()" in html and "stylesheet" not in html
     (shown,) = _page_views(html).values()
-    view = dynamics_data.read_view(record_dir, max_points=2_000, sprites=False)
+    view = run_view.read_view(record_dir, max_points=2_000, sprites=False)
     assert shown["embeddings"][0]["xy"] == view["embeddings"][0]["xy"]
     assert shown["embeddings"][0]["steps"] == [0, 1, 2]
     assert shown["status"]["findings"] == "no findings yet" and shown["messages"] == []
@@ -442,7 +440,7 @@ def test_a_fit_with_only_a_wandb_logger_logs_a_true_page_first_and_last(
         "no autocorrelation (attach ModelAutocorrelation)",  # the one callback not attached
     ]
     assert last["messages"] == ["no autocorrelation (attach ModelAutocorrelation)"]
-    view = dynamics_data.read_view(record_dir, max_points=2_000, sprites=False)
+    view = run_view.read_view(record_dir, max_points=2_000, sprites=False)
     assert last["embeddings"][0]["xy"] == view["embeddings"][0]["xy"]
     assert ("zero-gradient", "branch") in {(f["code"], f["subject"]) for f in view["findings"]}
     assert not list(tmp_path.rglob("*tfevents*"))
@@ -469,7 +467,7 @@ def test_a_wandb_fit_of_8_snapshots_logs_at_most_3_pages_the_last_showing_the_en
     seconds = time.monotonic() - started
     record_dir = Path(wb.experiment.dir)
     wb.experiment.finish()
-    record = dynamics_data.read_view(record_dir, max_points=2_000, sprites=False)
+    record = run_view.read_view(record_dir, max_points=2_000, sprites=False)
     assert record["embeddings"][0]["steps"] == [6 * (epoch + 1) for epoch in range(8)]
     assert record["ended"] == {"step": 48, "status": "finished"}
 
@@ -583,7 +581,7 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
         )
         assert "learnscope" in listing, "the tensorboard_plugins entry point is not installed"
         runs = server.json("/data/plugin/learnscope/runs")
-        started = dynamics_data.read_view(demo_run)["time"]
+        started = run_view.read_view(demo_run)["time"]
         assert runs == [
             {"name": "archive/version_0", "time": 2_000.0, "failed": None, "has_data": True},
             {"name": "demo/version_0", "time": started, "failed": None, "has_data": True},
@@ -623,7 +621,7 @@ def _tsv(path: Path) -> dict[str, list[str]]:
 def test_the_view_of_a_real_fit_is_what_its_writers_wrote(demo_run: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    view = dynamics_data.read_view(demo_run)
+    view = run_view.read_view(demo_run)
     (embedding,) = view["embeddings"]
     assert embedding["key"] == "encoder/validate"
     folders = sorted((demo_run / "projector" / "encoder" / "validate").iterdir())
@@ -675,7 +673,7 @@ def test_a_real_record_read_mid_run_says_what_is_coming(demo_run: Path, tmp_path
     (tmp_path / "run").mkdir()
     record = tmp_path / "run" / RECORD_FILE
     record.write_bytes(b"".join(lines[:first]))
-    run = dynamics_data.RunView(tmp_path / "run", sprites=False)  # the record alone
+    run = run_view.RunView(tmp_path / "run", sprites=False)  # the record alone
     view = run.view()
     assert view["messages"] == []
     assert view["status"] == {
@@ -712,7 +710,7 @@ def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     callbacks = [EmbeddingProjector("probe"), TrainingHelper(check_every_n_steps=2)]
     trainer(tmp_path, tb, callbacks, max_epochs=1).fit(_WithNaNProbe(), *loaders())
-    view = dynamics_data.read_view(tb.log_dir)
+    view = run_view.read_view(tb.log_dir)
     codes = {(f["code"], f["subject"]) for f in view["findings"]}
     assert ("non-finite-output", "probe/validate") in codes  # the projector's
     assert ("zero-gradient", "branch") in codes  # TrainingHelper's

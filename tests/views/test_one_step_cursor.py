@@ -17,7 +17,7 @@ import pytest
 from browser import chromium, enter_learnscope_tab, open_page, unavailable_reason, wait_view_ready
 from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
-from learnscope.plugins import dynamics_data
+from learnscope.plugins import run_view
 from learnscope.plugins.view_page import export_html
 
 pytestmark = [
@@ -188,13 +188,13 @@ def test_every_panel_of_the_export_follows_one_step_cursor(
     runs: dict[str, Path], pages: dict[str, Path], browser: Any
 ) -> None:
     open_page(browser, pages["steps"])
-    check_cursor_moves(browser, dynamics_data.read_view(runs["steps"]))
+    check_cursor_moves(browser, run_view.read_view(runs["steps"]))
 
 
 def test_playing_moves_the_cursor_through_the_snapshots(
     runs: dict[str, Path], pages: dict[str, Path], browser: Any
 ) -> None:
-    view = dynamics_data.read_view(runs["steps"])
+    view = run_view.read_view(runs["steps"])
     open_page(browser, pages["steps"])
     browser.execute_script(_SLIDE, "step", 0)
     browser.execute_script("window.learnscopeView.play()")
@@ -245,7 +245,7 @@ return {width: w / ratio, series, ink};
 def test_a_chart_of_one_analysis_shows_a_point_and_its_value(
     runs: dict[str, Path], pages: dict[str, Path], browser: Any
 ) -> None:
-    view = dynamics_data.read_view(runs["single"])
+    view = run_view.read_view(runs["single"])
     (step,) = {s for kind in view["autocorrelation"] for s in kind["steps"]}
     open_page(browser, pages["single"])
     shown = browser.execute_script(_SHOWN)
@@ -324,7 +324,7 @@ def test_every_control_and_number_of_the_export_says_what_it_is(
 def test_the_tab_in_tensorboard_has_one_cursor_and_titles(runs: dict[str, Path]) -> None:
     from tb_server import tensorboard
 
-    view = dynamics_data.read_view(runs["steps"])
+    view = run_view.read_view(runs["steps"])
     with tensorboard(runs["steps"].parent.parent) as server:
         server.wait_for("/data/plugin/learnscope/runs", lambda r: len(r) == 2)
         with chromium(width=1400, height=1200) as driver:

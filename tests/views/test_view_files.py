@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from record_entries import ALL_CALLBACKS, run_entry, snapshot_entry, write
 
-from learnscope.plugins import dynamics_data, run_search
+from learnscope.plugins import run_search, run_view, sprite_files, view_page
 from learnscope.run_files import RECORD_FILE
 
 SECRET = b"\x89PNG\r\n\x1a\n" + b"SECRET-OUTSIDE-THE-LOG-DIRECTORY" * 4
@@ -89,7 +89,7 @@ def hostile_logdir(tmp_path: Path) -> Path:
     (logdir / "not_png" / "passwd.png").write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
     _run_with_sprite(logdir / "huge", "sprite.png")
     (logdir / "huge" / "sprite.png").write_bytes(
-        _png() + b"\0" * (dynamics_data.MAX_SPRITE_BYTES + 1)
+        _png() + b"\0" * (sprite_files.MAX_SPRITE_BYTES + 1)
     )
     (logdir / "linked_run").symlink_to(outside / "elsewhere")  # a folder link out of logdir
     (logdir / "record_link").mkdir()
@@ -115,13 +115,13 @@ def _leaks(text: str) -> list[str]:
 
 
 def test_runs_are_found_without_following_folder_links(hostile_logdir: Path) -> None:
-    assert dynamics_data.find_runs(hostile_logdir) == sorted(
+    assert run_search.find_runs(hostile_logdir) == sorted(
         [
             "absolute", "fifo", "folder_link", "good", "huge", "link", "not_png", "record_fifo",
             "record_link", "up",
         ]
     )  # fmt: skip
-    assert "linked_run" not in dynamics_data.find_runs(hostile_logdir)
+    assert "linked_run" not in run_search.find_runs(hostile_logdir)
 
 
 def test_the_export_reads_nothing_outside_and_never_blocks(hostile_logdir: Path) -> None:
@@ -136,9 +136,9 @@ def test_the_export_reads_nothing_outside_and_never_blocks(hostile_logdir: Path)
     assert _leaks(html) == []
     assert "left out record_fifo: learnscope_record.jsonl is not a regular file" in result.stderr
     assert "left out record_link: learnscope_record.jsonl is a symbolic link" in result.stderr
-    export = dynamics_data.export_html(hostile_logdir, page)
+    export = view_page.export_html(hostile_logdir, page)
     assert len(export.runs) == 8
-    views = {name: dynamics_data.read_view(hostile_logdir / name) for name in export.runs}
+    views = {name: run_view.read_view(hostile_logdir / name) for name in export.runs}
     assert views["good"]["embeddings"][0]["sprite"]["png"] == (
         "data:image/png;base64," + base64.b64encode(_png()).decode()
     )  # the one sprite inside its run is shown
@@ -149,7 +149,7 @@ def test_the_export_reads_nothing_outside_and_never_blocks(hostile_logdir: Path)
         "folder_link": "goes through a symbolic link",
         "fifo": "is not a regular file",
         "not_png": "is not a PNG file",
-        "huge": f"(at most {dynamics_data.MAX_SPRITE_BYTES:,})",
+        "huge": f"(at most {sprite_files.MAX_SPRITE_BYTES:,})",
     }
     for name, reason in reasons.items():
         (embedding,) = views[name]["embeddings"]

@@ -21,7 +21,7 @@ from record_entries import (
     write,
 )
 
-from learnscope.plugins import dynamics_data
+from learnscope.plugins import run_view
 from learnscope.plugins.view_page import export_html
 
 pytestmark = [
@@ -53,7 +53,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     write(root / "logs" / "run", run_entry(*ALL_CALLBACKS), *entries)
     html = root / "view.html"
     assert export_html(root / "logs" / "run", html).runs == ["run"]
-    return html, dynamics_data.read_view(root / "logs" / "run")
+    return html, run_view.read_view(root / "logs" / "run")
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,11 @@ import pytest
 from browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
 from record_entries import ALL_CALLBACKS, categorical, run_entry, snapshot_entry, write
 
-from learnscope.plugins import dynamics_data
+from learnscope.plugins import run_view, view_page
+from learnscope.plugins.palette import PALETTE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# colours.js's palette, copied: the colour each of the first categories must be drawn in.
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 FRAME = [-1.5, 1.5, -1.5, 1.5]  # in spreads: point 0 leaves it at the second snapshot
 _STATE = "return JSON.parse(JSON.stringify(window.learnscopeView.state))"
 _LAYER_PIXEL = """
@@ -77,8 +76,8 @@ def small_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
         ],
     )
     page = root / "view.html"
-    dynamics_data.export_html(root / "logs", page)
-    return page, dynamics_data.read_view(root / "logs" / "run")
+    view_page.export_html(root / "logs", page)
+    return page, run_view.read_view(root / "logs" / "run")
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +125,8 @@ def test_points_land_where_the_cpu_puts_them_between_snapshots(
             pixel = browser.execute_script(
                 "return learnscopeView.embedding.scatter.pixel(arguments[0], arguments[1])", x, y
             )
-            assert pixel == [*_rgb(PALETTE[coloured.index(codes[k])]), 255], (position, k)
+            colour = PALETTE.categories[coloured.index(codes[k])]
+            assert pixel == [*_rgb(colour), 255], (position, k)
     # Point 0 is beyond the right edge at the second snapshot: drawn on the edge, not beyond.
     x0, x1, _, _ = embedding["frame"]
     assert _decode(embedding["xy"][1])[0, 0] > x1

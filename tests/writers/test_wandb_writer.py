@@ -115,7 +115,7 @@ def test_the_view_page_is_logged_at_most_once_a_minute_and_once_final(wandb_dir:
     final one, which holds every snapshot and the run's end; the pages are the record's view."""
     import wandb
 
-    from learnscope.plugins import dynamics_data
+    from learnscope.plugins import run_view
     from learnscope.records import CallbackSettings, RunEnd, RunStart
 
     run = wandb.init(project="t", dir=str(wandb_dir))
@@ -132,7 +132,7 @@ def test_the_view_page_is_logged_at_most_once_a_minute_and_once_final(wandb_dir:
     clock.now += 5.0
     writer.close()
     writer.close()  # a second close logs nothing more
-    record = dynamics_data.read_view(Path(run.dir), max_points=2_000, sprites=False)
+    record = run_view.read_view(Path(run.dir), max_points=2_000, sprites=False)
     run.finish()
     run_dir = wandb_run_dir(wandb_dir)
 
