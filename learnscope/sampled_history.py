@@ -266,16 +266,6 @@ class SampledParameterHistory:
         """Bytes held by the buffers: ``len(kinds) * capacity * K * 4``."""
         return self._ring.nbytes
 
-    @property
-    def _parameters(self) -> dict[str, Tensor]:
-        """Name -> the tensor holding the parameter's elements (the parameter, unsharded)."""
-        return {name: shard.holder for name, shard in self._shards.items()}
-
-    @property
-    def _buffers(self) -> dict[str, Tensor]:
-        """The ring buffers, ``[K, capacity]`` per kind."""
-        return self._ring.buffers
-
     @torch.no_grad()
     def record(self) -> None:
         """Copy the current values of the sampled parameters (and gradients) into the buffers.

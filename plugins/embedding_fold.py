@@ -217,11 +217,6 @@ class EmbeddingEvolution:
             self.shown = (self.version, ids, total)
         return self.shown[1], self.shown[2]
 
-    def newest_rows(self, max_points: int) -> np.ndarray:
-        """The rows of the shown ids in the newest snapshot (where its columns and sprite are)."""
-        ids, _ = self.shown_ids(max_points)
-        return self.snapshots[-1].order.rows_of(ids, self.version)
-
     def view(
         self,
         max_points: int,

@@ -42,7 +42,7 @@ def sampled_values(history: SampledParameterHistory, kind: str = "params") -> to
 
 
 def history_parameters(history: SampledParameterHistory) -> list[tuple[str, torch.Tensor]]:
-    return list(history._parameters.items())
+    return [(name, shard.holder) for name, shard in history._shards.items()]
 
 
 def meta_model(num_tensors: int, numel: int) -> list[tuple[str, nn.Parameter]]:
@@ -252,7 +252,7 @@ def test_parameter_values_only_allocates_and_records_no_gradients() -> None:
     assert values.kinds == ("params",) and both.kinds == ("params", "grads")
     assert values.slices == both.slices
     assert values.nbytes == 8 * values.num_elements * 4 == both.nbytes // 2
-    assert sum(b.nbytes for b in values._buffers.values()) == values.nbytes  # nothing else
+    assert sum(b.nbytes for b in values._ring.buffers.values()) == values.nbytes  # nothing else
     for p in model.parameters():
         p.grad = torch.randn_like(p)
     values.record()
