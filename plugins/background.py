@@ -11,8 +11,15 @@ a CSV or MLflow logger's ``log_metrics``) are called on the training thread at o
 The queue is bounded by the bytes of the snapshots it holds (and by a number of jobs): when it
 is full, the training thread waits until the worker catches up, so a run that makes snapshots
 faster than the disk takes them slows down instead of running out of memory. :meth:`drain`
-waits until everything queued is written; :meth:`close` drains and closes the writers. Queues
-still open when the interpreter exits are drained then.
+waits until everything queued is written; :meth:`close` drains and closes the writers.
+
+**What it owns.** Each :class:`BackgroundWriters` owns its worker thread
+(``learnscope-writer``) and a :class:`~learnscope.plugins.figures.Drawing`, the thread its jobs
+draw pictures on (``learnscope-draw``, started by the first picture); :meth:`close` stops both.
+A queue that has been given a record registers its own :mod:`atexit` call, removed by
+:meth:`close`: a queue still open when the interpreter exits is closed then, what it holds
+written. A queue made with ``writes_nothing`` (the writers of a run that is over) drops what it
+is given and starts no thread.
 
 The end is bounded: :meth:`close` waits at most ``end_timeout_s`` seconds (see
 :mod:`learnscope.write_limits`, default 300), says in one line what it waits for when the wait
@@ -20,7 +27,7 @@ is long, and past the limit abandons what is still queued with one message namin
 Ctrl-C during that wait abandons the queue at once, saying so. A write that never returns (a
 hung file system) keeps only its own thread, a daemon left behind with a message. The worker
 thread ends when it has had nothing to do for a few seconds and is started again by the next
-record, so a queue that is never closed (hooks that run after a fit ended) keeps no thread.
+record, so a queue that is not closed yet keeps no idle thread.
 
 Failures: the writers isolate their own (see :class:`~learnscope.plugins.fanout.Writers`); a
 job that raises anything else is logged and skipped. Under ``LEARNSCOPE_STRICT=1`` the first
@@ -36,12 +43,12 @@ import logging
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from learnscope.plugins.base import Writer, forwards_records
 from learnscope.plugins.fanout import Writers
+from learnscope.plugins.figures import CLOSE_WAIT_S, Drawing
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.strict import strict_mode
 from learnscope.write_limits import write_limits
@@ -73,6 +80,8 @@ class BackgroundWriters(Writer):
         max_pending_bytes: How many bytes of snapshots may be queued or being written before
             the training thread waits (one snapshot larger than this is still taken, alone).
         max_pending_jobs: How many jobs may wait in the queue.
+        writes_nothing: Drop every record and job as it comes, starting no thread (the writers
+            of a run that is over).
 
     Example:
         >>> class Printing(Writer):
@@ -91,12 +100,15 @@ class BackgroundWriters(Writer):
         *,
         max_pending_bytes: int = 1 << 30,
         max_pending_jobs: int = 1000,
+        writes_nothing: bool = False,
     ) -> None:
         writers = list(writers)
         self.inline = Writers([w for w in writers if w.on_training_thread])
         self.queued = Writers([w for w in writers if not w.on_training_thread])
         self.max_pending_bytes = max_pending_bytes
         self.max_pending_jobs = max_pending_jobs
+        self.writes_nothing = writes_nothing
+        self.drawing = Drawing()  # the pictures of the jobs, on its own thread
         self._jobs: collections.deque[tuple[Job, int, str]] = collections.deque()
         self._pending_bytes = 0
         self._busy: str | None = None  # what the worker is running, if anything
@@ -104,7 +116,7 @@ class BackgroundWriters(Writer):
         self._error: BaseException | None = None  # strict mode: raised on the caller's thread
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None  # started by the first job
-        _OPEN.add(self)
+        self._at_exit = False  # whether _close_at_exit is registered with atexit
 
     @property
     def active(self) -> list[Writer]:
@@ -129,6 +141,8 @@ class BackgroundWriters(Writer):
 
     def _record(self, method: str, *args: Any, size: int = 0) -> None:
         """``method(*args)`` of the training-thread writers now, of the others queued."""
+        if self.writes_nothing:
+            return
         getattr(self.inline, method)(*args)
         label = method.removeprefix("write_")
         if method == "write_embedding":
@@ -141,7 +155,8 @@ class BackgroundWriters(Writer):
         The job gets the worker's writers only (not those with ``on_training_thread``): give
         records for every writer to the ``write_...`` methods.
 
-        Waits while the queue is full (see the class arguments).
+        Waits while the queue is full (see the class arguments). Made with ``writes_nothing``,
+        the job is dropped.
 
         Args:
             job: Called with the :class:`Writers` on the worker thread.
@@ -151,6 +166,8 @@ class BackgroundWriters(Writer):
         Raises:
             RuntimeError: The queue was closed.
         """
+        if self.writes_nothing:
+            return
         with self._changed:
             self._raise_failure()
             if self._closed:
@@ -162,6 +179,9 @@ class BackgroundWriters(Writer):
                 self._raise_failure()
             self._jobs.append((job, size, label or _describe(job)))
             self._pending_bytes += size
+            if not self._at_exit:  # written at exit unless closed before
+                atexit.register(self._close_at_exit)
+                self._at_exit = True
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._work, name="learnscope-writer", daemon=True
@@ -177,7 +197,9 @@ class BackgroundWriters(Writer):
             self._raise_failure()
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Write what is queued, close the writers and stop the worker; later calls do nothing.
+        """Write what is queued, close the writers, stop the worker and the drawing thread.
+
+        Later calls do nothing.
 
         Args:
             timeout_s: The longest wait for what is queued (default: ``end_timeout_s`` of
@@ -189,6 +211,9 @@ class BackgroundWriters(Writer):
         """
         with self._changed:
             if self._closed:
+                return
+            if self.writes_nothing:
+                self._closed = True
                 return
         limit = write_limits().end_timeout_s if timeout_s is None else timeout_s
         abandoned = False
@@ -217,7 +242,20 @@ class BackgroundWriters(Writer):
                         "it is left behind as a daemon thread and the fit goes on",
                         self._busy,
                     )
-            _OPEN.discard(self)
+            # a job left behind may still be drawing: the drawing thread finishes that picture
+            left_behind = thread is not None and thread.is_alive()
+            self.drawing.close(LEFT_BEHIND_JOIN_S if left_behind else CLOSE_WAIT_S)
+            with self._changed:
+                registered, self._at_exit = self._at_exit, False
+            if registered:
+                atexit.unregister(self._close_at_exit)
+
+    def _close_at_exit(self) -> None:
+        """Close at interpreter exit, writing what is queued (a script that never tore down)."""
+        try:
+            self.close()
+        except Exception:
+            log.exception("learnscope: writing the last queued records at exit failed")
 
     def _working(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
@@ -291,7 +329,8 @@ class BackgroundWriters(Writer):
                 self._busy = label
                 self._changed.notify_all()  # a place in the queue is free
             try:
-                job(self.queued)
+                with self.drawing.current():  # pictures on the drawing thread
+                    job(self.queued)
             except Exception as error:
                 if strict_mode():
                     self._error = self._error or error
@@ -330,19 +369,6 @@ def _mb(size: int) -> str:
 
 def _nbytes(snapshot: EmbeddingSnapshot) -> int:
     return int(snapshot.vectors.nbytes)  # a tensor's or a numpy array's
-
-
-_OPEN: weakref.WeakSet[BackgroundWriters] = weakref.WeakSet()
-
-
-@atexit.register
-def _drain_at_exit() -> None:
-    """Write what is still queued when the interpreter exits (a script that never tore down)."""
-    for background in list(_OPEN):
-        try:
-            background.close()
-        except Exception:
-            log.exception("learnscope: writing the last queued records at exit failed")
 
 
 def _join(thread: threading.Thread, timeout: float) -> None:

@@ -2,12 +2,18 @@
 
 matplotlib (Agg) is imported only when a picture is drawn, and never through ``pyplot``: each
 picture is its own ``Figure`` on a ``FigureCanvasAgg``, so drawing touches no global state and
-may run on a writer's background thread. Pictures are rasterised one at a time on one drawing
-thread per process (``learnscope-draw``, a daemon started by the first picture): matplotlib
-keeps the font files it opens per drawing thread, so drawing on each fit's writer thread would
-keep one more set of font files open for every fit. Without matplotlib (a core-only install),
-pictures are skipped with one warning that says what to install, and everything else is still
-written.
+may run on a writer's background thread. Without matplotlib (a core-only install), pictures are
+skipped with one warning that says what to install, and everything else is still written.
+
+**Who draws.** matplotlib keeps the font files it opens per drawing thread (its font cache is
+keyed by the thread), so a thread that draws and ends would leave a set of open font files
+behind. A :class:`Drawing` owns one drawing thread (``learnscope-draw``, started by its first
+picture) and the ACF pictures drawn last; closing it stops the thread and lets go of the fonts.
+A run's writers (:class:`~learnscope.plugins.background.BackgroundWriters`) own one and run
+their jobs inside :meth:`Drawing.current`, so every picture of a fit is drawn on its one thread
+and the TensorBoard and wandb writers of an analysis share its ACF pictures. Outside a
+:class:`Drawing` (a writer called directly), a picture is rasterised on the calling thread and
+the fonts are let go at once.
 
 Functions return ``uint8 [H, W, 3]`` pixels, what :class:`learnscope.records.RenderedImage`
 holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``Figure`` itself.
@@ -16,13 +22,18 @@ holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``F
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import contextvars
+import functools
 import io
 import logging
 import math
 import queue
+import sys
 import threading
+import types
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,6 +54,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
+    "Drawing",
     "acf_chart",
     "acf_figure",
     "acf_images",
@@ -82,17 +94,19 @@ MAX_NAME = 18  # characters of a legend name; longer ones are shortened in the m
 COLOURS = PALETTE.categories
 OTHER_COLOUR = PALETTE.other
 BAND_COLOUR = "#dcdcdc"
-_KIND_WORDS = {"params": "parameters", "grads": "gradients"}
+_KIND_WORDS = types.MappingProxyType({"params": "parameters", "grads": "gradients"})
 _LINE_STYLES = ("-", "--", ":")  # after ten groups the colours repeat with another line style
 _MAX_MARKERS = 25  # markers per ACF line
 
-_drawing = threading.Lock()  # starting the drawing thread
-_drawer: threading.Thread | None = None
-_draw_queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+DRAWING_THREAD = "learnscope-draw"
+CLOSE_WAIT_S = 30.0  # how long closing a Drawing waits for the picture being drawn
 _warning = threading.Lock()
 _warned = False
-# The last acf_images result: TensorBoard and wandb writers of one run draw the same summary.
-_last_acf: tuple[Any, str, list[RenderedImage]] | None = None
+# The Drawing that the calling thread draws with: set by its owner around the jobs it runs
+# (Drawing.current); holds nothing of its own.
+_current: contextvars.ContextVar[Drawing | None] = contextvars.ContextVar(
+    "learnscope_drawing", default=None
+)
 
 
 def pictures_available() -> bool:
@@ -159,46 +173,172 @@ def png_bytes(pixels: np.ndarray, compress_level: int = 6) -> bytes:
     return buffer.getvalue()
 
 
+class Drawing:
+    """One drawing thread and the ACF pictures drawn last: what one run's writers draw with.
+
+    Its thread (``learnscope-draw``, a daemon) is started by the first picture and rasterises
+    every picture asked of this drawing, one at a time, whichever thread asks. :meth:`close`
+    stops the thread once the pictures asked for before are drawn, and lets go of the font
+    files matplotlib opened for it. Code run inside :meth:`current` draws here through the
+    module's functions (:func:`figure_pixels`, :func:`acf_images`).
+
+    Example:
+        >>> from matplotlib.figure import Figure
+        >>> with Drawing() as drawing:
+        ...     drawing.pixels(Figure(figsize=(2, 1), dpi=50)).shape
+        (50, 100, 3)
+        >>> drawing.running
+        False
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()  # (work, future); None: stop
+        self._thread: threading.Thread | None = None  # started by the first picture
+        self._closed = False
+        # The last acf_images result: the TensorBoard and wandb writers of a run draw the same
+        # analysis, which is then drawn once.
+        self._last_acf: tuple[weakref.ref[Any], str, list[RenderedImage]] | None = None
+
+    def __enter__(self) -> Drawing:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        """Whether the drawing thread is alive."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[Drawing]:
+        """Within this block, pictures the calling thread asks the module for are drawn here."""
+        token = _current.set(self)
+        try:
+            yield self
+        finally:
+            _current.reset(token)
+
+    def pixels(self, figure: Figure) -> np.ndarray:
+        """Rasterise ``figure`` with Agg on the drawing thread into ``uint8 [H, W, 3]`` pixels.
+
+        Raises:
+            RuntimeError: The drawing is closed.
+        """
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(figure)
+        if threading.current_thread() is self._thread:
+            return _rasterise(canvas)
+        done: concurrent.futures.Future[np.ndarray] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("learnscope: this Drawing is closed")
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=_draw_until_stopped, args=(self._jobs,), name=DRAWING_THREAD, daemon=True
+                )
+                self._thread.start()
+            self._jobs.put((functools.partial(_rasterise, canvas), done))
+        return done.result()
+
+    def acf_images(
+        self, summary: AutocorrelationSummary, prefix: str = AUTOCORRELATION
+    ) -> list[RenderedImage]:
+        """:func:`acf_images` drawn here; the same ``summary`` and ``prefix`` again are not redrawn.
+
+        Example:
+            >>> from learnscope.records import GroupAutocorrelation
+            >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6,
+            ...                          -0.4, None)
+            >>> summary = AutocorrelationSummary(7, (1,), (g,))
+            >>> with Drawing() as drawing:
+            ...     first, again = drawing.acf_images(summary), drawing.acf_images(summary)
+            >>> first[0].pixels is again[0].pixels
+            True
+        """
+        with self._lock:
+            last = self._last_acf
+        if last is not None and last[0]() is summary and last[1] == prefix:
+            return list(last[2])  # drawn already, for another writer
+        images = _acf_images(summary, prefix, self.pixels)
+        with self._lock:
+            self._last_acf = (weakref.ref(summary), prefix, images)
+        return list(images)
+
+    def close(self, timeout_s: float = CLOSE_WAIT_S) -> None:
+        """Stop the drawing thread once what was asked of it is drawn; later calls do nothing.
+
+        Pictures asked for afterwards raise ``RuntimeError``.
+
+        Args:
+            timeout_s: The longest wait for the thread to end (a picture being drawn); past it
+                the thread is left to end on its own, as a daemon.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._last_acf = None
+            thread, self._thread = self._thread, None
+            if thread is not None:
+                self._jobs.put(None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+
+
 def figure_pixels(figure: Figure) -> np.ndarray:
     """Rasterise ``figure`` with Agg into ``uint8 [H, W, 3]`` pixels.
+
+    Inside :meth:`Drawing.current` it is drawn on that drawing's thread; elsewhere on the
+    calling thread, letting go of the font files at once.
 
     Example:
         >>> from matplotlib.figure import Figure
         >>> figure_pixels(Figure(figsize=(2, 1), dpi=50)).shape
         (50, 100, 3)
     """
+    drawing = _current.get()
+    if drawing is not None:
+        return drawing.pixels(figure)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    canvas = FigureCanvasAgg(figure)
-
-    def rasterise() -> np.ndarray:
-        canvas.draw()
-        return np.array(np.asarray(canvas.buffer_rgba())[:, :, :3])
-
-    return _on_drawing_thread(rasterise)
+    try:
+        return _rasterise(FigureCanvasAgg(figure))
+    finally:
+        _forget_fonts()
 
 
-def _on_drawing_thread(work: Callable[[], np.ndarray]) -> np.ndarray:
-    """Run ``work`` on the process's drawing thread and return its result (or raise its error)."""
-    global _drawer
-    if threading.current_thread() is _drawer:
-        return work()
-    with _drawing:
-        if _drawer is None or not _drawer.is_alive():
-            _drawer = threading.Thread(target=_draw_forever, name="learnscope-draw", daemon=True)
-            _drawer.start()
-    done: concurrent.futures.Future[np.ndarray] = concurrent.futures.Future()
-    _draw_queue.put((work, done))
-    return done.result()
+def _rasterise(canvas: Any) -> np.ndarray:
+    canvas.draw()
+    return np.array(np.asarray(canvas.buffer_rgba())[:, :, :3])
 
 
-def _draw_forever() -> None:
-    while True:
-        work, done = _draw_queue.get()
-        try:
-            done.set_result(work())
-        except BaseException as error:  # handed to the caller, who raises it
-            done.set_exception(error)
+def _draw_until_stopped(jobs: queue.SimpleQueue[Any]) -> None:
+    """A drawing thread: run each ``(work, future)`` until ``None``, then let go of the fonts."""
+    try:
+        while (job := jobs.get()) is not None:
+            work, done = job
+            try:
+                done.set_result(work())
+            except BaseException as error:  # handed to the caller, who raises it
+                done.set_exception(error)
+    finally:
+        _forget_fonts()
+
+
+def _forget_fonts() -> None:
+    """Drop matplotlib's cache of open fonts (kept per drawing thread), closing their files.
+
+    Fonts in use by a picture being drawn elsewhere stay open until it is drawn; a later picture
+    opens its fonts again.
+    """
+    font_manager = sys.modules.get("matplotlib.font_manager")
+    clear = getattr(getattr(font_manager, "_get_font", None), "cache_clear", None)
+    if clear is not None:
+        clear()
 
 
 def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figure:
@@ -299,8 +439,9 @@ def acf_images(
 ) -> list[RenderedImage]:
     """One :func:`acf_chart` per kind of the summary, tagged ``{prefix}/{kind}/acf``.
 
-    The images of the last summary are kept, so that when several writers (TensorBoard and
-    wandb) show one analysis, it is drawn once.
+    Inside :meth:`Drawing.current` (a run's writers), the drawing keeps the images of the last
+    summary, so that when several writers (TensorBoard and wandb) show one analysis, it is
+    drawn once (see :meth:`Drawing.acf_images`).
 
     Args:
         summary: One analysis.
@@ -317,19 +458,26 @@ def acf_images(
         >>> image.tag, image.step, image.pixels.dtype
         ('~learnscope/autocorrelation/grads/acf', 7, dtype('uint8'))
     """
-    global _last_acf
-    last = _last_acf
-    if last is not None and last[0]() is summary and last[1] == prefix:
-        return list(last[2])  # drawn already, for another writer
+    drawing = _current.get()
+    if drawing is not None:
+        return drawing.acf_images(summary, prefix)
+    return _acf_images(summary, prefix, figure_pixels)
+
+
+def _acf_images(
+    summary: AutocorrelationSummary, prefix: str, pixels: Callable[[Figure], np.ndarray]
+) -> list[RenderedImage]:
+    """The ACF images of ``summary``, each figure rasterised by ``pixels``."""
     if not summary.groups or not pictures_available():
         return []
     images = []
     for kind in dict.fromkeys(g.kind for g in summary.groups):
         groups = [g for g in summary.groups if g.kind == kind]
         title = f"mean ACF of {_KIND_WORDS.get(kind, kind)}, step {summary.step}"
-        images.append(RenderedImage(f"{prefix}/{kind}/acf", summary.step, acf_chart(groups, title)))
-    _last_acf = (weakref.ref(summary), prefix, images)
-    return list(images)
+        images.append(
+            RenderedImage(f"{prefix}/{kind}/acf", summary.step, pixels(acf_figure(groups, title)))
+        )
+    return images
 
 
 def scatter_figure(

@@ -98,14 +98,17 @@ def test_acf_images_of_a_real_summary_one_per_kind_with_its_band() -> None:
         lags=(1, 2, 5),
     )
     assert {grp.num_steps for grp in summary.groups} == {96}
-    images = acf_images(summary, "ac")
-    assert [(i.tag, i.step, i.pixels.shape) for i in images] == [
-        ("ac/params/acf", 95, (455, figures.WIDTH, 3)),
-        ("ac/grads/acf", 95, (455, figures.WIDTH, 3)),
-    ]
-    assert not np.array_equal(images[0].pixels, images[1].pixels)
-    again = acf_images(summary, "ac")  # a second writer of the same analysis: not drawn again
-    assert all(a.pixels is b.pixels for a, b in zip(again, images, strict=True))
+    with figures.Drawing() as drawing, drawing.current():  # as a run's writers draw
+        images = acf_images(summary, "ac")
+        assert [(i.tag, i.step, i.pixels.shape) for i in images] == [
+            ("ac/params/acf", 95, (455, figures.WIDTH, 3)),
+            ("ac/grads/acf", 95, (455, figures.WIDTH, 3)),
+        ]
+        assert not np.array_equal(images[0].pixels, images[1].pixels)
+        again = acf_images(summary, "ac")  # a second writer of the same analysis: not redrawn
+        assert all(a.pixels is b.pixels for a, b in zip(again, images, strict=True))
+    alone = acf_images(summary, "ac")  # outside a drawing: drawn, the same pixels
+    assert all(np.array_equal(a.pixels, b.pixels) for a, b in zip(alone, images, strict=True))
 
 
 def snapshot(vectors: np.ndarray, step: int, labels: list[int]) -> EmbeddingSnapshot:
