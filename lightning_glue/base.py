@@ -201,10 +201,20 @@ class LearnscopeCallback(_Base):
         """
         return argument in getattr(self, "_given", frozenset())
 
+    def writer_session(self, trainer: Any) -> WriterSession | None:
+        """The writer session this callback holds for ``trainer`` (joined in ``setup``), if any.
+
+        The other learnscope callbacks of ``trainer`` find the session here
+        (:func:`~learnscope.lightning_glue.session.find`).
+        """
+        held = self._session_trainer() if self._session_trainer is not None else None
+        return self._session if held is trainer and trainer is not None else None
+
     def _join(self, trainer: Any) -> WriterSession:
-        if self._session is not None and self._session_trainer is not None:
-            if self._session_trainer() is trainer:
-                return self._session
+        held = self.writer_session(trainer)
+        if held is not None and not session.outlived(held, trainer):
+            return held
+        if self._session is not None:
             self._leave()
         self._session = session.join(trainer, self)
         self._session_trainer = weakref.ref(trainer)
@@ -212,8 +222,8 @@ class LearnscopeCallback(_Base):
 
     def _leave(self, exception: BaseException | None = None) -> None:
         trainer = self._session_trainer() if self._session_trainer is not None else None
-        if trainer is not None:
-            session.leave(trainer, self, exception)
+        if trainer is not None and self._session is not None:
+            session.leave(trainer, self, exception, session=self._session)
         self._session = self._session_trainer = None
 
     def writers(

@@ -15,20 +15,27 @@ zero gets writers; on the others the session holds none. Under ``Trainer(fast_de
 which turns Lightning's loggers off, the session holds no writer and says so in one line. A
 hook called after the trainer's fit (or validate, test, predict) ended, as code that drives
 Lightning's loops by hand does, gets a session that writes nothing (said once at info level):
-no writer thread, event file or run-record entry is left behind by a run that is over. When
+no thread, event file or run-record entry is left behind by a run that is over. When
 the last callback leaves at the end of a fit, rank zero says in one info line, on a child of
 Lightning's logger (shown by default, as Lightning's own lines are), how many snapshots,
 analyses and findings were written, where, and the commands that open them, quoted for the
 shell (:meth:`WriterSession.summary`). A logger whose dashboard package is missing gets
 stand-in writers and a disabled W&B run none, each said once when the writers are made (see
 :func:`~learnscope.plugins.loggers.logger_writers`); the end-of-fit line names them as such.
+
+**Who owns it.** No registry: the callbacks hold the session. The first learnscope callback of
+a trainer to join makes it; the others find it through ``trainer.callbacks`` (the session a
+callback holds for this very trainer, :func:`find`), and the last to leave closes it. A session
+owns its writers (:class:`~learnscope.plugins.background.BackgroundWriters`, made on first use),
+which own the writer thread and the drawing thread; closing the session stops both. A callback
+hook run by hand on a trainer whose callbacks do not include it gets a session of its own.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import weakref
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,6 +84,7 @@ class WriterSession:
         ended: bool = False,
     ) -> None:
         self.fast_dev_run = fast_dev_run or ended  # either way: no writer, nothing said
+        self.ended = ended  # made for a run that is over: its writers drop what they get
         self.loggers = [] if self.fast_dev_run else list(loggers)
         self.is_global_zero = is_global_zero
         self.members: set[int] = set()  # ids of the callbacks that joined
@@ -99,7 +107,9 @@ class WriterSession:
         """
         if self._writers is None:
             self._made = [logger_writers(lg) for lg in self.loggers] if self.is_global_zero else []
-            self._writers = BackgroundWriters(w for made in self._made for w in made.writers)
+            self._writers = BackgroundWriters(
+                (w for made in self._made for w in made.writers), writes_nothing=self.ended
+            )
         return self._writers
 
     def start(self, callbacks: Sequence[CallbackSettings]) -> None:
@@ -302,42 +312,78 @@ is in CSVLogger (logs), its run record ending 'failed'
 
 
 # Records that a writer which cannot show them still gets in another form (see plugins.base).
-_FALLBACKS = {
-    "write_autocorrelation": (
-        "autocorrelation charts",
-        "it gets the autocorrelation scalars only",
-    )
-}
+_FALLBACKS = types.MappingProxyType(
+    {
+        "write_autocorrelation": (
+            "autocorrelation charts",
+            "it gets the autocorrelation scalars only",
+        )
+    }
+)
 
 
 def _kinds(methods: Sequence[str]) -> str:
     return " or ".join(m.removeprefix("write_").replace("_", " ") for m in methods)
 
 
-_SESSIONS: weakref.WeakKeyDictionary[Any, WriterSession] = weakref.WeakKeyDictionary()
+def find(trainer: Any) -> WriterSession | None:
+    """The session that a callback of ``trainer`` holds for it, if any.
+
+    Each callback in ``trainer.callbacks`` with a ``writer_session(trainer)`` method (every
+    learnscope callback) is asked; the first session found is the trainer's. A session made
+    for a run that was over is not the trainer's once it runs anew (:func:`outlived`).
+
+    Example:
+        >>> class Callback:
+        ...     session = None
+        ...     def writer_session(self, trainer):
+        ...         return self.session
+        >>> class Trainer:
+        ...     loggers, is_global_zero, callbacks = [], True, [Callback()]
+        >>> trainer = Trainer()
+        >>> find(trainer) is None
+        True
+        >>> trainer.callbacks[0].session = join(trainer, trainer.callbacks[0])
+        >>> find(trainer) is trainer.callbacks[0].session
+        True
+    """
+    for callback in list(getattr(trainer, "callbacks", None) or []):
+        held = getattr(callback, "writer_session", None)
+        session = held(trainer) if callable(held) else None
+        if isinstance(session, WriterSession) and not outlived(session, trainer):
+            return session
+    return None
 
 
 def join(trainer: Any, callback: object) -> WriterSession:
     """The session of ``trainer``, made when the first callback joins; ``callback`` is a member.
 
-    A new session's writers get the start of the run at once: every callback of the trainer
-    that has ``learnscope_settings()`` (every learnscope callback), with its settings.
+    The session is found through the trainer's callbacks (:func:`find`): the caller holds the
+    session it is given, and answers ``writer_session(trainer)`` with it. A new session's
+    writers get the start of the run at once: every callback of the trainer that has
+    ``learnscope_settings()`` (every learnscope callback), with its settings.
 
     Example:
+        >>> class Callback:
+        ...     session = None
+        ...     def writer_session(self, trainer):
+        ...         return self.session
         >>> class Trainer:
         ...     loggers, is_global_zero = [], True
-        >>> trainer, first, second = Trainer(), object(), object()
-        >>> join(trainer, first) is join(trainer, second)
+        ...     callbacks = [Callback(), Callback()]
+        >>> trainer = Trainer()
+        >>> first, second = trainer.callbacks
+        >>> first.session = join(trainer, first)
+        >>> join(trainer, second) is first.session
         True
     """
-    session = _SESSIONS.get(trainer)
+    session = find(trainer)
     if session is None:
         fast_dev_run = bool(getattr(trainer, "fast_dev_run", False))
         ended = _ended(trainer)
         session = WriterSession(
             trainer.loggers, bool(trainer.is_global_zero), fast_dev_run, ended=ended
         )
-        _SESSIONS[trainer] = session
         if ended:
             log.info(
                 "learnscope: a callback hook ran after the trainer's run ended (%s); "
@@ -352,6 +398,21 @@ def join(trainer: Any, callback: object) -> WriterSession:
         session.start(_attached(trainer, callback))
     session.members.add(id(callback))
     return session
+
+
+def outlived(session: WriterSession, trainer: Any) -> bool:
+    """Whether ``session`` was made for a run of ``trainer`` that was over, and a new one runs.
+
+    A callback holding such a session (a hook called after ``fit``) leaves it and joins the
+    trainer's session again when the trainer runs anew.
+
+    Example:
+        >>> class Trainer:  # no Lightning state: running
+        ...     pass
+        >>> outlived(WriterSession([], True, ended=True), Trainer())
+        True
+    """
+    return session.ended and not _ended(trainer)
 
 
 def _ended(trainer: Any) -> bool:
@@ -386,7 +447,12 @@ def _attached(trainer: Any, callback: object) -> list[CallbackSettings]:
     ]
 
 
-def leave(trainer: Any, callback: object, exception: BaseException | None = None) -> None:
+def leave(
+    trainer: Any,
+    callback: object,
+    exception: BaseException | None = None,
+    session: WriterSession | None = None,
+) -> None:
     """``callback`` leaves the session of ``trainer``; the last to leave closes the writers.
 
     The last to leave ends the run at the trainer's global step: ``failed`` when a callback
@@ -394,23 +460,28 @@ def leave(trainer: Any, callback: object, exception: BaseException | None = None
     ``finished``; then it says so in one line (:meth:`WriterSession.summary`): at info level
     at the end of a fit, as a warning when the run failed (whatever the trainer was doing).
 
+    Args:
+        trainer: The trainer.
+        callback: The callback leaving.
+        exception: What the callback left ``on_exception`` with.
+        session: The session ``callback`` holds (default: the one :func:`find` finds).
+
     Example:
         >>> class Trainer:
         ...     loggers, is_global_zero = [], True
         >>> trainer, callback = Trainer(), object()
         >>> session = join(trainer, callback)
-        >>> leave(trainer, callback)
-        >>> join(trainer, callback) is session
-        False
+        >>> leave(trainer, callback, session=session)
+        >>> session.end
+        RunEnd(step=0, status='finished', error=None)
     """
-    session = _SESSIONS.get(trainer)
-    if session is None:
+    session = session if session is not None else find(trainer)
+    if session is None or id(callback) not in session.members:
         return
     session.members.discard(id(callback))
     if session.stopped_by is None:
         session.stopped_by = exception
     if not session.members:
-        del _SESSIONS[trainer]
         session.close(int(getattr(trainer, "global_step", 0) or 0))
         stage = getattr(getattr(getattr(trainer, "state", None), "fn", None), "value", None)
         failed = session.end is not None and session.end.status == "failed"

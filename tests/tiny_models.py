@@ -140,8 +140,9 @@ class AfterFirstEpoch(pl.Callback):
         from learnscope.lightning_glue import session
 
         if not trainer.sanity_checking and trainer.current_epoch == 0:
-            if trainer in session._SESSIONS:
-                session._SESSIONS[trainer].drain()
+            found = session.find(trainer)
+            if found is not None:
+                found.drain()
             self.action(Path(trainer.logger.log_dir))
 
 

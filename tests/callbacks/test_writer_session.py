@@ -62,7 +62,7 @@ def test_every_callback_shares_one_writer_per_logger_and_teardown_closes_them(
     first, *others = probe.seen
     assert all(writers is first for writers in others)
     assert [type(w) for w in first.active] == [TensorBoardWriter, WandbWriter]
-    assert run not in sessions._SESSIONS  # the last callback to leave closed the session
+    assert sessions.find(run) is None  # the last callback to leave closed the session
     wb.experiment.finish()
     history = wandb_history(wandb_run_dir(wandb_dir))
     assert [
@@ -101,7 +101,7 @@ def test_a_fit_that_fails_leaves_no_session_behind(tmp_path: Path) -> None:
     run = trainer(tmp_path, tb, [TrainingHelper(check_every_n_steps=1), Explode()])
     with pytest.raises(RuntimeError, match="user code failed"):
         run.fit(TinyClassifier(), *loaders())
-    assert run not in sessions._SESSIONS
+    assert sessions.find(run) is None
 
 
 class WithSpare(TinyClassifier):
