@@ -6,6 +6,12 @@ both read the output of an encoder. Instead of a hook each, a callback joins the
 the first callback joins, and removed when the last one leaves. On every other forward it
 returns at once.
 
+**Who owns it.** The module does, through that hook: there is no registry. The capture is found
+among the module's forward hooks (:meth:`EncoderCapture.of`), lives while the hook is registered
+and is dropped with it. A module pickled or deep-copied while the hook is registered (during a
+fit) carries a capture that gives nothing to anyone, so ``torch.save(model)`` and
+``copy.deepcopy(model)`` work then too, and ``state_dict`` is never touched.
+
 Each armed callback gets the output of the first forward after it armed (a second forward in
 the same batch, such as a contrastive model's second view, is not taken), as a
 :class:`CapturedOutput`: ``select`` is applied to it once per function, so two callbacks given
@@ -41,8 +47,6 @@ Receiver = Callable[["CapturedOutput"], None]
 _compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", None) or (
     torch._dynamo.is_compiling
 )
-
-_CAPTURES: weakref.WeakKeyDictionary[torch.nn.Module, EncoderCapture] = weakref.WeakKeyDictionary()
 
 
 def submodule(pl_module: torch.nn.Module, name: str, who: str) -> torch.nn.Module:
@@ -136,6 +140,13 @@ class EncoderCapture:
         [torch.Size([5, 2])]
         >>> EncoderCapture.of(encoder) is capture, capture.hooked
         (True, True)
+        >>> import copy
+        >>> copied = copy.deepcopy(encoder)  # a copy's hook gives nothing to anyone
+        >>> capture.arm(owner)
+        >>> _ = copied(torch.ones(3, 3))
+        >>> EncoderCapture.of(copied) is capture, len(seen)
+        (False, 1)
+        >>> capture.disarm(owner)
         >>> capture.leave(owner)
         >>> capture.hooked, len(encoder._forward_hooks)
         (False, 0)
@@ -151,14 +162,28 @@ class EncoderCapture:
         self._traced_taken = False
         self._traced_output: Any = None
 
+    def __reduce__(self) -> tuple[type[EncoderCapture], tuple[()]]:
+        """Pickled or copied (with a module, during a fit): a capture no callback has joined."""
+        return (EncoderCapture, ())
+
     @staticmethod
     def of(module: torch.nn.Module) -> EncoderCapture:
-        """The capture of ``module``, the same for every callback (made at first use)."""
-        capture = _CAPTURES.get(module)
-        if capture is None:
-            capture = _CAPTURES[module] = EncoderCapture()
-            capture._module = weakref.ref(module)
+        """The capture of ``module``, the same for every callback (made at first use).
+
+        It is found among the module's forward hooks, the one a callback's :meth:`join`
+        registered; without one, a new capture (its hook registered by its first :meth:`join`).
+        """
+        for hook in list(module._forward_hooks.values()):
+            capture = getattr(hook, "__self__", None)
+            if isinstance(capture, EncoderCapture) and capture.captures(module):
+                return capture
+        capture = EncoderCapture()
+        capture._module = weakref.ref(module)
         return capture
+
+    def captures(self, module: torch.nn.Module) -> bool:
+        """Whether this is the capture of ``module`` (not of a module it was copied from)."""
+        return self._module is not None and self._module() is module
 
     @property
     def hooked(self) -> bool:
