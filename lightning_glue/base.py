@@ -16,6 +16,11 @@ callback classes stay the module-level classes they are: names, ``__qualname__``
 ``ddp_spawn`` pickles the callbacks) are unaffected, and ``issubclass(ModelAutocorrelation,
 Callback)`` holds for a package imported before learnscope's callbacks (as LightningCLI,
 which checks a ``class_path`` so, needs) or before a callback was made.
+
+A callback is plain state between trainer calls: ``pickle``, ``copy.deepcopy`` and
+``torch.save(trainer)`` take its settings and what it keeps across fits, and leave out what it
+holds for one trainer call (the writer session and the trainer it serves), as Lightning's own
+callbacks do.
 """
 
 from __future__ import annotations
@@ -118,6 +123,8 @@ class LearnscopeCallback(_Base):
     It derives from the ``Callback`` of every Lightning package imported when a callback is
     made (see the module's description), so either package's Trainer accepts the callbacks.
 
+    A pickled or copied callback holds no writer session: it joins one at its next ``setup``.
+
     Example:
         >>> import lightning.pytorch as pl
         >>> class Hello(LearnscopeCallback):
@@ -143,6 +150,12 @@ class LearnscopeCallback(_Base):
         self._session: WriterSession | None = None
         self._session_trainer: weakref.ref[Any] | None = None
         self.switched_off: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """This callback's state without the writer session and the trainer it serves."""
+        state = dict(self.__dict__)
+        state["_session"] = state["_session_trainer"] = None
+        return state
 
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:

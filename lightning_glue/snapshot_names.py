@@ -42,6 +42,9 @@ class SnapshotNames:
         >>> names.checkpoint_loaded(trainer, {"global_step": 30})
         >>> names.choose(trainer, "encoder", "validate")
         (30, 'validate-2')
+        >>> import pickle
+        >>> pickle.loads(pickle.dumps(names)).evaluating_checkpoint
+        False
     """
 
     def __init__(self) -> None:
@@ -49,6 +52,13 @@ class SnapshotNames:
         self._written: set[tuple[str, str, int]] = set()  # (tag, stage label, step)
         self._checkpoint_step: int | None = None  # of the checkpoint loaded into the model
         self._model: weakref.ref[Any] | None = None  # the model it was loaded into
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The names without the model a checkpoint was loaded into (a weak reference).
+
+        A copy so forgets that checkpoint at its next call, as for another model.
+        """
+        return {**self.__dict__, "_checkpoint_step": None, "_model": None}
 
     def start_call(self, trainer: Any, pl_module: Any) -> None:
         """At ``setup`` of every trainer call: forget a checkpoint that the model no longer holds.
