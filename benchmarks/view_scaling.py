@@ -8,7 +8,7 @@
    (``/data/runs``, learnscope's ``/runs``); medians over ``--requests`` rounds.
 2. The W&B page after each snapshot: a record of N snapshots of 2,000 points (the page's
    points per key); one more snapshot is appended, and timed: folding the new line into the
-   kept view, then ``log_view`` of an offline wandb run (the page made and handed to wandb),
+   kept view, then ``ViewPage.log`` of an offline wandb run (the page made and handed to wandb),
    at N = 10, 100 and 500.
 3. ``learnscope export --help`` and ``learnscope export`` of a 3-run log directory, as
    commands (median of 5), and the modules they loaded.
@@ -122,10 +122,10 @@ def serve_times(logdir: Path, requests: int, old_code: str | None) -> dict[str, 
 def wandb_page_times(
     root: Path, sizes: tuple[int, ...] = (10, 100, 500)
 ) -> dict[int, tuple[float, float, float]]:
-    """Seconds to fold a new snapshot and of the ``log_view`` after it; page MB; per size."""
+    """Seconds to fold a new snapshot and of the ``ViewPage.log`` after it; page MB; per size."""
     import wandb
 
-    from learnscope.plugins.wandb_view import log_view, record_view, wandb_view_html
+    from learnscope.plugins.wandb_view import ViewPage, wandb_view_html
 
     os.environ["WANDB_MODE"] = "offline"
     os.environ["WANDB_SILENT"] = "true"
@@ -140,17 +140,18 @@ def wandb_page_times(
         entries = [snapshot_entry("enc", s, views[s % 2] * (1 + s / size), ids, columns=[labels])
                    for s in range(size)]  # fmt: skip
         write(record_dir, run_entry(*ALL_CALLBACKS), *entries)
-        log_view(run, record_dir, size - 1, "trainer/global_step")  # the view as it stands
+        view_page = ViewPage(record_dir)  # as the W&B writer keeps it
+        view_page.log(run, size - 1, "trainer/global_step")  # the view as it stands
         fold, page = [], []
         for extra in range(3):
             step = size + extra
             new = snapshot_entry("enc", step, views[step % 2], ids, columns=[labels])
             append_entries(record_dir / RECORD_FILE, [new])
             start = time.perf_counter()
-            record_view(record_dir).view()
+            view_page.run_view.view()
             fold.append(time.perf_counter() - start)
             start = time.perf_counter()
-            log_view(run, record_dir, step, "trainer/global_step")
+            view_page.log(run, step, "trainer/global_step")
             page.append(time.perf_counter() - start)
         megabytes = len(wandb_view_html(record_dir).encode("utf-8")) / 1e6
         run.finish()

@@ -1,4 +1,8 @@
-"""Weights & Biases writer: embedding tables for the 2D-projection panel, and scalars."""
+"""Weights & Biases writer: embedding tables for the 2D-projection panel, and scalars.
+
+Each writer owns what it keeps between calls: its run record and the view page made from it
+(:class:`~learnscope.plugins.wandb_view.ViewPage`); nothing is shared between writers.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +22,9 @@ from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.run_record_writer import RunRecordWriter
 from learnscope.plugins.wandb_scatter import pca_scatter_chart
 from learnscope.tags import EMBEDDINGS, FINDINGS
+
+if TYPE_CHECKING:
+    from learnscope.plugins.wandb_view import ViewPage
 
 log = logging.getLogger("learnscope")
 
@@ -39,11 +46,12 @@ class WandbWriter(Writer):
     The writer keeps the run record, ``learnscope_record.jsonl``, in the run's own files
     folder (``run.dir``, uploaded with the run; see
     :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`), and logs the
-    training-dynamics view made from that record as the HTML panel ``~learnscope/view`` (see
-    ``wandb_view``): no TensorBoard is needed. W&B keeps every copy of the page (about 100 KB
-    each), so it is logged after the first snapshot or analysis, then at most once every
-    ``view_every_s`` seconds while new ones come (at a flush), and once more, final, when the
-    writer closes: that copy holds the run's end.
+    training-dynamics view made from that record as the HTML panel ``~learnscope/view`` (its
+    :class:`~learnscope.plugins.wandb_view.ViewPage`, which keeps the record's view between
+    copies and goes with the writer): no TensorBoard is needed. W&B keeps every copy of the
+    page (about 100 KB each), so it is logged after the first snapshot or analysis, then at most
+    once every ``view_every_s`` seconds while new ones come (at a flush), and once more, final,
+    when the writer closes: that copy holds the run's end.
 
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
@@ -78,6 +86,7 @@ class WandbWriter(Writer):
         self._view_logged: float | None = None  # when the page was last logged (``clock``)
         self._step = 0  # the newest step written: the final page's
         self._closed = False
+        self._page: ViewPage | None = None  # the view page of the record, made at first use
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
@@ -225,11 +234,13 @@ class WandbWriter(Writer):
 
     def _log_view(self, step: int) -> None:
         """Log the view page at ``step``, made from this writer's run record."""
-        from learnscope.plugins.wandb_view import log_view
+        from learnscope.plugins.wandb_view import ViewPage
 
         self._view_due = None
         self._view_logged = self.clock()
-        log_view(self.run, self.record.run_dir, step, STEP_KEY)
+        if self._page is None:
+            self._page = ViewPage(self.record.run_dir)
+        self._page.log(self.run, step, STEP_KEY)
 
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""

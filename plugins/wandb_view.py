@@ -2,9 +2,10 @@
 
 The page is the same as ``learnscope export`` writes: the view model inline and the module
 inline, loading nothing from the network. It is built from the run record the W&B writer
-keeps in the wandb run's own files folder, so it needs no TensorBoard. The view of each record
-is kept between calls and brought up to date from the lines added since, so making the page
-costs the same after ten snapshots as after five hundred (but for the page itself). W&B stores
+keeps in the wandb run's own files folder, so it needs no TensorBoard. Each W&B writer owns
+one :class:`ViewPage`, which keeps the view of its record between calls and brings it up to
+date from the lines added since, so making the page costs the same after ten snapshots as
+after five hundred (but for the page itself); the view goes with the writer. W&B stores
 each HTML file as a media file of the run and keeps every copy, so the W&B writer logs it at
 most once a minute and once, final, at the end (see ``WandbWriter``), and the page is small:
 at most ``max_points`` points per key, no thumbnails, and at most ``MAX_SNAPSHOTS`` snapshots
@@ -15,7 +16,6 @@ page; the TensorBoard tab and ``learnscope export`` show every snapshot.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -27,81 +27,79 @@ VIEW_KEY = VIEW
 MAX_POINTS = 2_000  # points per key in the W&B page
 MAX_BYTES = 8_000_000  # a larger page shows fewer snapshots
 MAX_SNAPSHOTS = 100  # per key in the W&B page: its cost and size stop growing with the run
-MAX_VIEWS = 8  # record views kept between calls (one per wandb run of this process)
-_VIEWS: OrderedDict[tuple[str, int], RunView] = OrderedDict()
 
 
-def record_view(record_dir: str | Path, max_points: int = MAX_POINTS) -> RunView:
-    """The kept view of the record in ``record_dir`` (made on first use), without thumbnails.
+class ViewPage:
+    """The view page of one run record; its view is kept and read on from where it stopped.
+
+    Args:
+        record_dir: The folder of the record (the W&B writer's: the wandb run's files folder).
+        max_points: The most points per key.
 
     Example:
         >>> import tempfile
-        >>> folder = tempfile.mkdtemp()
-        >>> record_view(folder) is record_view(folder)
+        >>> page = ViewPage(tempfile.mkdtemp())
+        >>> "learnscope-data" in page.html()
         True
     """
-    key = (str(Path(record_dir).resolve()), max_points)
-    view = _VIEWS.get(key)
-    if view is None:
-        view = _VIEWS[key] = RunView(record_dir, max_points, sprites=False)
-        while len(_VIEWS) > MAX_VIEWS:
-            _VIEWS.popitem(last=False)
-    _VIEWS.move_to_end(key)
-    return view
+
+    def __init__(self, record_dir: str | Path, max_points: int = MAX_POINTS) -> None:
+        self.record_dir = Path(record_dir)
+        self.run_view = RunView(record_dir, max_points, sprites=False)  # no thumbnails
+
+    def html(self, name: str | None = None) -> str:
+        """The self-contained view page of the record, within W&B's limits.
+
+        Args:
+            name: The run's name on the page; by default the folder's (its parent's for a
+                wandb ``files`` folder).
+
+        Returns:
+            The HTML text.
+
+        Raises:
+            OSError: When the record cannot be read.
+        """
+        if name is None:
+            folder = self.record_dir.resolve()
+            name = folder.parent.name if folder.name == "files" else folder.name
+        view = thin_snapshots({**self.run_view.view(), "run": name}, MAX_SNAPSHOTS)
+        page = page_html([(name, view)])
+        size = len(page.encode("utf-8"))
+        most = max((len(e["steps"]) for e in view["embeddings"]), default=0)
+        while size > MAX_BYTES and most > 2:
+            most = max(2, int(most * MAX_BYTES / size * 0.9))
+            page = page_html([(name, thin_snapshots(view, most))])
+            size = len(page.encode("utf-8"))
+        return page
+
+    def log(self, run: Any, step: int, step_key: str) -> None:
+        """Log the page to the wandb ``run`` as ``wandb.Html`` under ``~learnscope/view``.
+
+        Args:
+            run: A ``wandb`` run (``wandb.init()``'s result).
+            step: The trainer step, logged under ``step_key`` (never as wandb's own ``step=``,
+                which wandb drops once its step has passed it).
+            step_key: The step axis key, ``trainer/global_step``.
+
+        Raises:
+            OSError: When the record cannot be read.
+        """
+        import wandb
+
+        name = getattr(run, "name", None) or getattr(run, "id", None)
+        html = wandb.Html(self.html(name), inject=False)
+        run.log({VIEW_KEY: html, step_key: step})
 
 
 def wandb_view_html(
     record_dir: str | Path, max_points: int = MAX_POINTS, name: str | None = None
 ) -> str:
-    """The self-contained view page of the run record in ``record_dir``, within W&B's limits.
-
-    Args:
-        record_dir: The folder of the record (the W&B writer's: the wandb run's files folder).
-        max_points: The most points per key.
-        name: The run's name on the page; by default the folder's (its parent's for a wandb
-            ``files`` folder).
-
-    Returns:
-        The HTML text.
-
-    Raises:
-        OSError: When the record cannot be read.
+    """The view page of the run record in ``record_dir``, read whole (see :meth:`ViewPage.html`).
 
     Example:
         >>> import tempfile
         >>> "learnscope-data" in wandb_view_html(tempfile.mkdtemp())
         True
     """
-    run_view = record_view(record_dir, max_points)
-    if name is None:
-        folder = Path(record_dir).resolve()
-        name = folder.parent.name if folder.name == "files" else folder.name
-    view = thin_snapshots({**run_view.view(), "run": name}, MAX_SNAPSHOTS)
-    page = page_html([(name, view)])
-    size = len(page.encode("utf-8"))
-    most = max((len(e["steps"]) for e in view["embeddings"]), default=0)
-    while size > MAX_BYTES and most > 2:
-        most = max(2, int(most * MAX_BYTES / size * 0.9))
-        page = page_html([(name, thin_snapshots(view, most))])
-        size = len(page.encode("utf-8"))
-    return page
-
-
-def log_view(run: Any, record_dir: str | Path, step: int, step_key: str) -> None:
-    """Log the view page of the record in ``record_dir`` to the wandb ``run`` as ``wandb.Html``.
-
-    Args:
-        run: A ``wandb`` run (``wandb.init()``'s result).
-        record_dir: The folder of the run record to show (the W&B writer's own).
-        step: The trainer step, logged under ``step_key`` (never as wandb's own ``step=``,
-            which wandb drops once its step has passed it).
-        step_key: The step axis key, ``trainer/global_step``.
-
-    Raises:
-        OSError: When the record cannot be read.
-    """
-    import wandb
-
-    name = getattr(run, "name", None) or getattr(run, "id", None)
-    html = wandb.Html(wandb_view_html(record_dir, name=name), inject=False)
-    run.log({VIEW_KEY: html, step_key: step})
+    return ViewPage(record_dir, max_points).html(name)

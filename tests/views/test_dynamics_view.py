@@ -385,17 +385,18 @@ def _page_views(html: str) -> dict[str, dict]:
 def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_dir: Path) -> None:
     import wandb
 
-    from learnscope.plugins.wandb_view import VIEW_KEY, log_view, record_view
+    from learnscope.plugins.wandb_view import VIEW_KEY, ViewPage
 
     run = wandb.init(project="view", dir=str(wandb_dir))
     record_dir = Path(run.dir)  # the W&B writer's own folder; no TensorBoard anywhere
     points, ids = 30, [f"p{i}" for i in range(30)]
     views = drifting_points(points, 3)
     write(record_dir, run_entry(*ALL_CALLBACKS))
+    page = ViewPage(record_dir)  # as a W&B writer keeps it
     for step, xy in enumerate(views):
         append_entries(record_dir / RECORD_FILE, [snapshot_entry("enc", step, xy, ids)])
-        log_view(run, record_dir, step, "trainer/global_step")
-    folded = record_view(record_dir)
+        page.log(run, step, "trainer/global_step")
+    folded = page.run_view
     assert folded.entries_read == 4 and folded.snapshots_encoded == 3  # each line read once
     run.finish()
     pages = sorted(
