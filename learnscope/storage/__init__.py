@@ -29,10 +29,10 @@ from learnscope.storage.folder import (
     UnreadableFile,
     check_relative,
     is_url,
-    open_run_folder,
 )
 from learnscope.storage.local import LocalFolder
 from learnscope.storage.object_store import ObjectStoreFolder
+from learnscope.storage.opener import open_run_folder
 
 __all__ = [
     "LocalFolder",

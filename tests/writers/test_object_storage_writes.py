@@ -21,6 +21,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from readers import read_events
 from s3_server import LocalS3
+from tb_server import tensorboard
 from tiny_models import ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
@@ -181,8 +182,24 @@ def test_a_fit_to_s3_leaves_every_file_in_the_bucket_and_none_locally(
     assert len(config.embeddings) == 2
 
     assert f"to {run_url}" in line  # the place named is where the files went
-    assert f"tensorboard --logdir {run_url.rsplit('/lightning_logs', 1)[0]}" in line
+    logdir = run_url.rsplit("/lightning_logs", 1)[0]
+    assert f"tensorboard --logdir {logdir}" in line
     assert "not written" not in line
+
+    # A TensorBoard server on the bucket: the Projector lists every snapshot as written (it
+    # cannot load their tensors from a cloud path: tensorflow/tensorboard#1047, its asset paths
+    # go through os.path.realpath), the Images tab has the pictures.
+    run = "lightning_logs/version_0"
+    with tensorboard(logdir) as server:
+        server.wait_for("/data/plugin/projector/runs", lambda runs: run in runs, timeout=60)
+        info = server.json("/data/plugin/projector/info", run=run)
+        names = [e["tensorName"] for e in info["embeddings"]]
+        assert names == [e.tensor_name for e in config.embeddings]
+        pca = "~learnscope/embeddings/encoder/validate/pca"
+        images = server.wait_for(
+            "/data/plugin/images/tags", lambda tags: pca in tags.get(run, {}), timeout=60
+        )
+        assert "~learnscope/autocorrelation/params/acf" in images[run]
 
 
 def test_a_store_that_refuses_learnscopes_writes_leaves_the_fit_finished_and_says_why(
