@@ -1,24 +1,28 @@
 """Finding the runs under a log directory, when each started and how it ended, without links.
 
-The learnscope tab searches on a background thread with :func:`find_runs`; ``learnscope
-export`` writes each run it finds. Only run records are looked at: the first line of each to
-know when its run started (:func:`run_started`), and its last 64 KiB to know whether its newest
-run failed and whether it holds any data (:func:`run_outcome`), so that a view opens on the
-newest run with data rather than on one that failed before writing any. Nothing here imports
-torch.
+A log directory is a local path or any fsspec URL (``s3://bucket/runs``, ``gs://...``,
+``memory://...``): every read goes through a :class:`~learnscope.storage.RunFolder`
+(:func:`run_folder`; a missing file-system package is a
+:class:`~learnscope.storage.MissingFileSystem` naming it). The learnscope tab searches on a
+background thread with :func:`find_runs`; ``learnscope export`` writes each run it finds. Only
+run records are looked at: one listing per folder to find them (none per file), the first line
+of each to know when its run started (:func:`run_started`), its last 64 KiB to know whether its
+newest run failed and whether it holds any data (:func:`run_outcome`), so that a view opens on
+the newest run with data rather than on one that failed before writing any, and
+:func:`record_stamp` (a ``stat`` of the record file; one listing of an object store's record
+segments) to know whether a record changed since the last search. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from learnscope.plugins.record_checks import is_number
 from learnscope.plugins.run_status import RunEntries, error_text
-from learnscope.run_files import RECORD_FILE, REFRESH_MARKER_PREFIX
+from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
+from learnscope.storage import LocalFolder, RunFolder, UnreadableFile, open_run_folder
 
 SKIPPED_FOLDERS = ("projector", "wandb")  # never searched for runs (a run's own data, wandb's)
 _FIRST_LINE_BYTES = 65_536  # the ``run`` entry a run starts with is shorter than this
@@ -26,13 +30,58 @@ _TAIL_BYTES = 65_536  # a record longer than this holds data: run and end entrie
 _DATA_KINDS = ("snapshot", "autocorrelation")  # and a findings table with rows
 
 
-def find_runs(logdir: str | Path) -> list[str]:
+def run_folder(location: str | Path | RunFolder) -> RunFolder:
+    """The :class:`~learnscope.storage.RunFolder` of a local path, a URL, or a folder as it is.
+
+    Raises:
+        MissingFileSystem: A URL whose file-system package is not installed, naming it.
+
+    Example:
+        >>> run_folder("memory://runs/a").on_object_store, run_folder(Path("runs")).location
+        (True, 'runs')
+    """
+    return location if isinstance(location, RunFolder) else open_run_folder(location)
+
+
+def folder_name(folder: RunFolder) -> str:
+    """The last part of a folder's path or URL: a run's name in a view by default.
+
+    Example:
+        >>> folder_name(run_folder("memory://bucket/runs/version_3/"))
+        'version_3'
+    """
+    if isinstance(folder, LocalFolder):
+        return folder.root.name
+    return folder.location.rstrip("/").rsplit("/", 1)[-1]
+
+
+def run_of(logdir: RunFolder, name: str) -> RunFolder:
+    """The folder of run ``name`` (as :func:`find_runs` names it) under ``logdir``.
+
+    Example:
+        >>> run_of(run_folder("memory://b/runs"), "a/version_0").location
+        'memory://b/runs/a/version_0'
+    """
+    return logdir if name == "." else logdir.child(name)
+
+
+def find_runs(logdir: str | Path | RunFolder) -> list[str]:
     """The run directories under ``logdir`` that hold a run record, relative, sorted.
 
     Folders are searched without following symbolic links (a linked folder may lead out of the
-    log directory), and ``projector`` and ``wandb`` folders are not searched. A record that is
-    not a regular file (a link, a FIFO) is listed too, so that the view can say it is not read.
-    ``logdir`` itself is named ``"."``, as TensorBoard names it.
+    log directory), with one listing each, and ``projector``, ``wandb``, refresh-marker and
+    record-segment folders are not searched. A record that is not a regular file (a link, a
+    FIFO) is listed too, so that the view can say it is not read. On an object store a run is
+    a folder holding record segments (``learnscope_record.d/``) or a record file copied up
+    whole. ``logdir`` itself is named ``"."``, as TensorBoard names it.
+
+    Args:
+        logdir: A local path, a URL (``s3://bucket/runs``) or a run folder.
+
+    Raises:
+        MissingFileSystem: A URL whose file-system package is not installed.
+        OSError: An object store's log directory that cannot be listed (no such bucket, no
+            credentials), saying why; a local one that is missing has no runs.
 
     Example:
         >>> import tempfile
@@ -42,35 +91,85 @@ def find_runs(logdir: str | Path) -> list[str]:
         >>> find_runs(root)
         ['a/version_0']
     """
-    root = Path(logdir)
+    root = run_folder(logdir)
     runs = []
     stack = [""]
     while stack:
         relative = stack.pop()
-        folder = root / relative if relative else root
         try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    name = entry.name
-                    if name not in SKIPPED_FOLDERS and not name.startswith(REFRESH_MARKER_PREFIX):
-                        stack.append(f"{relative}/{name}" if relative else name)
-                elif entry.name == RECORD_FILE:
-                    runs.append(relative or ".")
-            except OSError:
-                continue
+            folders, files = root.listing(relative)
+        except Exception as error:  # an object store's client fails in ways of its own
+            if root.on_object_store and not relative:
+                what = f"{type(error).__name__}: {error}"
+                raise OSError(f"cannot list {root.location}: {what}") from error
+            if root.on_object_store or isinstance(error, (OSError, UnreadableFile)):
+                continue  # a folder that went away, or cannot be read: no runs in it
+            raise
+        if RECORD_FILE in files or (root.on_object_store and RECORD_SEGMENTS in folders):
+            runs.append(relative or ".")
+        for name in folders:
+            if (
+                name not in SKIPPED_FOLDERS
+                and name != RECORD_SEGMENTS
+                and not name.startswith(REFRESH_MARKER_PREFIX)
+            ):
+                stack.append(f"{relative}/{name}" if relative else name)
     return sorted(runs)
 
 
-def run_started(run_dir: str | Path) -> float:
+class RecordStamp(NamedTuple):
+    """What a search notes of a record to know, next time, what to read again.
+
+    ``identity`` changes when the record is another one (read its first line again),
+    ``written`` whenever anything was added to it (read its end again).
+    """
+
+    identity: object
+    written: object
+
+
+def record_stamp(run_dir: str | Path | RunFolder) -> RecordStamp | None:
+    """The stamp of a run's record, or ``None`` when it has none.
+
+    A local record: its device and inode, its size and times (one ``stat``, no link followed).
+    An object store's segments: the first and last segment's names and their count (one
+    listing; segments are never rewritten); a record file copied up whole: its size and entity
+    tag (one ``HEAD``).
+
+    Example:
+        >>> import tempfile
+        >>> from learnscope.run_record import append_entries
+        >>> run = Path(tempfile.mkdtemp())
+        >>> record_stamp(run) is None
+        True
+        >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 1.0}])
+        >>> before = record_stamp(run)
+        >>> append_entries(run / RECORD_FILE, [{"kind": "end", "step": 3, "status": "finished"}])
+        >>> after = record_stamp(run)
+        >>> after.identity == before.identity, after.written == before.written
+        (True, False)
+    """
+    folder = run_folder(run_dir)
+    if folder.on_object_store:
+        try:
+            _, names = folder.listing(RECORD_SEGMENTS)
+        except (OSError, UnreadableFile):
+            names = []
+        segments = sorted(name for name in names if name.endswith(".jsonl"))
+        if segments:
+            return RecordStamp(segments[0], (len(segments), segments[0], segments[-1]))
+        stamp = folder.stamp(RECORD_FILE)
+        return None if stamp is None else RecordStamp(stamp, stamp)
+    stamp = folder.stamp(RECORD_FILE)
+    return None if stamp is None else RecordStamp(stamp[:2], stamp[2:])
+
+
+def run_started(run_dir: str | Path | RunFolder) -> float:
     """When the run started: the ``time`` of its record's first line, a ``run`` entry.
 
-    The modification time of the record when its first line is no ``run`` entry; ``0.0`` when
-    there is no readable record. Reads at most the first 64 KiB, never through a link, never
-    from a FIFO.
+    The time of the record (a local file's modification time; an object store's first
+    segment's) when its first line is no ``run`` entry; ``0.0`` when there is no readable
+    record. Reads at most the first 64 KiB, never through a link, never from a FIFO.
 
     Example:
         >>> import tempfile
@@ -80,10 +179,13 @@ def run_started(run_dir: str | Path) -> float:
         >>> run_started(run)
         12.5
     """
-    read = _read_record(run_dir, _FIRST_LINE_BYTES)
+    try:
+        read = run_folder(run_dir).record_head(_FIRST_LINE_BYTES)
+    except OSError:
+        read = None
     if read is None:
         return 0.0
-    head, status = read
+    head, modified = read
     line, newline, _ = head.partition(b"\n")
     try:
         entry = json.loads(line) if newline else None
@@ -91,39 +193,17 @@ def run_started(run_dir: str | Path) -> float:
         entry = None
     if isinstance(entry, dict) and entry.get("kind") == "run" and is_number(entry.get("time")):
         return float(entry["time"])
-    return status.st_mtime
+    return modified
 
 
-def _read_record(
-    run_dir: str | Path, size: int, from_end: bool = False
-) -> tuple[bytes, os.stat_result] | None:
-    """At most ``size`` bytes of the run's record, from its start or its end, and its status.
-
-    ``None`` when there is no readable record; never read through a link or from a FIFO.
-    """
-    try:
-        fd = os.open(Path(run_dir) / RECORD_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            return None
-        start = max(0, status.st_size - size) if from_end else 0
-        return os.pread(fd, size, start), status
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def run_outcome(run_dir: str | Path) -> dict[str, Any]:
+def run_outcome(run_dir: str | Path | RunFolder) -> dict[str, Any]:
     """Whether the record's newest run failed, and whether the record holds any data.
 
-    Read from the record's last 64 KiB: ``failed`` is the exception (``type: message``) of
-    the newest run's ``end`` entry when it says ``failed``, else ``None``; ``has_data`` is
-    whether there is a snapshot, an autocorrelation analysis or a findings table with rows
-    (a longer record always holds some). An unreadable record has neither.
+    Read from the record's last 64 KiB (an object store's last segments, whole):
+    ``failed`` is the exception (``type: message``) of the newest run's ``end`` entry when it
+    says ``failed``, else ``None``; ``has_data`` is whether there is a snapshot, an
+    autocorrelation analysis or a findings table with rows (a longer record always holds
+    some). An unreadable record has neither.
 
     Example:
         >>> import tempfile
@@ -135,15 +215,18 @@ def run_outcome(run_dir: str | Path) -> dict[str, Any]:
         >>> run_outcome(run)
         {'failed': 'ValueError: no such module', 'has_data': False}
     """
-    read = _read_record(run_dir, _TAIL_BYTES, from_end=True)
-    if read is None:
+    try:
+        tail = run_folder(run_dir).record_tail(_TAIL_BYTES + 1)
+    except OSError:
+        tail = None
+    if tail is None:
         return {"failed": None, "has_data": False}
-    tail, status = read
     lines = tail.split(b"\n")
-    if status.st_size > len(tail):
-        lines = lines[1:]  # the first line is cut
+    longer = len(tail) > _TAIL_BYTES  # more than 64 KiB: data, and the first line is cut
+    if longer:
+        lines = lines[1:]
     newest = RunEntries()
-    has_data = status.st_size > _TAIL_BYTES
+    has_data = longer
     for line in lines:
         try:
             entry = json.loads(line) if line.strip() else None
