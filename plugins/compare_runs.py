@@ -21,10 +21,14 @@ At most ``max_points`` shared points are compared (20,000 by default), a fixed s
 hash of the id, said in the notes. The learnscope tab answers ``/compare`` with
 :func:`compare_runs`; ``learnscope export --compare A B`` embeds one comparison per shared key
 (or of one pair of keys, ``--tags KEY_A KEY_B``).
+Runs are read through their :class:`~learnscope.storage.RunFolder`, local or on an object
+store (``s3://...``), the tensor files under the checks of
+:func:`learnscope.plugins.sprite_files.read_run_file`.
 Everything here is numpy: nothing imports torch.
 
 Example:
     >>> import tempfile
+    >>> from learnscope.run_files import RECORD_FILE
     >>> from learnscope.run_record import append_entries, encode_array
     >>> runs = [Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())]
     >>> rng = np.random.default_rng(0)
@@ -49,10 +53,12 @@ import numpy as np
 from learnscope.neighbourhoods import in_spreads, neighbourhood_change, procrustes_rotation
 from learnscope.plugins.embedding_fold import subsample_ids
 from learnscope.plugins.record_checks import DamagedEntry, array_field, rounded, typed_column
+from learnscope.plugins.run_search import run_folder
+from learnscope.plugins.run_view import read_record
 from learnscope.plugins.sprite_files import read_tensor
-from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
 from learnscope.scatter import frame_limits
+from learnscope.storage import LocalFolder, RecordSource, RunFolder
 
 FORMAT = "learnscope-compare/1"
 NEIGHBOURS = 10  # k: the neighbours compared per point
@@ -71,8 +77,10 @@ class RunSnapshots:
     A step written again replaces the earlier entry; a record that was replaced is read again.
 
     Args:
-        run_dir: The folder that holds the run record.
+        run_dir: The folder that holds the run record: a local path, a URL or a run folder.
         name: The run's name in messages.
+        source: Where the record's bytes come from; the folder's
+            :meth:`~learnscope.storage.RunFolder.record_source` by default.
 
     Example:
         >>> import tempfile
@@ -81,10 +89,12 @@ class RunSnapshots:
         (False, [])
     """
 
-    def __init__(self, run_dir: str | Path, name: str) -> None:
-        self.run_dir = Path(run_dir)
+    def __init__(
+        self, run_dir: str | Path | RunFolder, name: str, source: RecordSource | None = None
+    ) -> None:
+        self.folder = run_folder(run_dir)
         self.name = name
-        self.reader = RecordReader(self.run_dir / RECORD_FILE)
+        self.reader = RecordReader(source if source is not None else self.folder.record_source())
         self.entries: dict[str, dict[int, dict[str, Any]]] = {}  # key -> step -> entry
 
     def refresh(self) -> bool:
@@ -93,12 +103,7 @@ class RunSnapshots:
         Raises:
             OSError: When the record cannot be read (a link, say; a missing record is empty).
         """
-        path = self.run_dir / RECORD_FILE
-        if path.is_symlink():
-            raise OSError(f"{RECORD_FILE} is a symbolic link (links are not followed)")
-        if not path.exists():
-            return False
-        entries = self.reader.read()
+        entries = read_record(self.folder, self.reader)
         if self.reader.restarted:
             self.entries = {}
         for entry in entries:
@@ -125,6 +130,7 @@ def compare_runs(
     k: int = NEIGHBOURS,
     max_points: int = MAX_COMPARED,
     key_b: str | None = None,
+    refresh: bool = True,
 ) -> dict[str, Any]:
     """Run ``a``'s ``key`` beside run ``b``'s ``key_b`` (refreshed first), as JSON-able data.
 
@@ -140,6 +146,8 @@ def compare_runs(
         k: The neighbours compared per point.
         max_points: The most shared points compared.
         key_b: B's snapshot key; ``key`` by default.
+        refresh: Read what was added to the two records first (``False`` when the caller
+            just did).
 
     Returns:
         ``format``, ``key`` (A's), ``k``, ``a`` and ``b`` (``run``, ``key``, ``keys`` (the
@@ -158,8 +166,9 @@ def compare_runs(
     Raises:
         OSError: When a record cannot be read.
     """
-    a.refresh()
-    b.refresh()
+    if refresh:
+        a.refresh()
+        b.refresh()
     key_b = key if key_b is None else key_b
     result = _empty(a.name, b.name, key, k, key_b)
     snapshots = []
@@ -176,7 +185,7 @@ def compare_runs(
             snapshots.append(entry)
     if len(snapshots) < 2:
         return result
-    same_run = a.name == b.name and a.run_dir.resolve() == b.run_dir.resolve()
+    same_run = a.name == b.name and _same_folder(a.folder, b.folder)
     if same_run and key == key_b and result["a"]["step"] == result["b"]["step"]:
         result["messages"].append(
             f"A and B are the same snapshot (run {a.name}, {key} at step {result['a']['step']}): "
@@ -289,7 +298,7 @@ def _compare(
             why = f"run {run.name}'s snapshot at step {entry['step']} names no tensor file"
         else:
             try:
-                full = read_tensor(run.run_dir, entry["tensor"])
+                full = read_tensor(run.folder, entry["tensor"])
             except DamagedEntry as error:
                 why = f"run {run.name}: {error}"
             else:
@@ -478,6 +487,13 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _same_folder(a: RunFolder, b: RunFolder) -> bool:
+    """Whether two run folders are one: the same resolved directory, or the same URL."""
+    if isinstance(a, LocalFolder) and isinstance(b, LocalFolder):
+        return a.root.resolve() == b.root.resolve()
+    return a.location.rstrip("/") == b.location.rstrip("/")
+
+
 class Comparisons:
     """The comparisons a server answers: each run's snapshots kept, recent answers kept.
 
@@ -501,11 +517,13 @@ class Comparisons:
         self.runs: OrderedDict[str, RunSnapshots] = OrderedDict()
         self.answers: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
-    def run(self, run_dir: Path, name: str) -> RunSnapshots:
-        """The kept snapshots of run ``name`` (made on first use)."""
+    def run(
+        self, run_dir: str | Path | RunFolder, name: str, source: RecordSource | None = None
+    ) -> RunSnapshots:
+        """The kept snapshots of run ``name`` (made on first use, reading ``source``)."""
         held = self.runs.get(name)
         if held is None:
-            held = self.runs[name] = RunSnapshots(run_dir, name)
+            held = self.runs[name] = RunSnapshots(run_dir, name, source)
             while len(self.runs) > self.most_runs:
                 self.runs.popitem(last=False)
         self.runs.move_to_end(name)
@@ -513,14 +531,23 @@ class Comparisons:
 
     def compare(
         self,
-        a: tuple[Path, str],
-        b: tuple[Path, str],
+        a: tuple[str | Path | RunFolder, str] | tuple[RunFolder, str, RecordSource],
+        b: tuple[str | Path | RunFolder, str] | tuple[RunFolder, str, RecordSource],
         key: str,
         step_a: int | None = None,
         step_b: int | None = None,
         key_b: str | None = None,
     ) -> dict[str, Any]:
-        """:func:`compare_runs` of runs ``a`` and ``b`` (``(run_dir, name)`` each), kept.
+        """:func:`compare_runs` of runs ``a`` and ``b``, kept.
+
+        Args:
+            a: Run A: ``(run_dir, name)``, or ``(run_dir, name, source)`` to read its record
+                from ``source`` (see :class:`RunSnapshots`) when it is first kept.
+            b: Run B, the same way.
+            key: A's key.
+            step_a: A's step; its newest by default.
+            step_b: B's step; its newest by default.
+            key_b: B's key; ``key`` by default.
 
         Raises:
             OSError: When a record cannot be read.
@@ -536,7 +563,7 @@ class Comparisons:
         if held is not None and held["keys"] == keys and _same(held["entries"], entries):
             self.answers.move_to_end(question)
             return held["answer"]
-        answer = compare_runs(run_a, run_b, key, step_a, step_b, key_b=key_b)
+        answer = compare_runs(run_a, run_b, key, step_a, step_b, key_b=key_b, refresh=False)
         # the entries are held, so that their ids stay those of live objects
         self.answers[question] = {"entries": entries, "keys": keys, "answer": answer}
         while len(self.answers) > self.most_answers:
@@ -563,4 +590,4 @@ def compare_every_key(a: RunSnapshots, b: RunSnapshots) -> dict[str, dict[str, A
     """
     a.refresh()
     b.refresh()
-    return {key: compare_runs(a, b, key) for key in a.entries if key in b.entries}
+    return {key: compare_runs(a, b, key, refresh=False) for key in a.entries if key in b.entries}

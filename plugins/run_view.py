@@ -3,9 +3,12 @@
 Every view (the learnscope tab in TensorBoard, ``learnscope export``, the W&B
 ``~learnscope/view`` page) is built from the run's record, ``learnscope_record.jsonl``
 (:mod:`learnscope.run_record`; the entries are described in ``docs/run_record.md``), and
-from nothing else but the sprite PNGs the record names. :class:`RunView` keeps one run's
-view and reads only the lines added since its last refresh, so a refresh costs the same after
-ten snapshots as after five hundred. The view model holds:
+from nothing else but the sprite PNGs the record names. The run is a
+:class:`~learnscope.storage.RunFolder`: a local directory, or a folder on an object store
+(``s3://bucket/runs/version_0``), whose record is a series of immutable segments.
+:class:`RunView` keeps one run's view and reads only the lines (the segments) added since its
+last refresh, so a refresh costs the same after ten snapshots as after five hundred. The view
+model holds:
 
 * **Embedding evolution**: per key (``encoder/validate``), the snapshots in step order, their
   aligned PCA view in units of each snapshot's spread (root-mean-square distance from the
@@ -42,10 +45,12 @@ from learnscope.plugins.record_checks import (
     finding_row,
     list_field,
 )
+from learnscope.plugins.run_search import folder_name, run_folder
 from learnscope.plugins.run_status import PCA_HINT, RunEntries, error_text, section_status
 from learnscope.plugins.sprite_files import KeptSprite
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
+from learnscope.storage import LocalFolder, RecordSource, RunFolder
 
 FORMAT = "learnscope-view/2"
 # Points per key animated by default in the learnscope tab, where WebGL draws them
@@ -81,10 +86,17 @@ class RunView:
 
     Args:
         run_dir: The folder that holds the run record (a TensorBoard run directory, a wandb
-            run's ``files`` folder).
+            run's ``files`` folder): a local path, a URL (``s3://bucket/runs/version_0``) or
+            a run folder.
         max_points: The most points per key drawn (a fixed subsample by id beyond).
         sprites: Include the thumbnails of each key's newest snapshot (as a PNG data URL).
         name: The run's name in the view; the folder's name by default.
+        source: Where the record's bytes come from; the folder's
+            :meth:`~learnscope.storage.RunFolder.record_source` by default (the learnscope tab
+            gives one that reads an object store's record only when its search saw it change).
+
+    Raises:
+        MissingFileSystem: A URL whose file-system package is not installed.
 
     Example:
         >>> import tempfile
@@ -102,18 +114,20 @@ class RunView:
 
     def __init__(
         self,
-        run_dir: str | Path,
+        run_dir: str | Path | RunFolder,
         max_points: int = MAX_POINTS,
         sprites: bool = True,
         name: str | None = None,
+        source: RecordSource | None = None,
     ) -> None:
         if max_points < 1:
             raise ValueError(f"max_points must be at least 1, got {max_points}")
-        self.run_dir = Path(run_dir)
-        self.name = name if name is not None else self.run_dir.name
+        self.folder = run_folder(run_dir)
+        self.name = name if name is not None else folder_name(self.folder)
         self.max_points = max_points
         self.sprites = sprites
-        self.reader = RecordReader(self.run_dir / RECORD_FILE)
+        self.reader = RecordReader(source if source is not None else self.folder.record_source())
+        self._record_time: float | None = None  # the record's time, until it changes
         self.entries_read = 0  # entries folded since the record was first read
         self.snapshots_encoded = 0  # snapshot coordinates encoded for the view (cost measure)
         self._sprite = KeptSprite()
@@ -130,13 +144,20 @@ class RunView:
 
     @property
     def started(self) -> float:
-        """When the newest ``run`` entry began (Unix seconds), else the record's mtime."""
+        """When the newest ``run`` entry began (Unix seconds), else the record's time.
+
+        The record's time (a local file's modification time, an object store's first
+        segment's) is asked once until the record changes: no request on an object store.
+        """
         if self._run.started is not None:
             return self._run.started
-        try:
-            return (self.run_dir / RECORD_FILE).stat(follow_symlinks=False).st_mtime
-        except OSError:
-            return 0.0
+        if self._record_time is None:
+            try:
+                head = self.folder.record_head(1)
+            except OSError:
+                head = None
+            self._record_time = head[1] if head is not None else 0.0
+        return self._record_time
 
     def refresh(self) -> bool:
         """Fold the entries added to the record since the last call; whether any came.
@@ -145,15 +166,7 @@ class RunView:
             OSError: When the record cannot be read (it is not a regular file, say).
         """
         skipped = self.reader.skipped
-        path = self.run_dir / RECORD_FILE
-        try:
-            if path.is_symlink():
-                raise OSError(f"{RECORD_FILE} is a symbolic link (links are not followed)")
-            entries = self.reader.read()
-        except OSError as error:
-            if isinstance(error, FileNotFoundError):
-                raise
-            raise OSError(str(error).replace(str(path), RECORD_FILE)) from None
+        entries = read_record(self.folder, self.reader)
         if self.reader.restarted:  # the file was replaced: another run in this directory
             self._clear()
         for entry in entries:
@@ -165,6 +178,7 @@ class RunView:
         changed = bool(entries) or self.reader.skipped != skipped or self.reader.restarted
         if changed:
             self._view = None
+            self._record_time = None
         return changed
 
     def view(self) -> dict[str, Any]:
@@ -245,7 +259,7 @@ class RunView:
         sprite, notes = None, ()
         if self.sprites and entry.get("sprite") is not None:
             try:
-                sprite = self._sprite.view(self.run_dir, entry["sprite"])
+                sprite = self._sprite.view(self.folder, entry["sprite"])
             except DamagedEntry as error:
                 step = embedding.snapshots[-1].step
                 notes = (f"step {step}: thumbnails not shown: {error}",)
@@ -255,13 +269,43 @@ class RunView:
         return view
 
 
+def read_record(folder: RunFolder, reader: RecordReader) -> list[dict[str, Any]]:
+    """The entries ``reader`` finds added to ``folder``'s record; a local link is refused.
+
+    Raises:
+        OSError: When the record cannot be read: a local record that is a symbolic link or
+            not a regular file (said with the record's name, not its full path), or an object
+            store that fails.
+
+    Example:
+        >>> import tempfile
+        >>> folder = run_folder(tempfile.mkdtemp())
+        >>> (folder.root / RECORD_FILE).symlink_to("/etc/passwd")
+        >>> read_record(folder, RecordReader(folder.record_source()))
+        Traceback (most recent call last):
+        ...
+        OSError: learnscope_record.jsonl is a symbolic link (links are not followed)
+    """
+    if not isinstance(folder, LocalFolder):
+        return reader.read()
+    path = folder.root / RECORD_FILE
+    try:
+        if path.is_symlink():
+            raise OSError(f"{RECORD_FILE} is a symbolic link (links are not followed)")
+        return reader.read()
+    except OSError as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise OSError(str(error).replace(str(path), RECORD_FILE)) from None
+
+
 def read_view(
-    run_dir: str | Path, max_points: int = MAX_POINTS, sprites: bool = True
+    run_dir: str | Path | RunFolder, max_points: int = MAX_POINTS, sprites: bool = True
 ) -> dict[str, Any]:
     """The view model of one run directory (see :class:`RunView`), read once.
 
     Args:
-        run_dir: A folder with a run record.
+        run_dir: A folder with a run record: a local path, a URL or a run folder.
         max_points: The most points per key drawn.
         sprites: Include the thumbnails of each key's newest snapshot.
 

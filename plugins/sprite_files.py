@@ -1,16 +1,18 @@
 """Reading the files a run record names (sprite PNGs, embedding tensors), only inside the run.
 
-A record can name any path; the views read a file only when it lies inside its run directory,
-is reached through no symbolic link, and is a regular file of a capped size (a sprite: a PNG
-of at most 4 MB; a tensor: exactly the bytes its shape says, at most 1 GiB), never blocking on
-a FIFO. Nothing here imports torch.
+A record can name any path; the views read a file only through the run's
+:class:`~learnscope.storage.RunFolder` (a local run directory, or a run folder on an object
+store such as ``s3://bucket/runs/version_0``), and only when its path is relative and without
+``..``. On a local disk the file must also be reached through no symbolic link and be a regular
+file (a FIFO never blocks a view). Everywhere its size is capped (a sprite: a PNG of at most
+4 MB; a tensor: exactly the bytes its shape says, at most 1 GiB), and a file that fails a
+check is a :class:`~learnscope.plugins.record_checks.DamagedEntry` saying why. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
 
 import base64
-import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from learnscope.plugins.record_checks import DamagedEntry, sprite_fields
+from learnscope.plugins.run_search import run_folder
+from learnscope.storage import RunFolder, UnreadableFile
 
 MAX_SPRITE_BYTES = 4_000_000  # thumbnails larger than this stay out of the view
 MAX_TENSOR_BYTES = 1 << 30  # embeddings larger than this are not compared
@@ -25,16 +29,17 @@ _PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def read_run_file(
-    run_dir: str | Path, path: str, what: str, max_bytes: int, size: int | None = None
+    run_dir: str | Path | RunFolder, path: str, what: str, max_bytes: int, size: int | None = None
 ) -> bytes:
     """The file at ``path`` relative to ``run_dir``, read only when it lies inside the run.
 
-    The path must be relative, without ``..``, reach the file through no symbolic link, and
-    name a regular file of at most ``max_bytes`` (of exactly ``size`` bytes when given); it is
-    opened without following a link and without blocking (a FIFO is never read).
+    The path must be relative and without ``..``, and name a file of at most ``max_bytes``
+    (of exactly ``size`` bytes when given). On a local disk it must be reached through no
+    symbolic link and be a regular file, opened without following a link and without blocking
+    (a FIFO is never read); on an object store it is one ranged ``GET``.
 
     Args:
-        run_dir: The run directory.
+        run_dir: The run directory: a local path, a URL, or a run folder.
         path: The path the record names, ``/`` separated.
         what: What the file is, for the messages (``sprite``, ``tensor``).
         max_bytes: The most bytes read.
@@ -50,48 +55,15 @@ def read_run_file(
         ...     print(error)
         tensor path '/etc/passwd' leaves the run directory
     """
-    parts = path.replace("\\", "/").split("/")
-    if not path or path.startswith(("/", "\\")) or ":" in parts[0] or ".." in parts:
-        raise DamagedEntry(f"{what} path {path!r} leaves the run directory")
-    root = os.path.realpath(run_dir)
-    candidate = os.path.join(root, *[p for p in parts if p not in ("", ".")])
-    if os.path.realpath(candidate) != candidate:
-        raise DamagedEntry(f"{what} path {path!r} goes through a symbolic link")
     try:
-        fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as error:
-        raise DamagedEntry(f"{what} {path!r} cannot be opened ({error.strerror})") from None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise DamagedEntry(f"{what} {path!r} is not a regular file")
-        if status.st_size > max_bytes:
-            raise DamagedEntry(
-                f"{what} {path!r} has {status.st_size:,} bytes (at most {max_bytes:,})"
-            )
-        if size is not None and status.st_size != size:
-            raise DamagedEntry(f"{what} {path!r} has {status.st_size:,} bytes, not {size:,}")
-        data = _read_at_most(fd, max_bytes + 1)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes or (size is not None and len(data) != size):
-        raise DamagedEntry(f"{what} {path!r} changed while it was read")
-    return data
+        return run_folder(run_dir).read(path, max_bytes, size)
+    except UnreadableFile as error:
+        raise DamagedEntry(f"{what} {error}") from None
 
 
-def _read_at_most(fd: int, count: int) -> bytes:
-    """Up to ``count`` bytes of ``fd`` from its start (``pread`` returns at most 2 GiB a call)."""
-    chunks, offset = [], 0
-    while offset < count:
-        chunk = os.pread(fd, min(count - offset, 1 << 30), offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-def read_sprite(run_dir: str | Path, path: str, max_bytes: int = MAX_SPRITE_BYTES) -> bytes:
+def read_sprite(
+    run_dir: str | Path | RunFolder, path: str, max_bytes: int = MAX_SPRITE_BYTES
+) -> bytes:
     """The PNG at ``path`` relative to ``run_dir``, read only when it lies inside the run.
 
     The checks of :func:`read_run_file`, and the file must be a PNG of at most ``max_bytes``.
@@ -133,7 +105,9 @@ def tensor_fields(tensor: Any) -> tuple[str, int, int]:
     return tensor["path"], shape[0], shape[1]
 
 
-def read_tensor(run_dir: str | Path, tensor: Any, max_bytes: int = MAX_TENSOR_BYTES) -> np.ndarray:
+def read_tensor(
+    run_dir: str | Path | RunFolder, tensor: Any, max_bytes: int = MAX_TENSOR_BYTES
+) -> np.ndarray:
     """The ``[points, dim]`` float32 embedding a snapshot's ``tensor`` field names.
 
     The checks of :func:`read_run_file`, and the file holds exactly ``points * dim * 4``
@@ -157,8 +131,9 @@ def read_tensor(run_dir: str | Path, tensor: Any, max_bytes: int = MAX_TENSOR_BY
 class KeptSprite:
     """The thumbnails of a key's newest snapshot as the view shows them, read again on change.
 
-    The PNG is read only when the file named differs from the last one read (path, inode,
-    size or modification time), so a view refreshed after every snapshot reads each sprite once.
+    The PNG is read only when the file named differs from the last one read (its path and its
+    folder's stamp of it: device, inode, size and times on a local disk, size and entity tag
+    on an object store), so a view refreshed after every snapshot reads each sprite once.
 
     Example:
         >>> import tempfile
@@ -173,21 +148,21 @@ class KeptSprite:
     def __init__(self) -> None:
         self._last: tuple[tuple, dict[str, Any]] | None = None  # (file stamp, its view)
 
-    def view(self, run_dir: str | Path, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def view(self, run_dir: str | Path | RunFolder, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``png`` (a data URL), ``width``, ``height``, ``per_row`` of a ``sprite`` field.
 
         Raises:
             DamagedEntry: When the field or the file cannot be shown, saying why.
         """
         path, width, height, per_row = sprite_fields(fields)
+        folder = run_folder(run_dir)
         try:
-            status = os.stat(Path(run_dir) / path, follow_symlinks=False)
-            stamp: tuple = (path, status.st_ino, status.st_size, status.st_mtime_ns)
-        except OSError:
-            stamp = (path, None)
-        if self._last is not None and self._last[0] == stamp:
+            stamp: tuple = (folder.location, path, folder.stamp(path))
+        except (OSError, UnreadableFile):
+            stamp = (folder.location, path, None)
+        if stamp[2] is not None and self._last is not None and self._last[0] == stamp:
             return self._last[1]
-        data = read_sprite(run_dir, path)
+        data = read_sprite(folder, path)
         sprite = {
             "png": "data:image/png;base64," + base64.b64encode(data).decode("ascii"),
             "width": width,

@@ -1,8 +1,9 @@
 """The standalone view page: every run's view model inline, with the front end joined inline.
 
-``learnscope export LOGDIR --html view.html`` writes it, and the W&B writer logs it as an HTML
-panel; it loads nothing from the network and opens from ``file://``. Nothing here imports
-torch.
+``learnscope export LOGDIR --html view.html`` writes it (``LOGDIR`` a local path or a URL
+such as ``s3://bucket/runs``: the runs are read through their
+:class:`~learnscope.storage.RunFolder`), and the W&B writer logs it as an HTML panel; it loads
+nothing from the network and opens from ``file://``. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from learnscope.plugins.compare_runs import (
     compare_runs,
     missing_key,
 )
-from learnscope.plugins.run_search import find_runs
+from learnscope.plugins.run_search import find_runs, folder_name, run_folder, run_of
 from learnscope.plugins.run_view import RunView
 from learnscope.plugins.view_modules import joined_source
+from learnscope.storage import LocalFolder, RunFolder
 
 # Points per key on an exported page: a page is a file to share, and 100,000 points x 50
 # snapshots (the tab's most) would be 28 MB.
@@ -129,7 +131,7 @@ class Export:
 
 
 def export_html(
-    logdir: str | Path,
+    logdir: str | Path | RunFolder,
     out: str | Path,
     max_points: int = EXPORT_MAX_POINTS,
     sprites: bool = True,
@@ -143,8 +145,9 @@ def export_html(
     :attr:`Export.failed_runs`. No file is written when no run could be read.
 
     Args:
-        logdir: A log directory (or one run directory).
-        out: The HTML file to write.
+        logdir: A log directory (or one run directory): a local path, a URL such as
+            ``s3://bucket/runs``, or a run folder.
+        out: The HTML file to write (a local path).
         max_points: The most points per key.
         sprites: Include thumbnails.
         compare: Runs ``(A, B)``, named as :attr:`Export.runs` names them: the page also
@@ -158,19 +161,21 @@ def export_html(
     Raises:
         ValueError: When a run to compare is not one of the runs written, or a tag is not one
             of its run's keys.
+        MissingFileSystem: A URL whose file-system package is not installed.
+        OSError: An object store's log directory that cannot be listed.
 
     Example:
         >>> import tempfile
         >>> export_html(tempfile.mkdtemp(), "never-written.html")
         Export(runs=[], failed=[], failed_runs=[])
     """
-    root = Path(logdir)
+    root = run_folder(logdir)
     runs, failed, folders = [], [], {}
     for name in find_runs(root):
-        shown = root.resolve().name if name == "." else name
-        folders[shown] = root / name
+        shown = name if name != "." else _root_name(root)
+        folder = folders[shown] = run_of(root, name)
         try:
-            runs.append((shown, RunView(root / name, max_points, sprites, shown).view()))
+            runs.append((shown, RunView(folder, max_points, sprites, shown).view()))
         except (OSError, ValueError) as error:
             failed.append((shown, str(error)))
     comparison = None
@@ -186,8 +191,13 @@ def export_html(
     return Export([name for name, _ in runs], failed, failed_runs)
 
 
+def _root_name(root: RunFolder) -> str:
+    """The name of a log directory that is itself a run: its resolved directory's, or URL's."""
+    return root.root.resolve().name if isinstance(root, LocalFolder) else folder_name(root)
+
+
 def compare_pages(
-    folders: dict[str, Path],
+    folders: dict[str, Path] | dict[str, RunFolder],
     written: list[str],
     a: str,
     b: str,
@@ -199,7 +209,7 @@ def compare_pages(
     (under the key ``tags[0]``; ``a`` and ``b`` may then be one run).
 
     Args:
-        folders: Each run's folder, by the name the page shows.
+        folders: Each run's folder (a local path or a run folder), by the name the page shows.
         written: The runs the page holds.
         a: Run A.
         b: Run B.
@@ -231,5 +241,5 @@ def compare_pages(
         run.refresh()
         if tag not in run.entries:
             raise ValueError(missing_key(run, tag))
-    keys = {tags[0]: compare_runs(*runs, tags[0], key_b=tags[1])}
+    keys = {tags[0]: compare_runs(*runs, tags[0], key_b=tags[1], refresh=False)}
     return {"a": a, "b": b, "keys": keys, "messages": []}
