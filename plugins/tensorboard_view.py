@@ -18,11 +18,21 @@ imports the others by relative URL and fetches, relative to ``data/plugin/learns
   points they share (:func:`learnscope.plugins.compare_runs.compare_runs`), the newest step of
   each unless steps are given.
 
-The log directory is searched on a background thread, as TensorBoard's own projector plugin
-does: ``is_active`` and ``/runs`` answer from what the last search found, never walking the
-log directory on a request. Each run's view is kept and brought up to date from the lines added
-to its record since the last request. A run that cannot be read answers with a view that says
-why, never with a server error.
+The log directory is a local path or any fsspec URL (``tensorboard --logdir
+s3://bucket/runs``; ``gs://``, ``az://``, ...), read through a
+:class:`~learnscope.storage.RunFolder`. It is searched on a background thread, as TensorBoard's
+own projector plugin does: ``is_active`` and ``/runs`` answer from what the last search found,
+never listing the log directory on a request. A search lists each folder once and stamps each
+record (a ``stat``; on an object store one listing of its segments), reading a record's first
+line and end again only when its stamp changed; it runs every ``reload_interval`` seconds, or
+ten times as long as the last search took, whichever is longer. Each run's view is kept and
+brought up to date from the lines added to its record since the last request: on a local disk
+at each request (a ``stat``), on an object store only when the last search saw the record
+change (:class:`SearchedRecord`), so that a request there costs no request to the store while
+nothing changed, and a new segment is read once, alone. A run that cannot be read answers with
+a view that says why, never with a server error; a log directory that cannot be opened (its
+file-system package missing: ``s3fs``, ``gcsfs``, ...) or listed shows the tab with one entry
+that says why.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from tensorboard.plugins import base_plugin
@@ -40,8 +50,9 @@ from werkzeug import wrappers
 
 from learnscope.plugins import run_search, view_modules
 from learnscope.plugins.compare_runs import Comparisons, comparison_error
+from learnscope.plugins.run_search import RecordStamp, run_of
 from learnscope.plugins.run_view import RunView, error_view
-from learnscope.run_files import RECORD_FILE
+from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
 
 log = logging.getLogger("learnscope")
 
@@ -51,22 +62,78 @@ MAX_VIEWS = 32  # run views kept; the least recently used goes first
 
 
 class _SeenRecord(NamedTuple):
-    """A run record as a search read it: which file, its size and time, what it said."""
+    """A record as a search read it: its stamp (which record, what was written), what it said."""
 
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
+    stamp: RecordStamp
     start: float  # when its run started (its first line)
     outcome: dict[str, Any]  # how it ended (run_search.run_outcome)
+
+
+class SearchedRecord(RecordSource):
+    r"""An object store's record, read only when the tab's search saw it change.
+
+    Each :meth:`read` asks ``written`` (what the last search noted of the record:
+    :attr:`RecordStamp.written`); while it is what it was at the last read that found nothing
+    more, nothing is read (no request to the store). Otherwise the record is read until
+    nothing more comes.
+
+    Args:
+        source: The record's own source (:meth:`~learnscope.storage.RunFolder.record_source`).
+        written: What the last search noted of the record, or ``None`` when it has not seen
+            it (then every read reads).
+
+    Example:
+        >>> import uuid
+        >>> from learnscope.storage import open_run_folder
+        >>> folder = open_run_folder(f"memory://doc/{uuid.uuid4().hex}")
+        >>> folder.append_record(b'{"kind":"run"}\n')
+        >>> noted = {"written": 1}
+        >>> source = SearchedRecord(folder.record_source(), lambda: noted["written"])
+        >>> source.read(1 << 20)
+        b'{"kind":"run"}\n'
+        >>> folder.append_record(b'{"kind":"end"}\n')
+        >>> source.read(1 << 20)  # the search has not seen it yet
+        b''
+        >>> noted["written"] = 2
+        >>> source.read(1 << 20)
+        b'{"kind":"end"}\n'
+    """
+
+    _NOT_YET = object()
+
+    def __init__(self, source: RecordSource, written: Callable[[], object]) -> None:
+        self.source = source
+        self.written = written
+        self._caught_up: object = self._NOT_YET  # ``written`` when the last read ended
+
+    def read(self, max_bytes: int) -> bytes:
+        """What was added, when the search saw the record change (see the class)."""
+        self.restarted = False
+        written = self.written()
+        if written is not None and written == self._caught_up:
+            return b""
+        chunks: list[bytes] = []
+        total = 0
+        while total < max_bytes:
+            data = self.source.read(max_bytes - total)
+            if self.source.restarted:  # read again from its start: what came before is gone
+                chunks, total, self.restarted = [], 0, True
+            if not data:
+                if written is not None:
+                    self._caught_up = written
+                break
+            chunks.append(data)
+            total += len(data)
+        return b"".join(chunks)
 
 
 class LearnscopePlugin(base_plugin.TBPlugin):
     """The learnscope tab: embedding evolution, autocorrelation and findings of each run.
 
     Args:
-        context: TensorBoard's ``TBContext``: ``logdir``, and ``flags.reload_interval`` (how
-            often the log directory is searched again; 0 searches it once).
+        context: TensorBoard's ``TBContext``: ``logdir`` (a path or a URL such as
+            ``s3://bucket/runs``), and ``flags.reload_interval`` (how often the log directory
+            is searched again; 0 searches it once).
 
     Example:
         >>> import tempfile
@@ -81,7 +148,16 @@ class LearnscopePlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext) -> None:
         logdir = context.logdir
-        self.logdir = Path(logdir) if logdir and "://" not in str(logdir) else None
+        self.location = str(logdir or "")  # the log directory as TensorBoard was given it
+        self.folder: RunFolder | None = None  # the log directory
+        self._cannot_open: str | None = None  # why it cannot be opened (a package missing)
+        self._search_failed: str | None = None  # why the last search failed
+        if logdir:
+            try:
+                self.folder = open_run_folder(logdir)
+            except MissingFileSystem as error:
+                self._cannot_open = str(error)
+                log.warning("learnscope tab: %s", error)
         interval = getattr(getattr(context, "flags", None), "reload_interval", None)
         self.interval_s = float(interval) if interval is not None else DEFAULT_INTERVAL_S
         self._runs: dict[str, float] = {}  # name -> start time; replaced whole by each search
@@ -93,7 +169,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
         self._comparisons = Comparisons()  # each under _comparing: one computed at a time
         self._comparing = threading.Lock()
-        if self.logdir is None:
+        if self.folder is None:
             self._searched.set()
         else:
             threading.Thread(
@@ -107,8 +183,21 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         return {**modules, **routes, "/compare": self._serve_compare}
 
     def is_active(self) -> bool:
-        """Whether the last search of the log directory found a run record (no search here)."""
-        return bool(self._runs)
+        """Whether the last search found a run record, or there is a problem to show.
+
+        No search here; a problem is a log directory that cannot be opened or listed.
+        """
+        return bool(self._runs) or self.problem is not None
+
+    @property
+    def problem(self) -> str | None:
+        """Why no run can be shown: the log directory cannot be opened, or its search failed.
+
+        ``None`` once a search found runs (a later failure keeps what was found, logged).
+        """
+        if self._cannot_open is not None:
+            return self._cannot_open
+        return self._search_failed if not self._runs else None
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         """An ES module front end, in a tab named ``learnscope``."""
@@ -124,17 +213,30 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         As the last search found them (see the module's description).
         """
         runs, outcomes = self._runs, self._outcomes
+        problem = self.problem
+        if problem is not None:  # the one entry, whose view says why
+            return [{"name": self._problem_name, "time": 0.0, "failed": problem, "has_data": False}]
         none = {"failed": None, "has_data": False}
         return [{"name": n, "time": runs[n], **outcomes.get(n, none)} for n in sorted(runs)]
 
+    @property
+    def _problem_name(self) -> str:
+        return self.location or "learnscope"
+
     def view(self, run: str) -> dict[str, Any] | None:
         """The view model of ``run``, or ``None`` when it is not one of :meth:`runs`."""
-        if run not in self._runs or self.logdir is None:
+        problem = self.problem
+        if problem is not None and run == self._problem_name:
+            view = error_view(run, problem)
+            status = dict.fromkeys(view["status"], problem)
+            return {**view, "failed": problem, "status": status, "messages": [problem]}
+        if run not in self._runs or self.folder is None:
             return None
         with self._lock:
             held = self._views.get(run)
             if held is None:
-                view = RunView(self.logdir / run, name=run)
+                folder = run_of(self.folder, run)
+                view = RunView(folder, name=run, source=self._source(run, folder))
                 held = self._views[run] = (view, threading.Lock())
                 while len(self._views) > MAX_VIEWS:
                     old, _ = self._views.popitem(last=False)
@@ -161,24 +263,52 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         ``None`` when ``a`` or ``b`` is not one of :meth:`runs` (as for :meth:`view`); a record
         that cannot be read answers with a comparison that says why.
         """
-        if a not in self._runs or b not in self._runs or self.logdir is None:
+        if a not in self._runs or b not in self._runs or self.folder is None:
             return None
+        folder_a, folder_b = run_of(self.folder, a), run_of(self.folder, b)
         with self._comparing:
             try:
                 return self._comparisons.compare(
-                    (self.logdir / a, a), (self.logdir / b, b), key, step_a, step_b, key_b
+                    (folder_a, a, self._source(a, folder_a)),
+                    (folder_b, b, self._source(b, folder_b)),
+                    key,
+                    step_a,
+                    step_b,
+                    key_b,
                 )
             except (OSError, ValueError) as error:
                 return comparison_error(a, b, key, str(error), key_b)
 
+    def _source(self, run: str, folder: RunFolder) -> RecordSource | None:
+        """The record source of a run's views (``None``: the folder's own, read at each request).
+
+        On an object store, a :class:`SearchedRecord`: read when the search saw it change.
+        """
+        if not folder.on_object_store:
+            return None
+
+        def written() -> object:
+            seen = self._seen.get(run)
+            return seen.stamp.written if seen is not None else None
+
+        return SearchedRecord(folder.record_source(), written)
+
     def _search_loop(self) -> None:
+        assert self.folder is not None
         while True:
             start = time.monotonic()
             try:
                 runs, self._outcomes = self._search()
                 self._runs = runs
-            except Exception:  # a search must never end the thread; say it and try again
-                log.exception("learnscope tab: searching %s failed", self.logdir)
+                self._search_failed = None
+            except Exception as error:  # a search must never end the thread; say it, try again
+                problem = str(error)  # find_runs: "cannot list s3://...: why"
+                if not isinstance(error, OSError):
+                    where = self.folder.location
+                    problem = f"searching {where} failed: {type(error).__name__}: {error}"
+                if problem != self._search_failed:  # said once, not at every search
+                    log.exception("learnscope tab: searching %s failed", self.folder.location)
+                self._search_failed = problem
             self._searched.set()
             took = time.monotonic() - start
             if self.interval_s <= 0:
@@ -188,32 +318,33 @@ class LearnscopePlugin(base_plugin.TBPlugin):
     def _search(self) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
         """Every run under the log directory: when it started, and how it ended.
 
-        A record is read again only when it changed since the last search: its first line
-        when it is another file, its end when it grew or was written.
+        A record is read again only when its stamp changed since the last search
+        (:func:`~learnscope.plugins.run_search.record_stamp`): its first line when it is
+        another record, its end when it was written.
         """
+        assert self.folder is not None
         runs, outcomes, seen = {}, {}, {}
-        for name in run_search.find_runs(self.logdir):  # type: ignore[arg-type]
-            run_dir = self.logdir / name  # type: ignore[operator]
+        for name in run_search.find_runs(self.folder):
+            folder = run_of(self.folder, name)
             try:
-                status = (run_dir / RECORD_FILE).stat(follow_symlinks=False)
+                stamp = run_search.record_stamp(folder)
             except OSError:
+                stamp = None
+            if stamp is None:
                 continue
             known = self._seen.get(name)
-            if known is not None and (known.dev, known.ino) != (status.st_dev, status.st_ino):
-                known = None  # another file under that name: read it afresh
-            # the same file: its first line has not changed, its end only if it was written
-            start = known.start if known is not None else run_search.run_started(run_dir)
-            written = (status.st_size, status.st_mtime_ns)
-            if known is not None and (known.size, known.mtime_ns) == written:
+            if known is not None and known.stamp.identity != stamp.identity:
+                known = None  # another record under that name: read it afresh
+            # the same record: its first line has not changed, its end only if it was written
+            start = known.start if known is not None else run_search.run_started(folder)
+            if known is not None and known.stamp.written == stamp.written:
                 outcome = known.outcome
             else:
-                outcome = run_search.run_outcome(run_dir)
+                outcome = run_search.run_outcome(folder)
             held = self._views.get(name)
             if held is not None and held[0].started > start:
                 start = held[0].started  # a later ``run`` entry the view has read
-            seen[name] = _SeenRecord(
-                status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, start, outcome
-            )
+            seen[name] = _SeenRecord(stamp, start, outcome)
             runs[name], outcomes[name] = start, outcome
         self._seen = seen
         return runs, outcomes
