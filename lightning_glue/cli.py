@@ -21,6 +21,9 @@ examples:
   learnscope export runs --html view.html
                                write the training-dynamics view of ./runs as one page
                                that opens offline
+  learnscope export s3://bucket/runs --html view.html
+                               the same, of runs logged to object storage (any fsspec URL,
+                               with its package: s3fs, gcsfs, adlfs)
   learnscope export runs --html compare.html --compare fit/version_0 fit/version_1
                                the same page, opening on two runs side by side
   learnscope export runs --html tags.html --compare fit/version_0 fit/version_0 \
@@ -75,7 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--wandb", action="store_true", help="also log to an offline wandb run under LOGDIR/wandb"
     )
-    export.add_argument("logdir", metavar="LOGDIR", help="a log directory or one run directory")
+    export.add_argument(
+        "logdir",
+        metavar="LOGDIR",
+        help="a log directory or one run directory: a local path or a URL such as s3://bucket/runs",
+    )
     export.add_argument("--html", required=True, help="the HTML file to write")
     export.add_argument(
         "--max-points",
@@ -138,12 +145,15 @@ def run_export_command(
 ) -> int:
     """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
 
-    The runs that cannot be read are listed on standard error; the others are written, and
-    those whose training failed are named on standard error too, one line each. With
-    ``compare`` (two run names), the page also compares them, on the two ``tags`` when given;
-    2 when one is not a run or a tag is not one of its run's keys.
+    ``LOGDIR`` is a local path or a URL (``s3://bucket/runs``). The runs that cannot be read
+    are listed on standard error; the others are written, and those whose training failed are
+    named on standard error too, one line each. With ``compare`` (two run names), the page also
+    compares them, on the two ``tags`` when given; 2 when one is not a run or a tag is not one
+    of its run's keys. A URL whose file-system package is missing (``gcsfs`` for ``gs://``), or
+    an object store that cannot be listed, is one line on standard error, and 1.
     """
     from learnscope.plugins.view_page import export_html
+    from learnscope.storage import MissingFileSystem
 
     if max_points < 1:
         print(
@@ -154,6 +164,9 @@ def run_export_command(
         pair = (compare[0], compare[1]) if compare else None
         keys = (tags[0], tags[1]) if tags else None
         export = export_html(logdir, html, max_points=max_points, compare=pair, tags=keys)
+    except (MissingFileSystem, OSError) as error:
+        print(f"learnscope export: {error}", file=sys.stderr)
+        return 1
     except ValueError as error:
         print(f"learnscope export: {error}", file=sys.stderr)
         return 2
