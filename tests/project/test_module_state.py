@@ -1,0 +1,206 @@
+"""No module holds mutable state of its own: every cache, registry and queue has an owner.
+
+A module-level dict, list or set (or a weak dictionary, a deque, a queue, ``threading.local()``)
+is state shared by every trainer, writer and thread of the process, with no lifetime and no
+close: it outlives fits, leaks between them and cannot be pickled with its owner. The package's
+modules (``learnscope/``, ``plugins/``, ``lightning_glue/``) are read as syntax trees, and every
+assignment among their module-level statements (also inside a module-level ``if``, ``try`` or
+``with``) of such a container fails the test, as does a module-level function memoised with
+``functools.cache`` or ``lru_cache`` that takes arguments (its table grows with them). State
+belongs to an object with a lifetime (the writer session, a writer, a view); a constant table is
+a tuple, a ``frozenset`` or a ``types.MappingProxyType``. The few exceptions are listed in
+:data:`ALLOWED`, each with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("learnscope", "lightning_glue", "plugins")
+
+# Constructors of mutable containers, registries and queues, by their last name.
+MUTABLE_CALLS = frozenset(
+    {
+        "list",
+        "dict",
+        "set",
+        "bytearray",
+        "fromkeys",  # dict.fromkeys(...)
+        "WeakKeyDictionary",
+        "WeakValueDictionary",
+        "WeakSet",
+        "deque",
+        "defaultdict",
+        "OrderedDict",
+        "Counter",
+        "ChainMap",
+        "local",  # threading.local()
+        "Queue",
+        "SimpleQueue",
+        "LifoQueue",
+        "PriorityQueue",
+    }
+)
+MUTABLE_NODES = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
+MEMOISERS = frozenset({"cache", "lru_cache"})
+
+# A module's export list: read by ``import *`` and documentation tools, never changed.
+EXEMPT_NAMES = frozenset({"__all__"})
+
+IN_FLUX = "object storage work"  # entries of modules being rewritten: they go with that work
+# (module path or pattern, name) -> why it may stay. Prefer a tuple, frozenset or
+# MappingProxyType.
+ALLOWED = {
+    ("learnscope/storage/*.py", "_PACKAGES"): (
+        "constant table: the package of a URL scheme's file system; its module is being written "
+        "(object storage work)"
+    ),
+    ("plugins/__init__.py", "_MODULES"): (
+        "constant table for the package's lazy __getattr__ (name -> module); never changed"
+    ),
+    ("lightning_glue/__init__.py", "_MODULES"): (
+        "constant table for the package's lazy __getattr__ (name -> module); never changed"
+    ),
+    ("lightning_glue/cli.py", "COMMANDS"): "constant table of the command line's subcommands",
+    ("lightning_glue/loaders.py", "STAGE_LOADERS"): (
+        "constant table: a stage's trainer attribute holding its loaders; never changed"
+    ),
+    ("plugins/loggers.py", "DASHBOARDS"): (
+        "constant table: which writer a logger class gets; never changed"
+    ),
+    ("plugins/wandb_autocorrelation.py", "_KIND_WORDS"): "constant table: a kind in words",
+}
+
+
+def modules() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements run when the module is imported: those of ``if``, ``try``, ``with`` too."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.For, ast.While)):
+            yield from module_statements(node.body + node.orelse)
+        elif isinstance(node, ast.With):
+            yield from module_statements(node.body)
+        elif isinstance(node, ast.Try):
+            handlers = [stmt for handler in node.handlers for stmt in handler.body]
+            yield from module_statements(node.body + handlers + node.orelse + node.finalbody)
+
+
+def call_name(node: ast.expr) -> str | None:
+    """The last name of what ``node`` calls (``weakref.WeakSet()``: ``WeakSet``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def is_mutable(value: ast.expr | None) -> bool:
+    return isinstance(value, MUTABLE_NODES) or call_name(value) in MUTABLE_CALLS
+
+
+def assigned_names(node: ast.stmt) -> list[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+    return [ast.unparse(target) for target in targets]
+
+
+def memoised_with_arguments(node: ast.stmt) -> bool:
+    """Whether ``node`` is a function with parameters memoised by ``functools.cache`` or alike."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    memoised = any(
+        (call_name(d) if isinstance(d, ast.Call) else ast.unparse(d).split(".")[-1]) in MEMOISERS
+        for d in node.decorator_list
+    )
+    arguments = node.args
+    takes = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    return memoised and bool(takes or arguments.vararg or arguments.kwarg)
+
+
+def module_state() -> dict[tuple[str, str], str]:
+    """Every module-level mutable container or memo table: (module, name) -> where and what."""
+    found = {}
+    for path in modules():
+        module = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in module_statements(tree.body):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for name in assigned_names(node) if is_mutable(node.value) else []:
+                    if name not in EXEMPT_NAMES:
+                        found[(module, name)] = f"{module}:{node.lineno} {ast.unparse(node)[:80]}"
+            elif memoised_with_arguments(node):
+                name = node.name  # type: ignore[attr-defined]
+                found[(module, name)] = f"{module}:{node.lineno} memoised {name}(...)"
+    return found
+
+
+def allowed(module: str, name: str) -> bool:
+    return any(fnmatch.fnmatch(module, m) and name == n for m, n in ALLOWED)
+
+
+def test_no_module_holds_a_mutable_container_a_registry_or_a_cache() -> None:
+    unowned = [
+        where for (module, name), where in module_state().items() if not allowed(module, name)
+    ]
+    assert not unowned, (
+        "module-level mutable state (give it an owner with a lifetime, or make a constant "
+        "table a tuple, frozenset or MappingProxyType):\n" + "\n".join(unowned)
+    )
+
+
+def test_every_allowed_entry_names_state_that_is_still_there() -> None:
+    found = module_state()
+    stale = [
+        f"{module}: {name}"
+        for (module, name), why in ALLOWED.items()
+        if not any(fnmatch.fnmatch(m, module) and n == name for m, n in found)
+        and IN_FLUX not in why  # that work removes its own
+    ]
+    assert not stale, f"ALLOWED lists state that is gone; remove the entries: {stale}"
+
+
+def test_the_scan_finds_each_kind_of_module_state() -> None:
+    """The scan itself: each kind is found, constant tables and functions' own state are not."""
+    source = """
+import functools, threading, weakref, collections, types
+A = {}
+B: list[int] = []
+C = set()
+D = weakref.WeakKeyDictionary()
+E = collections.deque()
+F = threading.local()
+if True:
+    G = dict.fromkeys("ab")
+    G |= {"c": None}
+try:
+    H = collections.OrderedDict()
+except ImportError:
+    pass
+K = (1, 2)
+L = frozenset({1})
+M = types.MappingProxyType({"a": 1})
+__all__ = ["A"]
+@functools.lru_cache(8)
+def memo(x): return x
+@functools.cache
+def constant(): return 1
+def f():
+    local = {}
+    return local
+"""
+    tree = ast.parse(source)
+    names = [
+        name
+        for node in module_statements(tree.body)
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and is_mutable(node.value)
+        for name in assigned_names(node)
+    ]
+    assert names == ["A", "B", "C", "D", "E", "F", "G", "G", "H", "__all__"]
+    memoised = [n.name for n in tree.body if memoised_with_arguments(n)]  # type: ignore[attr-defined]
+    assert memoised == ["memo"]
