@@ -13,6 +13,9 @@ ended at, whatever checkpoint it evaluates; so there:
 
 So ``trainer.validate(model, ckpt_path=<epoch 0 checkpoint>)`` after ``fit`` writes
 ``encoder/validate-2/step_000000010`` beside the fit's ``encoder/validate/step_000000010``.
+
+The model a checkpoint was loaded into is known by a weak reference, which a pickled or copied
+callback leaves out: the copy forgets that checkpoint, as it would for another model.
 """
 
 from __future__ import annotations
