@@ -28,6 +28,8 @@ SKIPPED_FOLDERS = ("projector", "wandb")  # never searched for runs (a run's own
 _FIRST_LINE_BYTES = 65_536  # the ``run`` entry a run starts with is shorter than this
 _TAIL_BYTES = 65_536  # a record longer than this holds data: run and end entries are short
 _DATA_KINDS = ("snapshot", "autocorrelation")  # and a findings table with rows
+# the record's segments, and names an object store's keys can hold that are no folder below
+_NOT_SEARCHED = (RECORD_SEGMENTS, "", ".", "..")
 
 
 def run_folder(location: str | Path | RunFolder) -> RunFolder:
@@ -109,8 +111,8 @@ def find_runs(logdir: str | Path | RunFolder) -> list[str]:
             runs.append(relative or ".")
         for name in folders:
             if (
-                name not in SKIPPED_FOLDERS
-                and name != RECORD_SEGMENTS
+                name not in _NOT_SEARCHED
+                and name not in SKIPPED_FOLDERS
                 and not name.startswith(REFRESH_MARKER_PREFIX)
             ):
                 stack.append(f"{relative}/{name}" if relative else name)

@@ -113,6 +113,11 @@ def test_runs_on_an_object_store_are_found_as_on_a_disk(
     for skipped in ("exp/version_0/projector/inner", "wandb/run-1", ".projector-refresh-1/a"):
         append(root.child(skipped), run_entry(*ALL_CALLBACKS))
     root.child("checkpoints").write("last.ckpt", b"weights")
+    record = encode_entries([run_entry(*ALL_CALLBACKS, time=9e9)])
+    for key in ("..", "."):  # keys an object store holds as they are: no folder below
+        fsspec.filesystem("memory").pipe_file(
+            f"{root.root}/{key}/elsewhere/{RECORD_SEGMENTS}/000000000001-0.jsonl", record
+        )
     calls.clear()
 
     assert run_search.find_runs(memory_url) == ["exp/version_0", "exp/version_1"]
