@@ -41,6 +41,7 @@ from typing import Any
 
 from learnscope.plugins import LoggerWriters, logger_writers, shows
 from learnscope.plugins.background import BackgroundWriters
+from learnscope.plugins.loggers import dashboard_of
 from learnscope.plugins.run_status import (
     AUTOCORRELATION,
     PROJECTOR,
@@ -94,6 +95,8 @@ class WriterSession:
         self.findings: list[Finding] = []  # the findings table the writers were given
         self._writers: BackgroundWriters | None = None
         self._made: list[LoggerWriters] = []  # the writers of each logger, as made
+        # id(writer) -> (records written, records lost, the first reason), after close
+        self._outcomes: dict[int, tuple[int, int, str]] = {}
         self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
         self.written: dict[str, int] = dict.fromkeys(
             ("write_embedding", "write_autocorrelation", "findings"), 0
@@ -209,6 +212,12 @@ class WriterSession:
             self.written[method] = max(part.records[method] for part in parts)
         self.findings = max((part.findings for part in parts), key=len)
         self.written["findings"] = len(self.findings)
+        for made in self._made:
+            for writer in made.writers:
+                written = sum(part.written[id(writer)] for part in parts)
+                lost = [part.lost[id(writer)] for part in parts if id(writer) in part.lost]
+                count = sum(n for n, _ in lost)
+                self._outcomes[id(writer)] = (written, count, lost[0][1] if lost else "")
 
     def summary(self, stage: str = "fit") -> str | None:
         """One line on what was written, where, and the commands that open it; after :meth:`close`.
@@ -271,25 +280,47 @@ is in CSVLogger (logs), its run record ending 'failed'
         return line
 
     def _places(self) -> tuple[list[str], list[str], list[str]]:
-        """Where the records went, the commands that open them, and the loggers that got none."""
-        missing = {id(made.logger): made.missing for made in self._made if made.missing}
+        """Where the records went, the commands that open them, and the loggers that got none.
+
+        A place is named only when its writers wrote there: a logger whose writers lost every
+        record (an object store that refused them all) is among the unwritten, with the
+        reason, and one that lost some says how many and why.
+        """
+        made = {id(m.logger): m for m in self._made}
         places, commands, unwritten = [], [], []
         for logger in self.loggers:
             name = type(logger).__name__
-            if "TensorBoard" in name and getattr(logger, "log_dir", None):
-                place, opens = _tensorboard_place(logger, missing.get(id(logger)))
-                places.append(place)
+            mine = made.get(id(logger))
+            lost = self._lost(mine)
+            if mine is not None and mine.unwritable is not None:
+                unwritten.append(f"{name} ({mine.unwritable})")
+            elif lost is not None and lost[0] == 0:
+                unwritten.append(f"{name} ({lost[2]})")
+            elif dashboard_of(logger) == "TensorBoardLogger" and getattr(logger, "log_dir", None):
+                place, opens = _tensorboard_place(logger, mine.missing if mine else None)
+                places.append(place + _lost_text(lost))
                 commands.append(opens)
-            elif name == "WandbLogger":
+            elif dashboard_of(logger) == "WandbLogger":
                 run = getattr(logger, "_experiment", None)  # never starts one
                 if run is not None and run_mode(run) == "disabled":
                     unwritten.append(_wandb_run(run))
                 else:
-                    places.append(_wandb_run(run))
+                    places.append(_wandb_run(run) + _lost_text(lost))
             else:
                 where = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
-                places.append(f"{name} ({where})" if where else name)
+                places.append((f"{name} ({where})" if where else name) + _lost_text(lost))
         return places, commands, unwritten
+
+    def _lost(self, made: LoggerWriters | None) -> tuple[int, int, str] | None:
+        """``(written, lost, first reason)`` of a logger's writers when they lost records."""
+        if made is None:
+            return None
+        outcomes = [self._outcomes[id(w)] for w in made.writers if id(w) in self._outcomes]
+        lost = sum(o[1] for o in outcomes)
+        if not lost:
+            return None
+        written = sum(o[0] for o in outcomes)
+        return written, lost, next(o[2] for o in outcomes if o[1])
 
     def _empty_sections(self, end: RunEnd) -> list[str]:
         """Why the sections of attached callbacks that got nothing are empty, as the views say.
@@ -524,6 +555,18 @@ def _count(number: int, thing: str) -> str:
     if number == 1:
         return f"1 {thing}"
     return f"{number} {thing[:-2] + 'es' if thing.endswith('is') else thing + 's'}"
+
+
+def _lost_text(lost: tuple[int, int, str] | None) -> str:
+    """What a place lost, for the end-of-fit line.
+
+    Example:
+        >>> _lost_text((4, 2, "OSError: 503 SlowDown"))
+        ' (2 records not written: OSError: 503 SlowDown)'
+    """
+    if lost is None:
+        return ""
+    return f" ({_count(lost[1], 'record')} not written: {lost[2]})"
 
 
 def _tensorboard_place(logger: Any, missing: str | None) -> tuple[str, str]:
