@@ -35,7 +35,7 @@ from tb_server import tensorboard  # noqa: E402
 from learnscope.lightning_glue.cli import main as learnscope  # noqa: E402
 from learnscope.neighbourhoods import neighbourhood_overlap  # noqa: E402
 from learnscope.plugins.tensorboard import TensorBoardWriter  # noqa: E402
-from learnscope.records import EmbeddingSnapshot, ViewFrame  # noqa: E402
+from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
 
 DIM = 128
@@ -88,13 +88,16 @@ def write_run(run_dir: Path, points: int, seed: int) -> None:
         xy = (x - x.mean(0)) @ np.linalg.svd(x - x.mean(0), full_matrices=False)[2][:2].T
         spread = float(np.sqrt((xy**2).sum(1).mean()))
         limits = limits or frame_limits(xy / spread)
-        metadata = {"label": labels.tolist(), "id": list(range(points)),
-                    "pca_x": xy[:, 0].tolist(), "pca_y": xy[:, 1].tolist()}  # fmt: skip
+        metadata = {"label": labels.tolist(), "id": list(range(points))}
         vectors = torch.from_numpy(x.astype(np.float32))
         snapshot = EmbeddingSnapshot(
-            "encoder", 10 * (s + 1), vectors, metadata, stage="validate",
-            view_frame=ViewFrame(spread, limits),
-        )  # fmt: skip
+            "encoder",
+            10 * (s + 1),
+            vectors,
+            metadata,
+            stage="validate",
+            aligned=AlignedView(xy, ViewFrame(spread, limits)),
+        )
         writer.write_embedding(snapshot)
     writer.close()
 

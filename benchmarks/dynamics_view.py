@@ -52,7 +52,7 @@ from tb_server import TensorBoardServer, free_port, tensorboard  # noqa: E402
 
 from learnscope.plugins import run_view, view_page  # noqa: E402
 from learnscope.plugins.tensorboard import TensorBoardWriter  # noqa: E402
-from learnscope.records import EmbeddingSnapshot, ViewFrame  # noqa: E402
+from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
 
 _FRAMES = """
@@ -64,7 +64,7 @@ walk(document.body); return out;
 
 
 def write_run(run_dir: Path, points: int, snapshots: int, seed: int = 0) -> None:
-    """Snapshots of ``points`` drifting points in 10 classes, with pca_x/pca_y/id/label.
+    """Snapshots of ``points`` drifting points in 10 classes, with an aligned view, id, label.
 
     Each carries the spread and frame of its view, as ``EmbeddingProjector`` sets them, so the
     run record (which the view reads) holds what a real fit's holds.
@@ -77,17 +77,12 @@ def write_run(run_dir: Path, points: int, snapshots: int, seed: int = 0) -> None
     limits = None
     for s in range(snapshots):
         xy = 0.85 * xy + 0.15 * centres[labels] + rng.normal(size=(points, 2)) * 0.1
-        metadata = {
-            "label": labels.tolist(),
-            "id": list(range(points)),
-            "pca_x": xy[:, 0].round(5).tolist(),
-            "pca_y": xy[:, 1].round(5).tolist(),
-        }
+        metadata = {"label": labels.tolist(), "id": list(range(points))}
         vectors = torch.from_numpy(np.c_[xy, rng.normal(size=(points, 2))].astype(np.float32))
         spread = float(np.sqrt((xy**2).sum(1).mean()))
         limits = limits or frame_limits(xy / spread)
-        frame = ViewFrame(spread, limits)
-        snapshot = EmbeddingSnapshot("encoder", 10 * (s + 1), vectors, metadata, view_frame=frame)
+        aligned = AlignedView(xy.round(5), ViewFrame(spread, limits))
+        snapshot = EmbeddingSnapshot("encoder", 10 * (s + 1), vectors, metadata, aligned=aligned)
         writer.write_embedding(snapshot)
     writer.close()
 

@@ -30,8 +30,13 @@ from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.plugins import Writers
 from learnscope.plugins.figures import figure_pixels, pictures_available, scatter_figure
-from learnscope.projection import PCA_COLUMNS
-from learnscope.records import EmbeddingSnapshot, Finding, RenderedImage, ViewFrame
+from learnscope.records import (
+    AlignedView,
+    EmbeddingSnapshot,
+    Finding,
+    RenderedImage,
+    ViewFrame,
+)
 from learnscope.scatter import label_column, labels_of
 from learnscope.tags import embedding_picture
 
@@ -111,31 +116,24 @@ def compare_snapshot(
         views: The last view and the frame of each snapshot key, updated here.
 
     Returns:
-        The snapshot with ``pca_x``, ``pca_y``, ``pca_z`` and its view frame, and the image
-        (``None`` without matplotlib).
+        The snapshot with its aligned view (``pca_x``, ``pca_y``, ``pca_z`` and its frame), and
+        the image (``None`` without matplotlib).
 
     Example:
         >>> snapshot = EmbeddingSnapshot("enc", 3, torch.randn(30, 5), {"label": [0, 1] * 15})
         >>> compared, image = compare_snapshot(snapshot, None, AlignedViews())
-        >>> [name for name in compared.metadata if name.startswith("pca")]
-        ['pca_x', 'pca_y', 'pca_z']
+        >>> compared.aligned.columns
+        ('pca_x', 'pca_y', 'pca_z')
     """
     key = snapshot.key
     ids = keys.tolist() if keys is not None else None
     # The image shows the view in units of its spread (the title gives the spread), so that
     # embeddings that grow during training keep one frame and the slider shows their shape.
     view = views.add(key, torch.as_tensor(snapshot.vectors), ids)
-    columns = {
-        name: [float(f"{v:.6g}") for v in view.coords[:, i].tolist()]
-        for i, name in enumerate(PCA_COLUMNS)
-    }
-    # The snapshot carries the spread and frame, so the run record and every view use the
-    # numbers of this picture.
-    snapshot = dataclasses.replace(
-        snapshot,
-        metadata={**snapshot.metadata, **columns},
-        view_frame=ViewFrame(view.spread, view.limits),
-    )
+    # The snapshot carries the coordinates, spread and frame, so the run record and every view
+    # use the numbers of this picture.
+    aligned = AlignedView(view.coords.numpy(), ViewFrame(view.spread, view.limits))
+    snapshot = dataclasses.replace(snapshot, aligned=aligned)
     metadata = snapshot.metadata_columns()
     title = f"{key}  step {snapshot.step}  spread {view.spread:.3g}"
     label = label_column(metadata)

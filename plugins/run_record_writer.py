@@ -192,8 +192,9 @@ def snapshot_entry(
 ) -> dict[str, Any]:
     """The ``snapshot`` entry of the run record for ``snapshot``.
 
-    ``xy`` comes from the ``pca_x``/``pca_y`` columns (float32), ``spread`` and ``frame`` from
-    :attr:`EmbeddingSnapshot.view_frame`, ``ids`` from the ``id`` column (see
+    ``xy`` comes from the snapshot's :attr:`~EmbeddingSnapshot.aligned` view (float32, as
+    computed), or from ``pca_x``/``pca_y`` columns a snapshot made by hand carries; ``spread``
+    and ``frame`` from :attr:`EmbeddingSnapshot.view_frame`, ``ids`` from the ``id`` column (see
     :func:`point_ids`), and every other column is typed by :func:`typed_column`. ``sprite``
     and ``tensor`` name the snapshot's thumbnails and full embedding when a writer wrote them.
 
@@ -214,7 +215,9 @@ def snapshot_entry(
         "points": snapshot.num_points,
         "ids": point_ids(columns),
     }
-    if PCA_COLUMNS[0] in columns and PCA_COLUMNS[1] in columns:
+    if snapshot.aligned is not None:
+        entry["xy"] = encode_array(snapshot.aligned.coords[:, :2], "<f4")
+    elif PCA_COLUMNS[0] in columns and PCA_COLUMNS[1] in columns:  # columns given by hand
         xy = np.column_stack([columns[PCA_COLUMNS[0]], columns[PCA_COLUMNS[1]]])
         entry["xy"] = encode_array(xy.astype(np.float64), "<f4")
     if snapshot.view_frame is not None:

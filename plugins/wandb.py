@@ -117,7 +117,8 @@ class WandbWriter(Writer):
                 MAX_TABLE_ROWS,
             )
             snapshot = snapshot.subsample(MAX_TABLE_ROWS)
-        names = table_column_names(list(snapshot.metadata))
+        given = snapshot.metadata_columns()  # the aligned view's columns too
+        names = table_column_names(list(given))
         renamed = {old: new for old, new in names.items() if old != new}
         warned = self.__dict__.setdefault("_warned_renames", set())
         if renamed and snapshot.key not in warned:
@@ -128,7 +129,7 @@ class WandbWriter(Writer):
                 snapshot.key,
                 ", ".join(f"{old!r} -> {new!r}" for old, new in renamed.items()),
             )
-        metadata = {names[name]: col for name, col in snapshot.metadata_columns().items()}
+        metadata = {names[name]: col for name, col in given.items()}
         columns = ["embedding", "step", "stage", *metadata]
         data_columns: list[Any] = [
             # one numpy row per cell: wandb types the column once (ndarray of D numbers)

@@ -4,12 +4,13 @@ Callbacks (or a hand-written loop) build records; writers in ``learnscope.plugin
 """
 
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
-from learnscope.records.embedding import EmbeddingSnapshot, ViewFrame
+from learnscope.records.embedding import AlignedView, EmbeddingSnapshot, ViewFrame
 from learnscope.records.health import FINDING_CODES, Finding, Histogram, RenderedImage
 from learnscope.records.run import CallbackSettings, RunEnd, RunError, RunStart
 
 __all__ = [
     "FINDING_CODES",
+    "AlignedView",
     "AutocorrelationSummary",
     "CallbackSettings",
     "EmbeddingSnapshot",

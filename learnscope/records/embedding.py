@@ -41,6 +41,47 @@ class ViewFrame:
 
 
 @dataclass(frozen=True)
+class AlignedView:
+    """A snapshot's aligned view: each point's coordinates, and how the view is drawn.
+
+    The coordinates are a typed field of the snapshot (never text in its metadata): the run
+    record stores them as float32, and the writers that show tables (the Projector's metadata,
+    the W&B table) get them as the columns :attr:`columns` names.
+
+    Args:
+        coords: ``[N, k]`` coordinates (``k >= 2``: x, y, and z when there is one), one row per
+            point of the snapshot, as float32.
+        frame: The view's spread and frame.
+        projection: What made the view (``"pca"``): the columns are ``<projection>_x``, ...
+
+    Example:
+        >>> view = AlignedView(np.zeros((4, 3)), ViewFrame(1.0, (-2, 2, -2, 2)))
+        >>> view.columns, view.coords.dtype
+        (('pca_x', 'pca_y', 'pca_z'), dtype('float32'))
+    """
+
+    coords: np.ndarray
+    frame: ViewFrame
+    projection: str = "pca"
+
+    def __post_init__(self) -> None:
+        coords = np.ascontiguousarray(_to_numpy(self.coords), dtype=np.float32)
+        if coords.ndim != 2 or not 2 <= coords.shape[1] <= 3:
+            raise ValueError(f"aligned coordinates must be [N, 2 or 3], got {coords.shape}")
+        coords.setflags(write=False)
+        object.__setattr__(self, "coords", coords)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The names of the coordinate columns, such as ``("pca_x", "pca_y", "pca_z")``."""
+        return tuple(f"{self.projection}_{axis}" for axis in "xyz"[: self.coords.shape[1]])
+
+    def take(self, rows: np.ndarray) -> AlignedView:
+        """The view of the points ``rows`` only (same frame)."""
+        return AlignedView(self.coords[rows], self.frame, self.projection)
+
+
+@dataclass(frozen=True)
 class EmbeddingSnapshot:
     """Embeddings of ``N`` points at one training step, ready for a writer.
 
@@ -61,8 +102,10 @@ class EmbeddingSnapshot:
             never clipped.
         stage: Where the data came from (``"train"``, ``"validate"``, ``"test"``, ``"predict"``),
             or ``None``.
-        view_frame: The spread and frame of the aligned PCA view in the ``pca_x``/``pca_y``
-            columns, when there is one (``EmbeddingProjector(aligned_pca=True)`` sets it).
+        aligned: The aligned view of the points (:class:`AlignedView`), when there is one
+            (``EmbeddingProjector(aligned_pca=True)`` sets it); its coordinates reach the
+            writers as the ``pca_x``, ``pca_y``, ``pca_z`` columns of
+            :meth:`metadata_columns`.
         dropped: How many rows were left out before this snapshot for NaN or Inf.
 
     Raises:
@@ -84,7 +127,7 @@ class EmbeddingSnapshot:
     metadata: Mapping[str, Sequence[Any] | ArrayLike] = field(default_factory=dict)
     images: ArrayLike | None = None
     stage: str | None = None
-    view_frame: ViewFrame | None = None
+    aligned: AlignedView | None = None
     dropped: int = 0
 
     def __post_init__(self) -> None:
@@ -130,6 +173,16 @@ class EmbeddingSnapshot:
                     f"images must have shape [N={n}, C in (1, 3, 4), H, W], got {shape}"
                 )
             _check_image_range(images, self.tag)
+        if self.aligned is not None and self.aligned.coords.shape[0] != n:
+            raise ValueError(
+                f"the aligned view has {self.aligned.coords.shape[0]} points but the embedding "
+                f"{self.tag!r} has {n} rows"
+            )
+
+    @property
+    def view_frame(self) -> ViewFrame | None:
+        """The spread and frame of the aligned view, or ``None`` without one."""
+        return None if self.aligned is None else self.aligned.frame
 
     @property
     def key(self) -> str:
@@ -161,11 +214,22 @@ class EmbeddingSnapshot:
         return np.ascontiguousarray(images.transpose(0, 2, 3, 1))
 
     def metadata_columns(self) -> dict[str, list[Any]]:
-        """The metadata as plain Python lists (tensors and arrays converted)."""
-        return {
+        """The metadata as plain Python lists, then the aligned view's coordinate columns.
+
+        Example:
+            >>> view = AlignedView(np.array([[0.5, 1.0], [0.0, -1.0]]), ViewFrame(1, (-1, 1) * 2))
+            >>> EmbeddingSnapshot("x", 0, np.zeros((2, 2)), {"a": [1, 2]}, aligned=view
+            ...     ).metadata_columns()
+            {'a': [1, 2], 'pca_x': [0.5, 0.0], 'pca_y': [1.0, -1.0]}
+        """
+        columns = {
             name: _to_numpy(col).tolist() if isinstance(col, ArrayLike) else list(col)
             for name, col in self.metadata.items()
         }
+        if self.aligned is not None:
+            for name, values in zip(self.aligned.columns, self.aligned.coords.T, strict=True):
+                columns[name] = values.tolist()
+        return columns
 
     def subsample(self, max_points: int, seed: int = 0) -> EmbeddingSnapshot:
         """Keep at most ``max_points`` rows, chosen deterministically, in their original order.
@@ -193,7 +257,7 @@ class EmbeddingSnapshot:
             metadata={name: _take(col, keep, index) for name, col in self.metadata.items()},
             images=None if self.images is None else _take(self.images, keep, index),
             stage=self.stage,
-            view_frame=self.view_frame,
+            aligned=None if self.aligned is None else self.aligned.take(keep),
             dropped=self.dropped,
         )
 

@@ -215,7 +215,7 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
     assert entry.tensor_path and not entry.sprite.image_path  # the vectors, no thumbnails
     assert "~learnscope/autocorrelation/params/acf_lines" in logged
     assert "~learnscope/autocorrelation/params/acf" not in logged
-    assert image is None and "pca_x" in projected.metadata
+    assert image is None and "pca_x" in projected.metadata_columns()
     warnings = [r.getMessage() for r in learnscope_log.records]
     assert len(warnings) == 1, warnings
     assert "pictures are skipped" in warnings[0]

@@ -248,8 +248,8 @@ def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
     projected, image = compare_snapshot(snapshot, None, AlignedViews())
     assert image is not None and projected.view_frame is not None
 
-    xy = np.array([projected.metadata["pca_x"], projected.metadata["pca_y"]]).T
-    xy = xy / projected.view_frame.spread
+    assert projected.aligned is not None
+    xy = projected.aligned.coords[:, :2] / projected.view_frame.spread
     by_class = scatter_figure(xy, classes, "t", projected.view_frame.limits, "cls")
     assert len(by_class.axes) == 1  # no colour bar
     names = [t.get_text() for t in by_class.axes[0].get_legend().get_texts()]
