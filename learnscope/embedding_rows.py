@@ -510,6 +510,7 @@ class EmbeddingRows:
             metadata={n: c.cpu() if isinstance(c, torch.Tensor) else c for n, c in columns.items()},
             images=images.cpu() if images is not None else None,
             stage=self.stage,
+            dropped=dropped,
         )
         return snapshot, dropped
 

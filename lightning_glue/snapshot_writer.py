@@ -20,7 +20,6 @@ skipped with one warning.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from typing import Protocol
 
@@ -92,8 +91,6 @@ def write_snapshot(
         report_non_finite(writers, rows, snapshot, dropped, tag=tag, module=module)
     if snapshot is None or not parts.is_on(SNAPSHOTS):
         return
-    if dropped:  # the run record says how many rows were left out
-        snapshot = dataclasses.replace(snapshot, dropped=dropped)
     image = None
     if views is not None and parts.is_on(COMPARISON):
         with parts.guard(COMPARISON, record):
@@ -132,8 +129,9 @@ def compare_snapshot(
     view = views.add(key, torch.as_tensor(snapshot.vectors), ids)
     # The snapshot carries the coordinates, spread and frame, so the run record and every view
     # use the numbers of this picture.
-    aligned = AlignedView(view.coords.numpy(), ViewFrame(view.spread, view.limits))
-    snapshot = dataclasses.replace(snapshot, aligned=aligned)
+    snapshot = snapshot.with_view(
+        AlignedView(view.coords.numpy(), ViewFrame(view.spread, view.limits))
+    )
     metadata = snapshot.metadata_columns()
     title = f"{key}  step {snapshot.step}  spread {view.spread:.3g}"
     label = label_column(metadata)

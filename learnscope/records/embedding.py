@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -178,6 +179,24 @@ class EmbeddingSnapshot:
                 f"the aligned view has {self.aligned.coords.shape[0]} points but the embedding "
                 f"{self.tag!r} has {n} rows"
             )
+
+    def with_view(self, aligned: AlignedView) -> EmbeddingSnapshot:
+        """This snapshot with the aligned view ``aligned``, its rows not checked again.
+
+        Example:
+            >>> snap = EmbeddingSnapshot("x", 0, np.zeros((2, 3)))
+            >>> view = AlignedView(np.zeros((2, 2)), ViewFrame(1.0, (-1, 1, -1, 1)))
+            >>> snap.with_view(view).metadata_columns()
+            {'pca_x': [0.0, 0.0], 'pca_y': [0.0, 0.0]}
+        """
+        if aligned.coords.shape[0] != self.num_points:
+            raise ValueError(
+                f"the aligned view has {aligned.coords.shape[0]} points but the embedding "
+                f"{self.tag!r} has {self.num_points} rows"
+            )
+        copied = copy.copy(self)
+        object.__setattr__(copied, "aligned", aligned)
+        return copied
 
     @property
     def view_frame(self) -> ViewFrame | None:
