@@ -121,12 +121,13 @@ def remove_orphan_temporaries(run_dir: Path, min_age_s: float = ORPHAN_AGE_S) ->
 
     Only files named as :func:`write_atomic` names its temporaries are considered, directly in
     ``run_dir`` and anywhere under ``run_dir/projector`` (never through a symbolic link: a
-    ``projector`` folder that is a link to a folder outside the run is left alone). One is removed when its writer
-    process, on this host, is no longer running, or when it is older than ``min_age_s`` seconds
-    (a temporary of another host, or of the older naming without a process id; no atomic
-    write takes minutes). The lock files of learnscope's shared files in ``run_dir``
-    (``.<name>.lock``, see :func:`locked`) left by a killed process go too, each only when no
-    process holds its lock (the remover takes the lock, as :func:`locked` does to release it).
+    ``projector`` folder that is a link to a folder outside the run is left alone). One is
+    removed when its writer process, on this host, is no longer running, or when it is older
+    than ``min_age_s`` seconds (a temporary of another host, or of the older naming without a
+    process id; no atomic write takes minutes). The lock files of learnscope's shared files in
+    ``run_dir`` (``.<name>.lock``, see :func:`locked`) left by a killed process go too, each
+    only when no process holds its lock (the remover takes the lock, as :func:`locked` does to
+    release it).
     Any failure to list or remove is ignored.
 
     Args:

@@ -1,4 +1,4 @@
-"""What the writers' worker thread does with an epoch's rows: the snapshot, its view, its picture.
+"""What the writers' worker thread does with an epoch's rows: the snapshot and its aligned view.
 
 Runs on the worker thread of :class:`~learnscope.plugins.background.BackgroundWriters`, so the
 training thread waits only when the queue is full. Everything it reads is passed to it; what it
@@ -7,14 +7,12 @@ is safe from both threads) and which parts its ``parts`` switch off after a fail
 
 **Comparing snapshots.** With ``views``, every snapshot also gets ``pca_x``, ``pca_y`` and
 ``pca_z`` columns from a PCA turned to match the previous snapshot's view
-(:class:`learnscope.projection.AlignedPCA`), and a scatter image of ``pca_x``/``pca_y``
-coloured by the first metadata column goes to the writers as
-``~learnscope/embeddings/<tag>/<stage>/pca``. The image is drawn in units of the view's spread
-(its root-mean-square distance from the centre, given in the title) on axes fixed per tag from
-its first snapshot (a square of a round number of spreads that holds 99% of its points), so that
-the step slider shows the points moving, not the frame; points that later fall outside are drawn
-on the edge as ``×`` and counted in the title. It needs matplotlib; without it the image is
-skipped with one warning.
+(:class:`learnscope.projection.AlignedPCA`), as the snapshot's typed
+:class:`~learnscope.records.AlignedView`: coordinates, their spread (the root-mean-square
+distance from the centre) and a frame fixed per tag from its first snapshot (a square of a round
+number of spreads that holds 99% of its points), so that the step slider shows the points
+moving, not the frame. The writers' picture stage (:mod:`learnscope.plugins.pictures`) draws its
+scatter, ``~learnscope/embeddings/<tag>/<stage>/pca``, from it.
 """
 
 from __future__ import annotations
@@ -28,16 +26,12 @@ import torch
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.plugins import Writers
-from learnscope.plugins.figures import figure_pixels, pictures_available, scatter_figure
 from learnscope.records import (
     AlignedView,
     EmbeddingSnapshot,
     Finding,
-    RenderedImage,
     ViewFrame,
 )
-from learnscope.scatter import label_column, labels_of
-from learnscope.tags import embedding_picture
 
 log = logging.getLogger("learnscope")
 
@@ -91,20 +85,17 @@ def write_snapshot(
         report_non_finite(writers, rows, snapshot, dropped, tag=tag, module=module)
     if snapshot is None or not parts.is_on(SNAPSHOTS):
         return
-    image = None
     if views is not None and parts.is_on(COMPARISON):
         with parts.guard(COMPARISON, record):
-            snapshot, image = compare_snapshot(snapshot, rows.final_keys, views)
-    writers.write_embedding(snapshot)
-    if image is not None:
-        writers.write_image(image)
+            snapshot = compare_snapshot(snapshot, rows.final_keys, views)
+    writers.write_embedding(snapshot)  # its picture is drawn by the writers' picture stage
     writers.flush()
 
 
 def compare_snapshot(
     snapshot: EmbeddingSnapshot, keys: torch.Tensor | None, views: AlignedViews
-) -> tuple[EmbeddingSnapshot, RenderedImage | None]:
-    """Add the aligned PCA columns and view frame to ``snapshot``, and draw its scatter image.
+) -> EmbeddingSnapshot:
+    """``snapshot`` with its aligned PCA view (coordinates, spread and frame).
 
     Args:
         snapshot: The snapshot.
@@ -113,32 +104,20 @@ def compare_snapshot(
         views: The last view and the frame of each snapshot key, updated here.
 
     Returns:
-        The snapshot with its aligned view (``pca_x``, ``pca_y``, ``pca_z`` and its frame), and
-        the image (``None`` without matplotlib).
+        The snapshot with its aligned view (``pca_x``, ``pca_y``, ``pca_z`` and its frame).
 
     Example:
         >>> snapshot = EmbeddingSnapshot("enc", 3, torch.randn(30, 5), {"label": [0, 1] * 15})
-        >>> compared, image = compare_snapshot(snapshot, None, AlignedViews())
-        >>> compared.aligned.columns
+        >>> compare_snapshot(snapshot, None, AlignedViews()).aligned.columns
         ('pca_x', 'pca_y', 'pca_z')
     """
-    key = snapshot.key
     ids = keys.tolist() if keys is not None else None
-    # The image shows the view in units of its spread (the title gives the spread), so that
-    # embeddings that grow during training keep one frame and the slider shows their shape.
-    view = views.add(key, torch.as_tensor(snapshot.vectors), ids)
-    # The snapshot carries the coordinates, spread and frame, so the run record and every view
-    # use the numbers of this picture.
-    snapshot = snapshot.with_view(
-        AlignedView(view.coords.numpy(), ViewFrame(view.spread, view.limits))
-    )
-    metadata = snapshot.metadata_columns()
-    title = f"{key}  step {snapshot.step}  spread {view.spread:.3g}"
-    label = label_column(metadata)
-    if not pictures_available():  # no matplotlib (warned once): the PCA columns are still written
-        return snapshot, None
-    figure = scatter_figure(view.xy, labels_of(metadata), title, view.limits, label)
-    return snapshot, RenderedImage(embedding_picture(key), snapshot.step, figure_pixels(figure))
+    # The view is in units of its spread (the picture's title gives it), so that embeddings
+    # that grow during training keep one frame; the snapshot carries coordinates, spread and
+    # frame, so the run record, the picture and every view use the same numbers.
+    view = views.add(snapshot.key, torch.as_tensor(snapshot.vectors), ids)
+    frame = ViewFrame(view.spread, view.limits)
+    return snapshot.with_view(AlignedView(view.coords.numpy(), frame))
 
 
 def report_non_finite(

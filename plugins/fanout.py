@@ -1,16 +1,22 @@
-"""Hand each record to every writer; a failed record is skipped, a failing writer switched off."""
+"""Hand each record to every writer; a failed record is skipped, a failing writer switched off.
+
+The pictures of a record (an aligned snapshot's scatter, an analysis's ACF charts) are drawn here
+once, by the picture stage (:mod:`learnscope.plugins.pictures`), and handed to every writer as
+image records: writers only write what they are handed.
+"""
 
 from __future__ import annotations
 
 import collections
 import errno
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.base import Writer, forwards_records
-from learnscope.records import Finding
+from learnscope.plugins.base import Writer, forwards_records, shows
+from learnscope.plugins.pictures import analysis_pictures, snapshot_picture
+from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
 from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
@@ -78,6 +84,7 @@ class Writers(Writer):
         self.records: collections.Counter[str] = collections.Counter()  # method -> calls
         self.written: collections.Counter[int] = collections.Counter()  # id(writer) -> records
         self.lost: dict[int, tuple[int, str]] = {}  # id(writer) -> (records lost, first reason)
+        self._unpictured: set[str] = set()  # pictures that failed to draw, said once
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Merge ``findings`` into the run's table and hand the whole table to every writer.
@@ -102,6 +109,22 @@ class Writers(Writer):
                 self._findings[key] = finding
         self._call("write_findings", list(self._findings.values()), step)
 
+    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+        """Hand ``snapshot`` to every writer, then the picture of its aligned view, if any.
+
+        The picture (:func:`~learnscope.plugins.pictures.snapshot_picture`) is drawn once, for
+        the writers that show pictures.
+        """
+        self._call("write_embedding", snapshot)
+        if snapshot.aligned is not None and self._shown("write_image"):
+            self._pictures("the embedding picture", lambda: [snapshot_picture(snapshot)])
+
+    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+        """Hand ``summary`` to every writer, then its mean-ACF pictures, drawn once."""
+        self._call("write_autocorrelation", summary)
+        if self._shown("write_image"):
+            self._pictures("the ACF pictures", lambda: analysis_pictures(summary))
+
     @property
     def findings(self) -> list[Finding]:
         """The run's findings table so far (see the class description)."""
@@ -114,6 +137,32 @@ class Writers(Writer):
     def close(self) -> None:
         """Close every writer."""
         self._call("close")
+
+    def _shown(self, method: str) -> bool:
+        """Whether a writer still on shows records of ``method``."""
+        return any(shows(w, method) and (id(w), method) not in self._off for w in self.active)
+
+    def _pictures(self, what: str, draw: Callable[[], list[RenderedImage | None]]) -> None:
+        """Hand what ``draw`` draws to every writer; a picture that fails is said once, skipped."""
+        try:
+            pictures = draw()
+        except Exception as error:
+            if strict_mode():
+                raise
+            if what not in self._unpictured:
+                self._unpictured.add(what)
+                log.warning(
+                    "learnscope: %s could not be drawn (%s: %s); it is skipped, everything else "
+                    "is written",
+                    what,
+                    type(error).__name__,
+                    error,
+                    exc_info=error,
+                )
+            return
+        for picture in pictures:
+            if picture is not None:
+                self._call("write_image", picture)
 
     def _call(self, method: str, *args: Any) -> None:
         self.records[method] += 1

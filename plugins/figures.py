@@ -8,10 +8,10 @@ skipped with one warning that says what to install, and everything else is still
 **Who draws.** matplotlib keeps the font files it opens per drawing thread (its font cache is
 keyed by the thread), so a thread that draws and ends would leave a set of open font files
 behind. A :class:`Drawing` owns one drawing thread (``learnscope-draw``, started by its first
-picture) and the ACF pictures drawn last; closing it stops the thread and lets go of the fonts.
-A run's writers (:class:`~learnscope.plugins.background.BackgroundWriters`) own one and run
-their jobs inside :meth:`Drawing.current`, so every picture of a fit is drawn on its one thread
-and the TensorBoard and wandb writers of an analysis share its ACF pictures. Outside a
+picture); closing it stops the thread and lets go of the fonts. A run's writers
+(:class:`~learnscope.plugins.background.BackgroundWriters`) own one and run their jobs inside
+:meth:`Drawing.current`, so every picture of a fit is drawn on its one thread (which pictures,
+drawn once per record for every writer: :mod:`learnscope.plugins.pictures`). Outside a
 :class:`Drawing` (a writer called directly), a picture is rasterised on the calling thread and
 the fonts are let go at once.
 
@@ -32,7 +32,6 @@ import queue
 import sys
 import threading
 import types
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -174,7 +173,7 @@ def png_bytes(pixels: np.ndarray, compress_level: int = 6) -> bytes:
 
 
 class Drawing:
-    """One drawing thread and the ACF pictures drawn last: what one run's writers draw with.
+    """One drawing thread: what one run's writers draw with.
 
     Its thread (``learnscope-draw``, a daemon) is started by the first picture and rasterises
     every picture asked of this drawing, one at a time, whichever thread asks. :meth:`close`
@@ -196,9 +195,6 @@ class Drawing:
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()  # (work, future); None: stop
         self._thread: threading.Thread | None = None  # started by the first picture
         self._closed = False
-        # The last acf_images result: the TensorBoard and wandb writers of a run draw the same
-        # analysis, which is then drawn once.
-        self._last_acf: tuple[weakref.ref[Any], str, list[RenderedImage]] | None = None
 
     def __enter__(self) -> Drawing:
         return self
@@ -244,30 +240,6 @@ class Drawing:
             self._jobs.put((functools.partial(_rasterise, canvas), done))
         return done.result()
 
-    def acf_images(
-        self, summary: AutocorrelationSummary, prefix: str = AUTOCORRELATION
-    ) -> list[RenderedImage]:
-        """:func:`acf_images` drawn here; the same ``summary`` and ``prefix`` again are not redrawn.
-
-        Example:
-            >>> from learnscope.records import GroupAutocorrelation
-            >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.5]), -0.5, -0.6,
-            ...                          -0.4, None)
-            >>> summary = AutocorrelationSummary(7, (1,), (g,))
-            >>> with Drawing() as drawing:
-            ...     first, again = drawing.acf_images(summary), drawing.acf_images(summary)
-            >>> first[0].pixels is again[0].pixels
-            True
-        """
-        with self._lock:
-            last = self._last_acf
-        if last is not None and last[0]() is summary and last[1] == prefix:
-            return list(last[2])  # drawn already, for another writer
-        images = _acf_images(summary, prefix, self.pixels)
-        with self._lock:
-            self._last_acf = (weakref.ref(summary), prefix, images)
-        return list(images)
-
     def close(self, timeout_s: float = CLOSE_WAIT_S) -> None:
         """Stop the drawing thread once what was asked of it is drawn; later calls do nothing.
 
@@ -281,7 +253,6 @@ class Drawing:
             if self._closed:
                 return
             self._closed = True
-            self._last_acf = None
             thread, self._thread = self._thread, None
             if thread is not None:
                 self._jobs.put(None)
@@ -439,9 +410,7 @@ def acf_images(
 ) -> list[RenderedImage]:
     """One :func:`acf_chart` per kind of the summary, tagged ``{prefix}/{kind}/acf``.
 
-    Inside :meth:`Drawing.current` (a run's writers), the drawing keeps the images of the last
-    summary, so that when several writers (TensorBoard and wandb) show one analysis, it is
-    drawn once (see :meth:`Drawing.acf_images`).
+    Inside :meth:`Drawing.current` (a run's writers) they are drawn on that drawing's thread.
 
     Args:
         summary: One analysis.
@@ -458,9 +427,6 @@ def acf_images(
         >>> image.tag, image.step, image.pixels.dtype
         ('~learnscope/autocorrelation/grads/acf', 7, dtype('uint8'))
     """
-    drawing = _current.get()
-    if drawing is not None:
-        return drawing.acf_images(summary, prefix)
     return _acf_images(summary, prefix, figure_pixels)
 
 

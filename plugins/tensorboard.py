@@ -145,7 +145,7 @@ class TensorBoardWriter(Writer):
         self._end_batch()
 
     def write_autocorrelation(self, summary: records.AutocorrelationSummary) -> None:
-        """Scalars, Custom Scalars charts and ACF images (``tensorboard_autocorrelation``).
+        """Scalars and Custom Scalars charts (``tensorboard_autocorrelation``).
 
         The analysis also goes into the run record.
         """

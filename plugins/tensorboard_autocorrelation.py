@@ -1,4 +1,4 @@
-"""How TensorBoard shows an autocorrelation analysis: scalars, Custom Scalars charts, images.
+"""How TensorBoard shows an autocorrelation analysis: scalars and Custom Scalars charts.
 
 * Scalars ``~learnscope/autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau``, and with
   ``all_scalars`` also ``.../lag_{k}``, ``.../rho1_q25``, ``.../rho1_q75`` (see
@@ -16,8 +16,9 @@
   Charts are made from the scalars actually logged, so every chart's tags match logged
   scalars; the layout is merged with every other chart of the run
   (``TensorBoardWriter.add_charts``), and the charts of older versions are replaced.
-* An image per kind of the mean ACF against lag, one curve per group
-  (:func:`learnscope.plugins.figures.acf_images`), in the Images tab.
+
+The picture per kind of the mean ACF against lag, one curve per group, reaches the Images tab as
+an image record drawn by the writers' picture stage (:mod:`learnscope.plugins.pictures`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from learnscope.plugins.figures import acf_images
 from learnscope.plugins.tensorboard_layout import Chart, margin, multiline
 from learnscope.records import AutocorrelationSummary
 from learnscope.tags import AUTOCORRELATION, ROOT
@@ -85,7 +85,7 @@ def autocorrelation_charts(
 
 
 def write_autocorrelation(writer: TensorBoardWriter, summary: AutocorrelationSummary) -> None:
-    """Write ``summary`` as scalars, Custom Scalars charts and one ACF image per kind.
+    """Write ``summary`` as scalars and Custom Scalars charts.
 
     Args:
         writer: The run's writer.
@@ -106,5 +106,3 @@ def write_autocorrelation(writer: TensorBoardWriter, summary: AutocorrelationSum
     charts = autocorrelation_charts(summary, scalars)
     if charts:
         writer.add_charts(charts)
-    for image in acf_images(summary):
-        writer.write_image(image)

@@ -1,12 +1,13 @@
-"""How wandb shows an autocorrelation analysis: per kind a picture and a line chart; scalars.
+"""How wandb shows an autocorrelation analysis: per kind a line chart; scalars.
 
 One ``run.log`` call per analysis holds the scalars
 ``~learnscope/autocorrelation/{kind}/{group}/...`` (see ``AutocorrelationSummary.to_scalars``);
-per kind the picture TensorBoard shows, the mean ACF against lag with its white-noise band, as a
-``wandb.Image`` under the same tag ``~learnscope/autocorrelation/{kind}/acf``
-(:func:`learnscope.plugins.figures.acf_images`; left out without matplotlib), and the same curves
-as an interactive ``wandb.plot.line_series`` chart ``~learnscope/autocorrelation/{kind}/acf_lines``;
-and the trainer step under ``trainer/global_step``, the x axis Lightning's ``WandbLogger`` uses.
+per kind the mean ACF against lag as an interactive ``wandb.plot.line_series`` chart
+``~learnscope/autocorrelation/{kind}/acf_lines``; and the trainer step under
+``trainer/global_step``, the x axis Lightning's ``WandbLogger`` uses. The picture TensorBoard
+shows, the mean ACF with its white-noise band, comes as an image record drawn by the writers'
+picture stage (:mod:`learnscope.plugins.pictures`), logged under the same tag
+``~learnscope/autocorrelation/{kind}/acf`` at the same step.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from learnscope.plugins.figures import acf_images
 from learnscope.records import AutocorrelationSummary
 from learnscope.tags import AUTOCORRELATION
 
@@ -98,7 +98,5 @@ def autocorrelation_log(
             title=f"mean ACF of {_KIND_WORDS.get(kind, kind)} (step {summary.step})",
             xname="lag",
         )
-    for image in acf_images(summary):
-        logged[image.tag] = wandb.Image(image.pixels)
     logged[step_key] = summary.step
     return logged

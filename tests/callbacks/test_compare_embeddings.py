@@ -32,6 +32,7 @@ from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.lightning_glue.snapshot_writer import compare_snapshot
 from learnscope.plugins import projector_files
 from learnscope.plugins.figures import COLOURS
+from learnscope.plugins.pictures import snapshot_picture
 from learnscope.plugins.projector_refresh import MARKER_PREFIX, ProjectorRefresh
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
@@ -182,12 +183,14 @@ def test_projector_state_survives_a_checkpoint() -> None:
     projector = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
     snapshot = EmbeddingSnapshot("encoder", 3, torch.randn(30, 5), {"label": [0, 1, 2] * 10})
     keys = id_keys(torch.arange(30))
-    with_pca, image = compare_snapshot(snapshot, keys, projector._views)
+    with_pca = compare_snapshot(snapshot, keys, projector._views)
+    image = snapshot_picture(with_pca)
     resumed = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
     resumed.load_state_dict(projector.state_dict())
     later = EmbeddingSnapshot("encoder", 9, -snapshot.vectors, dict(snapshot.metadata))
-    a, image_a = compare_snapshot(later, keys, projector._views)
-    b, image_b = compare_snapshot(later, keys, resumed._views)
+    a = compare_snapshot(later, keys, projector._views)
+    b = compare_snapshot(later, keys, resumed._views)
+    image_a, image_b = snapshot_picture(a), snapshot_picture(b)
     assert a.aligned is not None and b.aligned is not None and with_pca.aligned is not None
     assert np.array_equal(a.aligned.coords, b.aligned.coords)
     assert np.array_equal(a.aligned.coords, with_pca.aligned.coords)

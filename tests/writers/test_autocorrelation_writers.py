@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from readers import (
     wandb_run_dir,
 )
 
+from learnscope.plugins import Writers
 from learnscope.plugins.figures import COLOURS, WIDTH, acf_chart
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.plugins.tensorboard_layout import LAYOUT_FILE, margin, multiline
@@ -42,8 +44,9 @@ def summary(step: int) -> AutocorrelationSummary:
 
 def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
     writer = TensorBoardWriter(tmp_path)
-    writer.write_autocorrelation(summary(9))
-    writer.write_autocorrelation(summary(19))
+    pipeline = Writers([writer])  # draws the pictures for its writers
+    pipeline.write_autocorrelation(summary(9))
+    pipeline.write_autocorrelation(summary(19))
     writer.add_charts({"losses": {"train": multiline(["train_loss"])}})  # another chart, later
     writer.write_scalars({"train_loss": 0.5}, step=19)
     writer.close()
@@ -141,13 +144,16 @@ def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
     import wandb
 
     run = wandb.init(project="t", dir=str(wandb_dir))
-    WandbWriter(run).write_autocorrelation(summary(9))
-    WandbWriter(run).write_autocorrelation(summary(19))
+    Writers([WandbWriter(run)]).write_autocorrelation(summary(9))  # the pipeline draws
+    Writers([WandbWriter(run)]).write_autocorrelation(summary(19))
     run.finish()
 
     run_dir = wandb_run_dir(wandb_dir)
-    history = wandb_history(run_dir)
-    assert [row["trainer/global_step"] for row in history] == [9, 19]
+    rows: dict[int, dict[str, Any]] = {}  # the analysis, then its pictures, at one step
+    for row in wandb_history(run_dir):
+        rows.setdefault(row["trainer/global_step"], {}).update(row)
+    assert list(rows) == [9, 19]
+    history = list(rows.values())
     for row in history:
         keys = {k for k in row if not k.startswith("_")} - {"trainer/global_step"}
         assert all(key.startswith("~learnscope/autocorrelation/") for key in keys)

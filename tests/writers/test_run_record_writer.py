@@ -23,6 +23,7 @@ from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, 
 from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.lightning_glue.snapshot_writer import compare_snapshot
 from learnscope.plugins.figures import scatter_figure
+from learnscope.plugins.pictures import snapshot_picture
 from learnscope.plugins.tensorboard import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.run_files import RECORD_FILE
@@ -245,7 +246,8 @@ def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
     assert column_kind(classes) == "categorical" and column_kind(doses) == "numeric"
     vectors = torch.as_tensor(rng.normal(size=(60, 5)), dtype=torch.float32)
     snapshot = EmbeddingSnapshot("enc", 3, vectors, {"cls": classes, "dose": doses})
-    projected, image = compare_snapshot(snapshot, None, AlignedViews())
+    projected = compare_snapshot(snapshot, None, AlignedViews())
+    image = snapshot_picture(projected)
     assert image is not None and projected.view_frame is not None
 
     assert projected.aligned is not None
