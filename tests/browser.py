@@ -57,6 +57,12 @@ def unavailable_reason() -> str | None:
     return None
 
 
+KEEP_VIEW = (
+    "window.addEventListener('learnscope:mounted', (event) => "
+    "{ window.learnscopeView = event.detail; });"
+)
+
+
 @contextlib.contextmanager
 def chromium(width: int = 1400, height: int = 900, flags: tuple[str, ...] = ()) -> Iterator[Any]:
     """A headless Chromium WebDriver, started with ``flags`` besides ours; quit afterwards."""
@@ -84,6 +90,9 @@ def chromium(width: int = 1400, height: int = 900, flags: tuple[str, ...] = ()) 
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    # The tests reach the view through the event the page announces it with (every frame,
+    # before the page's own scripts): window.learnscopeView exists in the tests' browser only.
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": KEEP_VIEW})
     try:
         yield driver
     finally:

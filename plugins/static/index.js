@@ -14,9 +14,10 @@
 // run's (or its own other) tag, "with tag" (the same tag by default), on the ids they share.
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
-// window.learnscopeView is the view: its ``state`` (point counts, frames drawn, hovered and
-// pinned point, ...) and the embedding panel's canvas, positions and controls, for tests; its
-// ``compare`` is the comparison panel shown (its own ``state``), or null.
+// mount() announces the view to the page that embeds it with a ``learnscope:mounted`` event on
+// window (``event.detail`` is the view): its ``state`` (point counts, frames drawn, hovered and
+// pinned point, ...), the embedding panel's canvas, positions and controls, and ``compare``, the
+// comparison panel shown (its own ``state``), or null.
 
 import { AutocorrelationPanel } from './autocorrelation.js';
 import { CompareChooser } from './compare_choice.js';
@@ -126,7 +127,7 @@ export class LearnscopeView {
 /** Mount the view in ``container`` with a data source {runs(): [{name, time}], view(name)}. */
 export async function mount(container, source) {
   const view = new LearnscopeView(container, source);
-  window.learnscopeView = view;
+  window.dispatchEvent(new CustomEvent('learnscope:mounted', { detail: view }));
   try {
     await view.start();
   } catch (error) {
