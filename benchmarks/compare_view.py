@@ -153,8 +153,11 @@ def main() -> None:
         start = time.perf_counter()
         for name, seed in (("a", 0), ("b", 1)):
             write_run(root / name, args.points, seed)
-        print(f"two runs of {SNAPSHOTS} x {args.points:,} points written in "
-              f"{time.perf_counter() - start:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"two runs of {SNAPSHOTS} x {args.points:,} points written in "
+            f"{time.perf_counter() - start:.1f} s",
+            flush=True,
+        )
         figures = {**tab_figures(root), **export_figures(root)}
     print(f"\n| measurement ({args.points:,} points x {DIM}, {SNAPSHOTS} snapshots) | figure |")
     print("|---|---:|")

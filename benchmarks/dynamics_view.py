@@ -205,11 +205,23 @@ def tensorboard_with_front_end(logdir: Path, folder: Path) -> Iterator[TensorBoa
     """``tensorboard --logdir logdir`` whose learnscope tab serves the modules in ``folder``."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", _OTHER_FRONT_END, str(folder), "--logdir", str(logdir),
-         "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],
+        [
+            sys.executable,
+            "-c",
+            _OTHER_FRONT_END,
+            str(folder),
+            "--logdir",
+            str(logdir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--reload_interval",
+            "1",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     try:
         server = TensorBoardServer(f"http://127.0.0.1:{port}")
         server.wait_for("/data/plugins_listing", lambda v: "learnscope" in v, timeout=90)
@@ -224,8 +236,11 @@ def previous_front_end(commit: str, folder: Path) -> Path:
     root = Path(__file__).resolve().parent.parent
     text = subprocess.run(
         ["git", "show", f"{commit}:plugins/static/learnscope_view.js"],
-        cwd=root, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "index.js").write_text(text, encoding="utf-8")
     return folder

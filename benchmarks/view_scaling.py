@@ -137,8 +137,10 @@ def wandb_page_times(
     for size in sizes:
         run = wandb.init(project="view-scaling", dir=str(root))
         record_dir = Path(run.dir)
-        entries = [snapshot_entry("enc", s, views[s % 2] * (1 + s / size), ids, columns=[labels])
-                   for s in range(size)]  # fmt: skip
+        entries = [
+            snapshot_entry("enc", s, views[s % 2] * (1 + s / size), ids, columns=[labels])
+            for s in range(size)
+        ]
         write(record_dir, run_entry(*ALL_CALLBACKS), *entries)
         view_page = ViewPage(record_dir)  # as the W&B writer keeps it
         view_page.log(run, size - 1, "trainer/global_step")  # the view as it stands
@@ -187,9 +189,12 @@ def old_wandb_page_times(root: Path, old_code: str, sizes: tuple[int, ...]) -> d
     for size in sizes:
         result = subprocess.run(
             [sys.executable, "-c", _OLD_WANDB_PAGE, str(root / f"old-{size}"), str(size)],
-            check=True, capture_output=True, text=True, cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=root,
             env={**os.environ, "PYTHONPATH": old_code},
-        )  # fmt: skip
+        )
         out[size] = statistics.median(float(t) for t in result.stdout.split())
     return out
 
@@ -207,9 +212,11 @@ def command_times(root: Path) -> dict[str, str]:
     out = {}
     for name, args in (
         ("learnscope export --help", ["export", "--help"]),
-        ("learnscope export (3 runs x 20 snapshots x 500 points)",
-         ["export", str(logdir), "--html", str(root / "v.html")]),
-    ):  # fmt: skip
+        (
+            "learnscope export (3 runs x 20 snapshots x 500 points)",
+            ["export", str(logdir), "--html", str(root / "v.html")],
+        ),
+    ):
         times = []
         for _ in range(5):
             start = time.perf_counter()

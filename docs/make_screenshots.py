@@ -318,9 +318,15 @@ def compare_shot(logdir: Path, out: Path) -> None:
 
 
 SHOTS = (
-    "time_series", "scalars", "projector", "images", "custom_scalars", "text", "learnscope",
+    "time_series",
+    "scalars",
+    "projector",
+    "images",
+    "custom_scalars",
+    "text",
+    "learnscope",
     "compare",
-)  # fmt: skip
+)
 
 
 def main(argv: list[str] | None = None) -> int:

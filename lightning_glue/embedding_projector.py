@@ -118,9 +118,16 @@ class EmbeddingProjector(LearnscopeCallback):
         if max_points < 1:
             raise ValueError("every_n_epochs and max_points must be at least 1")
         self._reader = reader = RowReader(
-            "EmbeddingProjector", module, select, spatial, mask_fn, metadata_fn, images_fn,
-            ids_fn, graph_index_fn,
-        )  # fmt: skip
+            "EmbeddingProjector",
+            module,
+            select,
+            spatial,
+            mask_fn,
+            metadata_fn,
+            images_fn,
+            ids_fn,
+            graph_index_fn,
+        )
         self.spatial, self.mask_fn, self.ids_fn = reader.spatial, reader.mask_fn, reader.ids_fn
         self.module, self.select, self.tag = module, select, tag or module
         self.metadata_fn, self.images_fn = metadata_fn, images_fn

@@ -108,10 +108,17 @@ class TrainingHelper(LearnscopeCallback):
     ) -> None:
         super().__init__()
         checks.check_arguments(
-            check_every_n_steps, group_depth, small_grad_threshold, max_head_to_encoder_ratio,
-            embedding_rows_per_dim, max_embedding_rows, edge_index_fn, graph_index_fn, ids_fn,
+            check_every_n_steps,
+            group_depth,
+            small_grad_threshold,
+            max_head_to_encoder_ratio,
+            embedding_rows_per_dim,
+            max_embedding_rows,
+            edge_index_fn,
+            graph_index_fn,
+            ids_fn,
             functions=(*input_checks, edge_index_fn, select, graph_index_fn, ids_fn),
-        )  # fmt: skip
+        )
         self.collapse_thresholds = dict(collapse_thresholds or {})
         CollapseThresholds.from_mapping(self.collapse_thresholds)  # unknown or bad ones fail here
         self.spatial, self.mask_fn = check_spatial(spatial), check_mask_fn(mask_fn)
@@ -131,9 +138,15 @@ class TrainingHelper(LearnscopeCallback):
             small_grad_threshold, group_depth, max_head_to_encoder_ratio, histograms
         )
         self._collapse = checks.CollapseCapture(
-            select, self.spatial, self.mask_fn, edge_index_fn, graph_index_fn, ids_fn,
-            rows_per_dim=embedding_rows_per_dim, max_rows=max_embedding_rows,
-        )  # fmt: skip
+            select,
+            self.spatial,
+            self.mask_fn,
+            edge_index_fn,
+            graph_index_fn,
+            ids_fn,
+            rows_per_dim=embedding_rows_per_dim,
+            max_rows=max_embedding_rows,
+        )
         self._watch: TrainableWatch | None = None  # notices parameters that start training
         self._loaded = False  # state came from load_state_dict before this fit's setup
         self._last_step: int | None = None  # the fit's last optimizer step, when known

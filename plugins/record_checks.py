@@ -126,8 +126,13 @@ def finding_row(row: Any) -> dict[str, Any]:
     step = row.get("step")
     if not isinstance(step, int) or isinstance(step, bool):
         raise DamagedEntry(f"a row of its table has step {step!r}, not a whole number")
-    return {"code": out["code"], "subject": out["subject"], "message": out["message"],
-            "step": step, "severity": out["severity"]}  # fmt: skip
+    return {
+        "code": out["code"],
+        "subject": out["subject"],
+        "message": out["message"],
+        "step": step,
+        "severity": out["severity"],
+    }
 
 
 def typed_column(column: Any, points: int, rows: Sequence[int] | np.ndarray) -> dict[str, Any]:

@@ -77,13 +77,22 @@ def tensorboard(
     start = ["-m", "tensorboard.main"] if learnscope else ["-c", _WITHOUT_LEARNSCOPE]
     process = subprocess.Popen(
         [
-            sys.executable, *start, "--logdir", str(logdir),
-            "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1", *args,
+            sys.executable,
+            *start,
+            "--logdir",
+            str(logdir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--reload_interval",
+            "1",
+            *args,
         ],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-    )  # fmt: skip
+    )
     try:
         server = TensorBoardServer(f"http://127.0.0.1:{port}")
         deadline = time.monotonic() + timeout

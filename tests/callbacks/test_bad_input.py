@@ -123,9 +123,14 @@ def test_wandb_renames_metadata_columns_that_clash_with_its_own(
     history = wandb_history(run_dir)
     table = wandb_table(run_dir, history[0]["~learnscope/embeddings/enc"])
     assert table["columns"] == [
-        "embedding", "step", "stage", "metadata_step", "label", "metadata_stage",
+        "embedding",
+        "step",
+        "stage",
+        "metadata_step",
+        "label",
+        "metadata_stage",
         "metadata_embedding",
-    ]  # fmt: skip
+    ]
     assert table["data"] == [
         [[1.0, 1.0], 3, "", 10, "a", "x", 5],
         [[1.0, 1.0], 3, "", 11, "b", "y", 6],

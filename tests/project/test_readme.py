@@ -275,20 +275,46 @@ def test_the_first_screen_is_a_quick_start_whose_three_lines_work(
 # The arguments that change what the dashboards show, which the README's table gives.
 SHOWN = {
     "EmbeddingProjector": (
-        "module", "stages", "every_n_epochs", "every_n_train_steps", "max_points", "ids_fn",
-        "aligned_pca", "metadata_fn", "images_fn", "mask_fn", "spatial", "gather", "tag",
+        "module",
+        "stages",
+        "every_n_epochs",
+        "every_n_train_steps",
+        "max_points",
+        "ids_fn",
+        "aligned_pca",
+        "metadata_fn",
+        "images_fn",
+        "mask_fn",
+        "spatial",
+        "gather",
+        "tag",
     ),
     "ModelAutocorrelation": (
-        "analyze_every_n_steps", "lags", "buffer_size", "elements_per_tensor", "max_elements",
-        "all_scalars", "analyze_grads", "group_depth", "seed",
+        "analyze_every_n_steps",
+        "lags",
+        "buffer_size",
+        "elements_per_tensor",
+        "max_elements",
+        "all_scalars",
+        "analyze_grads",
+        "group_depth",
+        "seed",
     ),
     "TrainingHelper": (
-        "check_every_n_steps", "embedding_module", "head_modules", "histograms",
-        "warn_every_n_steps", "small_grad_threshold", "max_head_to_encoder_ratio",
-        "collapse_thresholds", "embedding_rows_per_dim", "max_embedding_rows", "edge_index_fn",
+        "check_every_n_steps",
+        "embedding_module",
+        "head_modules",
+        "histograms",
+        "warn_every_n_steps",
+        "small_grad_threshold",
+        "max_head_to_encoder_ratio",
+        "collapse_thresholds",
+        "embedding_rows_per_dim",
+        "max_embedding_rows",
+        "edge_index_fn",
         "input_checks",
     ),
-}  # fmt: skip
+}
 
 
 def default_rows(callback: str) -> dict[str, str]:

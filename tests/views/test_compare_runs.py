@@ -225,8 +225,10 @@ def test_a_chosen_step_is_compared_and_a_missing_one_said(fitted: Path) -> None:
     a, b = RunSnapshots(dirs[0], "A"), RunSnapshots(dirs[1], "B")
     result = compare_runs(a, b, KEY, step_a=6, step_b=12)
     assert (result["a"]["step"], result["b"]["step"], result["a"]["steps"]) == (6, 12, [6, 12])
-    tensors = [ProjectorReader(fitted).tensor(f"fit/{d.name}", f"{KEY}/step_{s:09d}")
-               for d, s in zip(dirs, (6, 12), strict=True)]  # fmt: skip
+    tensors = [
+        ProjectorReader(fitted).tensor(f"fit/{d.name}", f"{KEY}/step_{s:09d}")
+        for d, s in zip(dirs, (6, 12), strict=True)
+    ]
     entries = [_snapshots(dirs[0])[0], _snapshots(dirs[1])[1]]
     rows_b = [entries[1]["ids"].index(i) for i in entries[0]["ids"]]
     assert result["overlap"] == _reference_overlap(tensors[0], tensors[1][rows_b], 10).tolist()
@@ -460,8 +462,11 @@ def _check_panel(driver: Any, expected: dict[str, Any]) -> None:
 
     state = _compare_state(driver)
     assert (state["a"], state["b"], state["key"], state["keyB"]) == (
-        expected["a"]["run"], expected["b"]["run"], expected["key"], expected["b"]["key"],
-    )  # fmt: skip
+        expected["a"]["run"],
+        expected["b"]["run"],
+        expected["key"],
+        expected["b"]["key"],
+    )
     assert state["histogram"] == expected["histogram"] and state["drawn"] == [48, 48]
     shown = driver.execute_script(
         "return Array.from(document.querySelectorAll('[data-role=compare-histogram] [data-count]'),"
@@ -533,9 +538,13 @@ def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browse
                 assert time.monotonic() < deadline, "the comparison at step 6 never came"
                 time.sleep(0.2)
             at_six = server.json(
-                "/data/plugin/learnscope/compare", a="fit/version_1", b="fit/version_0", key=KEY,
-                step_a=6, step_b=12,
-            )  # fmt: skip
+                "/data/plugin/learnscope/compare",
+                a="fit/version_1",
+                b="fit/version_0",
+                key=KEY,
+                step_a=6,
+                step_b=12,
+            )
             assert _compare_state(browser)["histogram"] == at_six["histogram"]
         finally:
             browser.switch_to.default_content()

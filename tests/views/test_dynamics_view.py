@@ -118,8 +118,15 @@ def write_full_run(run_dir: Path, points: int = 40, steps: tuple[int, ...] = (10
     entries.append(findings_entry(25, first, second))
     entries.append({"kind": "end", "step": 30, "status": "finished"})
     write(run_dir, *entries)
-    return {"ids": ids, "labels": labels, "loss": loss, "views": views, "steps": steps,
-            "acf": acf, "findings": [first, second]}  # fmt: skip
+    return {
+        "ids": ids,
+        "labels": labels,
+        "loss": loss,
+        "views": views,
+        "steps": steps,
+        "acf": acf,
+        "findings": [first, second],
+    }
 
 
 def test_the_view_is_the_record_folded(tmp_path: Path) -> None:
@@ -297,10 +304,16 @@ def test_damaged_entries_are_skipped_and_named(tmp_path: Path) -> None:
         snapshot_entry("enc", 4, xy, None),  # no ids where the key's snapshots have them
         {**snapshot_entry("enc", 5, xy, ["a", "b", "c"]), "frame": [1, 0, 0, 1]},
         {"kind": "findings", "step": 6, "rows": [{"code": "x"}]},
-        {"kind": "autocorrelation", "step": 7, "what": "params", "groups": ["a"], "lags": [0],
-         "acf": [[1.0, 2.0]]},
+        {
+            "kind": "autocorrelation",
+            "step": 7,
+            "what": "params",
+            "groups": ["a"],
+            "lags": [0],
+            "acf": [[1.0, 2.0]],
+        },
         snapshot_entry("enc", 8, xy * 2, ["a", "b", "c"]),
-    )  # fmt: skip
+    )
     with open(record, "ab") as file:
         file.write(b"not json\n")
     view = run_view.read_view(tmp_path / "run")
@@ -338,10 +351,17 @@ def test_export_writes_every_readable_run_and_lists_the_others(tmp_path: Path) -
     assert len(shown["good/version_0"]["embeddings"][0]["steps"]) == 3
 
     result = subprocess.run(
-        [shutil.which("learnscope") or "learnscope", "export", str(tmp_path / "logs"),
-         "--html", str(tmp_path / "cli.html")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            shutil.which("learnscope") or "learnscope",
+            "export",
+            str(tmp_path / "logs"),
+            "--html",
+            str(tmp_path / "cli.html"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "left out fifo/version_0" in result.stderr and "2 run(s)" in result.stdout
 

@@ -90,8 +90,9 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int]]:
     for name in ("ls", "cat_file", "info"):
         real = getattr(MemoryFileSystem, name)
 
-        def counted(self: Any, path: str, *args: Any, _real: Any = real, _name: str = name,
-                    **kwargs: Any) -> Any:  # fmt: skip
+        def counted(
+            self: Any, path: str, *args: Any, _real: Any = real, _name: str = name, **kwargs: Any
+        ) -> Any:
             seen.append((_name, str(path), threading.get_ident()))
             return _real(self, path, *args, **kwargs)
 
@@ -130,8 +131,15 @@ def test_runs_on_an_object_store_are_found_as_on_a_disk(
     assert run_search.run_started(run) == 5_000.0
     assert run_search.run_started(copied) == 6_000.0
     assert run_search.run_outcome(run) == {"failed": None, "has_data": True}
-    append(run, {"kind": "end", "step": 9, "status": "failed",
-                 "error": {"type": "RuntimeError", "message": "out of memory"}})  # fmt: skip
+    append(
+        run,
+        {
+            "kind": "end",
+            "step": 9,
+            "status": "failed",
+            "error": {"type": "RuntimeError", "message": "out of memory"},
+        },
+    )
     assert run_search.run_outcome(f"{memory_url}/exp/version_0") == {
         "failed": "RuntimeError: out of memory",
         "has_data": True,
@@ -257,8 +265,11 @@ def test_the_tab_reads_an_object_store_on_its_search_thread_only(
     while plugin.view("exp/version_0")["embeddings"][0]["steps"] != [1, 2]:
         assert time.monotonic() < deadline, "the new segment never appeared"
         time.sleep(0.05)
-    read = [path.rsplit("/", 1)[-1] for what, path, thread in calls
-            if thread == here and what == "cat_file"]  # fmt: skip
+    read = [
+        path.rsplit("/", 1)[-1]
+        for what, path, thread in calls
+        if thread == here and what == "cat_file"
+    ]
     assert read == [new]  # the request read the new segment, once, and nothing else
     listed = [path for what, path, thread in calls if thread == here and what == "ls"]
     assert all(path.endswith(RECORD_SEGMENTS) for path in listed) and len(listed) <= 2

@@ -117,20 +117,35 @@ def _leaks(text: str) -> list[str]:
 def test_runs_are_found_without_following_folder_links(hostile_logdir: Path) -> None:
     assert run_search.find_runs(hostile_logdir) == sorted(
         [
-            "absolute", "fifo", "folder_link", "good", "huge", "link", "not_png", "record_fifo",
-            "record_link", "up",
+            "absolute",
+            "fifo",
+            "folder_link",
+            "good",
+            "huge",
+            "link",
+            "not_png",
+            "record_fifo",
+            "record_link",
+            "up",
         ]
-    )  # fmt: skip
+    )
     assert "linked_run" not in run_search.find_runs(hostile_logdir)
 
 
 def test_the_export_reads_nothing_outside_and_never_blocks(hostile_logdir: Path) -> None:
     page = hostile_logdir.parent / "view.html"
     result = subprocess.run(
-        [shutil.which("learnscope") or "learnscope", "export", str(hostile_logdir), "--html",
-         str(page)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            shutil.which("learnscope") or "learnscope",
+            "export",
+            str(hostile_logdir),
+            "--html",
+            str(page),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     html = page.read_text(encoding="utf-8")
     assert _leaks(html) == []

@@ -183,9 +183,11 @@ def test_a_finding_moves_the_panels_through_the_step_cursor(tmp_path: Path) -> N
         open_page(driver, pages["full"])
         assert driver.execute_script(_CLICK_FINDING, 25) == {"position": 1, "analysis": 1}
         assert driver.execute_script(_CLICK_FINDING, 12) == {"position": 0, "analysis": 0}
-        driver.execute_script("document.querySelector('input[aria-label=\"step\"]').value = 2;"
-                              "document.querySelector('input[aria-label=\"step\"]')"
-                              ".dispatchEvent(new Event('input'))")  # fmt: skip
+        driver.execute_script(
+            "document.querySelector('input[aria-label=\"step\"]').value = 2;"
+            "document.querySelector('input[aria-label=\"step\"]')"
+            ".dispatchEvent(new Event('input'))"
+        )
         assert (
             driver.execute_script(
                 "return +document.querySelector('input[aria-label=\"analysis step\"]').value"
