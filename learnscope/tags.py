@@ -27,6 +27,7 @@ AUTOCORRELATION = f"{ROOT}/autocorrelation"
 EMBEDDINGS = f"{ROOT}/embeddings"
 FINDINGS = f"{ROOT}/findings"
 VIEW = f"{ROOT}/view"
+WANDB_STEP = "trainer/global_step"  # the step axis of Lightning's WandbLogger, and learnscope's
 
 
 def embedding_picture(key: str) -> str:

@@ -39,8 +39,9 @@ def _tensorboard(logger: Any) -> list[Writer]:
 
 
 def _wandb(logger: Any) -> list[Writer]:
-    """A writer into the logger's run; none when the run is disabled (said once)."""
+    """A writer into the logger's run and its view page; none when the run is disabled."""
     from learnscope.plugins.wandb import WandbWriter, disabled_by, run_mode
+    from learnscope.plugins.wandb_view import WandbViewWriter
 
     run = logger.experiment
     if run_mode(run) == "disabled":
@@ -50,7 +51,7 @@ def _wandb(logger: Any) -> list[Writer]:
             type(logger).__name__,
         )
         return []
-    return [WandbWriter(run)]
+    return [WandbWriter(run), WandbViewWriter(run)]  # the page after the record it reads
 
 
 @dataclass(frozen=True)

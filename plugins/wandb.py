@@ -1,17 +1,17 @@
 """Weights & Biases writer: embedding tables for the 2D-projection panel, and scalars.
 
-Each writer owns what it keeps between calls: its run record and the view page made from it
-(:class:`~learnscope.plugins.wandb_view.ViewPage`); nothing is shared between writers.
+Each writer owns what it keeps between calls, its run record; nothing is shared between
+writers. The view page made from that record is logged by its own consumer of the records,
+:class:`~learnscope.plugins.wandb_view.WandbViewWriter`, which a W&B logger gets beside this one.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -21,17 +21,14 @@ from learnscope.plugins.base import Writer
 from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.run_record_writer import RunRecordWriter
 from learnscope.plugins.wandb_scatter import pca_scatter_chart
-from learnscope.tags import EMBEDDINGS, FINDINGS
+from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
 
-if TYPE_CHECKING:
-    from learnscope.plugins.wandb_view import ViewPage
+STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
 
 log = logging.getLogger("learnscope")
 
-STEP_KEY = "trainer/global_step"  # the x axis Lightning's WandbLogger defines
 MAX_TABLE_ROWS = 10_000  # wandb's cap for a table logged in a run
 HISTOGRAM_BINS = 64  # wandb takes at most 512
-VIEW_EVERY_S = 60.0  # while the run goes on, the view page is logged at most once a minute
 # Columns write_embedding adds itself: metadata columns with these names are renamed.
 RESERVED_COLUMNS = ("embedding", "step", "stage", "image")
 
@@ -45,19 +42,13 @@ class WandbWriter(Writer):
 
     The writer keeps the run record, ``learnscope_record.jsonl``, in the run's own files
     folder (``run.dir``, uploaded with the run; see
-    :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`), and logs the
-    training-dynamics view made from that record as the HTML panel ``~learnscope/view`` (its
-    :class:`~learnscope.plugins.wandb_view.ViewPage`, which keeps the record's view between
-    copies and goes with the writer): no TensorBoard is needed. W&B keeps every copy of the
-    page (about 100 KB each), so it is logged after the first snapshot or analysis, then at most
-    once every ``view_every_s`` seconds while new ones come (at a flush), and once more, final,
-    when the writer closes: that copy holds the run's end.
+    :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`); the training-dynamics view
+    page made from that record (``~learnscope/view``) is logged by a
+    :class:`~learnscope.plugins.wandb_view.WandbViewWriter` placed after this writer.
 
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
             returned.
-        view_every_s: The least time between two copies of the page while the run goes on.
-        clock: Seconds from any fixed origin (``time.monotonic`` by default).
 
     Example:
         >>> import os, tempfile, torch, wandb  # doctest: +SKIP
@@ -69,24 +60,13 @@ class WandbWriter(Writer):
         >>> WandbWriter(run).write_embedding(snapshot)  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        run: Any,
-        view_every_s: float = VIEW_EVERY_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, run: Any) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
         self.run_dir = Path(run.dir)  # the run's files folder: gone, the writer is switched off
         self.reserve = DiskReserve(self.run_dir)  # large records leave the disk's last space
         self.record = RunRecordWriter(self.run_dir, self.reserve)
-        self.view_every_s = view_every_s
-        self.clock = clock
-        self._view_due: int | None = None  # step of a snapshot or analysis not yet in the page
-        self._view_logged: float | None = None  # when the page was last logged (``clock``)
-        self._step = 0  # the newest step written: the final page's
-        self._closed = False
-        self._page: ViewPage | None = None  # the view page of the record, made at first use
+        self._warned_renames: set[str] = set()  # keys whose renamed columns were said
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
@@ -120,9 +100,8 @@ class WandbWriter(Writer):
         given = snapshot.metadata_columns()  # the aligned view's columns too
         names = table_column_names(list(given))
         renamed = {old: new for old, new in names.items() if old != new}
-        warned = self.__dict__.setdefault("_warned_renames", set())
-        if renamed and snapshot.key not in warned:
-            warned.add(snapshot.key)
+        if renamed and snapshot.key not in self._warned_renames:
+            self._warned_renames.add(snapshot.key)
             log.warning(
                 "learnscope: metadata columns of %s clash with the wandb table's own columns "
                 "and are renamed: %s",
@@ -152,7 +131,6 @@ class WandbWriter(Writer):
             logged[f"{EMBEDDINGS}/{key}/pca_scatter"] = chart
         self.run.log(logged)
         self.record.write_embedding(whole)
-        self._due(snapshot.step)
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""
@@ -172,7 +150,6 @@ class WandbWriter(Writer):
 
         self.run.log(autocorrelation_log(self.wandb, summary, STEP_KEY))
         self.record.write_autocorrelation(summary)
-        self._due(summary.step)
 
     def write_image(self, image: records.RenderedImage) -> None:
         """Log a ``wandb.Image``."""
@@ -192,7 +169,6 @@ class WandbWriter(Writer):
             rows = [[step, "info", "no-findings", "", "No findings: nothing looks wrong so far."]]
         self.run.log({FINDINGS: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
         self.record.write_findings(findings, step)
-        self._step = max(self._step, step)
 
     def write_run_start(self, run: records.RunStart) -> None:
         """Start a run in the run record: the attached callbacks and their settings."""
@@ -201,47 +177,10 @@ class WandbWriter(Writer):
     def write_run_end(self, end: records.RunEnd) -> None:
         """End the run in the run record."""
         self.record.write_run_end(end)
-        self._step = max(self._step, end.step)
-
-    def flush(self) -> None:
-        """Log the view page when it is due and its last copy old enough.
-
-        It is due when a snapshot or an analysis came since its last copy; old enough when that
-        copy is at least ``view_every_s`` old (or there is none). At a flush, not in
-        :meth:`write_embedding`, so that one page follows the snapshot and the picture that come
-        together.
-        """
-        last = self._view_logged
-        if self._view_due is not None and (
-            last is None or self.clock() - last >= self.view_every_s
-        ):
-            self._log_view(self._view_due)
 
     def close(self) -> None:
-        """End the run record, then log the final view page, which shows the run's end.
-
-        The wandb run stays open.
-        """
-        if self._closed:
-            return
-        self._closed = True
+        """End the run record (the wandb run stays open)."""
         self.record.close()
-        self._log_view(self._step)
-
-    def _due(self, step: int) -> None:
-        """A snapshot or an analysis of ``step`` is not in the view page yet."""
-        self._view_due = step
-        self._step = max(self._step, step)
-
-    def _log_view(self, step: int) -> None:
-        """Log the view page at ``step``, made from this writer's run record."""
-        from learnscope.plugins.wandb_view import ViewPage
-
-        self._view_due = None
-        self._view_logged = self.clock()
-        if self._page is None:
-            self._page = ViewPage(self.record.run_dir)
-        self._page.log(self.run, step, STEP_KEY)
 
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""

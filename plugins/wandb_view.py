@@ -2,12 +2,13 @@
 
 The page is the same as ``learnscope export`` writes: the view model inline and the module
 inline, loading nothing from the network. It is built from the run record the W&B writer
-keeps in the wandb run's own files folder, so it needs no TensorBoard. Each W&B writer owns
-one :class:`ViewPage`, which keeps the view of its record between calls and brings it up to
+keeps in the wandb run's own files folder, so it needs no TensorBoard, by its own consumer of
+the records: :class:`WandbViewWriter`, a writer placed after the W&B writer, which owns one
+:class:`ViewPage`. The page keeps the view of its record between calls and brings it up to
 date from the lines added since, so making the page costs the same after ten snapshots as
-after five hundred (but for the page itself); the view goes with the writer. W&B stores
-each HTML file as a media file of the run and keeps every copy, so the W&B writer logs it at
-most once a minute and once, final, at the end (see ``WandbWriter``), and the page is small:
+after five hundred (but for the page itself). W&B stores each HTML file as a media file of the
+run and keeps every copy, so the page is logged at most once a minute and once, final, at the
+end, and it is small:
 at most ``max_points`` points per key, no thumbnails, and at most ``MAX_SNAPSHOTS`` snapshots
 per key (evenly spaced, first and last kept), fewer when the page would pass 8 MB; so a page
 costs the same after a hundred snapshots as after a thousand. What is left out is said on the
@@ -16,17 +17,104 @@ page; the TensorBoard tab and ``learnscope export`` show every snapshot.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from learnscope import records
+from learnscope.plugins.base import Writer
 from learnscope.plugins.run_view import RunView
 from learnscope.plugins.view_page import page_html, thin_snapshots
-from learnscope.tags import VIEW
+from learnscope.tags import VIEW, WANDB_STEP
 
 VIEW_KEY = VIEW
 MAX_POINTS = 2_000  # points per key in the W&B page
 MAX_BYTES = 8_000_000  # a larger page shows fewer snapshots
 MAX_SNAPSHOTS = 100  # per key in the W&B page: its cost and size stop growing with the run
+VIEW_EVERY_S = 60.0  # while the run goes on, the view page is logged at most once a minute
+STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
+
+
+class WandbViewWriter(Writer):
+    """Logs the view page of a wandb run's learnscope record as ``~learnscope/view``.
+
+    It writes no record itself: placed after the :class:`~learnscope.plugins.wandb.WandbWriter`
+    of the same run (which appends each record to the run record first), it notes which step a
+    snapshot or an analysis brought, and logs the page made from the record (its
+    :class:`ViewPage`) after the first one, then at most once every ``view_every_s`` seconds
+    while new ones come (at a flush, so that one page follows a snapshot and its picture), and
+    once more, final, when it closes: that copy holds the run's end.
+
+    Args:
+        run: The ``wandb`` run (its files folder ``run.dir`` holds the record).
+        view_every_s: The least time between two copies of the page while the run goes on.
+        clock: Seconds from any fixed origin (``time.monotonic`` by default).
+
+    Example:
+        >>> import os, tempfile, wandb  # doctest: +SKIP
+        >>> from learnscope.plugins import Writers  # doctest: +SKIP
+        >>> from learnscope.plugins.wandb import WandbWriter  # doctest: +SKIP
+        >>> run = wandb.init(mode="offline", dir=tempfile.mkdtemp())  # doctest: +SKIP
+        >>> writers = Writers([WandbWriter(run), WandbViewWriter(run)])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        run: Any,
+        view_every_s: float = VIEW_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.run = run
+        self.page = ViewPage(Path(run.dir))
+        self.view_every_s = view_every_s
+        self.clock = clock
+        self._due: int | None = None  # step of a snapshot or analysis not yet in the page
+        self._logged: float | None = None  # when the page was last logged (``clock``)
+        self._step = 0  # the newest step written: the final page's
+        self._closed = False
+
+    def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
+        """A snapshot of ``snapshot.step`` is in the record: the page is due."""
+        self._note(snapshot.step, due=True)
+
+    def write_autocorrelation(self, summary: records.AutocorrelationSummary) -> None:
+        """An analysis of ``summary.step`` is in the record: the page is due."""
+        self._note(summary.step, due=True)
+
+    def write_findings(self, findings: Sequence[records.Finding], step: int) -> None:
+        """The findings table of ``step`` is in the record (shown by the next page)."""
+        self._note(step, due=False)
+
+    def write_run_end(self, end: records.RunEnd) -> None:
+        """The run's end is in the record (shown by the final page)."""
+        self._note(end.step, due=False)
+
+    def flush(self) -> None:
+        """Log the page when it is due and its last copy is ``view_every_s`` old (or none)."""
+        last = self._logged
+        if self._due is not None and (last is None or self.clock() - last >= self.view_every_s):
+            self._log(self._due)
+
+    def close(self) -> None:
+        """Log the final page (the wandb run stays open)."""
+        if not self._closed:
+            self._closed = True
+            self._log(self._step)
+
+    def describe(self) -> str:
+        """``WandbViewWriter(<run id>)``."""
+        return f"WandbViewWriter({getattr(self.run, 'id', '?')})"
+
+    def _note(self, step: int, due: bool) -> None:
+        self._step = max(self._step, step)
+        if due:
+            self._due = step
+
+    def _log(self, step: int) -> None:
+        self._due = None
+        self._logged = self.clock()
+        self.page.log(self.run, step, STEP_KEY)
 
 
 class ViewPage:

@@ -16,7 +16,9 @@ from readers import (
 )
 
 from learnscope import EmbeddingSnapshot
+from learnscope.plugins import Writers
 from learnscope.plugins.wandb import WandbWriter
+from learnscope.plugins.wandb_view import WandbViewWriter
 
 
 def test_embedding_table_has_every_column(wandb_dir: Path) -> None:
@@ -120,7 +122,7 @@ def test_the_view_page_is_logged_at_most_once_a_minute_and_once_final(wandb_dir:
 
     run = wandb.init(project="t", dir=str(wandb_dir))
     clock = Clock()
-    writer = WandbWriter(run, clock=clock)
+    writer = Writers([WandbWriter(run), WandbViewWriter(run, clock=clock)])
     writer.write_run_start(RunStart((CallbackSettings("EmbeddingProjector"),)))
     steps = list(range(10, 90, 10))
     for i, step in enumerate(steps):
