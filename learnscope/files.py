@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
+from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE, lock_name
 
 log = logging.getLogger("learnscope")
 
@@ -172,7 +172,7 @@ def remove_orphan_temporaries(run_dir: Path, min_age_s: float = ORPHAN_AGE_S) ->
             except OSError:
                 continue
     for name in STALE_LOCK_NAMES:
-        path = run_dir / f".{name}.lock"
+        path = run_dir / lock_name(name)
         if remove_unheld_lock(path):
             removed.append(path)
     return removed
@@ -334,7 +334,7 @@ def append_lines(path: Path, data: bytes) -> None:
         >>> log_file.read_bytes()
         b'a\nb\n'
     """
-    with locked(path.parent / f".{path.name}.lock"):
+    with locked(path.parent / lock_name(path.name)):
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             size = os.fstat(fd).st_size

@@ -9,8 +9,11 @@ A run directory (TensorBoard's ``version_0``, a wandb run's ``files/``) holds, f
 * for TensorBoard's own tabs: learnscope's event files (names ending in ``.learnscope``), the
   Projector's ``projector_config.pbtxt`` with the snapshots under ``projector/``, and the Custom
   Scalars layout kept in ``learnscope_custom_scalars.json``;
-* briefly, short-lived files: ``.<name>.lock`` locks, ``.*.tmp`` temporaries of atomic writes,
-  and ``.projector-refresh-*`` marker runs beside the run directory.
+* in each snapshot's folder ``projector/<tag>/<stage>/step_<N>/``: ``tensor.bin`` (or
+  ``tensor.tsv``), ``metadata.tsv`` and ``sprite.png``;
+* briefly, on a local disk, short-lived files: ``.<name>.lock`` locks (:func:`lock_name`),
+  ``.*.tmp`` temporaries of atomic writes, and ``.projector-refresh-*`` marker runs inside the
+  run directory.
 
 Nothing here imports torch: the views use it without loading a model's dependencies.
 
@@ -33,9 +36,24 @@ PROJECTOR_CONFIG = "projector_config.pbtxt"
 PROJECTOR_FOLDER = "projector"
 EVENTS_SUFFIX = ".learnscope"  # the end of the name of learnscope's own event files
 LAYOUT_FILE = "learnscope_custom_scalars.json"
+# A snapshot's files in its folder projector/<tag>/<stage>/step_<N>/:
+TENSOR_FILE = "tensor.bin"  # raw little-endian float32
+TENSOR_TEXT_FILE = "tensor.tsv"  # the same as text, when the raw bytes would read as UTF-8
+METADATA_FILE = "metadata.tsv"
+SPRITE_FILE = "sprite.png"
 REFRESH_MARKER_PREFIX = ".projector-refresh-"
 STEP_DIGITS = 9  # step_000000120: sorts as text up to 999,999,999 steps
 _SNAPSHOT = re.compile(r"(?s)(.*)/step_(-?\d+)")
+
+
+def lock_name(name: str) -> str:
+    """The lock file of the shared file ``name`` while it is changed on a local disk.
+
+    Example:
+        >>> lock_name(PROJECTOR_CONFIG)
+        '.projector_config.pbtxt.lock'
+    """
+    return f".{name}.lock"
 
 
 def step_name(step: int) -> str:

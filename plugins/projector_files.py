@@ -37,8 +37,12 @@ from learnscope.optional import import_optional
 from learnscope.plugins.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
 from learnscope.run_files import (
+    METADATA_FILE,
     PROJECTOR_CONFIG,
     PROJECTOR_FOLDER,
+    SPRITE_FILE,
+    TENSOR_FILE,
+    TENSOR_TEXT_FILE,
     parse_snapshot_name,
     snapshot_name,
     step_name,
@@ -75,22 +79,22 @@ def tensor_bytes(vectors: np.ndarray) -> tuple[bytes | memoryview, str]:
         vectors: ``[N, D]`` float array.
 
     Returns:
-        The file's bytes and its suffix, ``"bin"`` or ``"tsv"``.
+        The file's bytes and its name, ``tensor.bin`` or ``tensor.tsv``.
 
     Example:
         >>> import numpy as np
         >>> tensor_bytes(np.zeros((1, 2), np.float32))
-        (b'0\t0\n', 'tsv')
+        (b'0\t0\n', 'tensor.tsv')
     """
     # A view of the array's own memory, not a copy: a 200,000 x 768 snapshot is 614 MB.
     raw = memoryview(np.ascontiguousarray(vectors, dtype="<f4")).cast("B")
     try:
         codecs.utf_8_decode(raw, "strict", True)  # fails within the first bytes, as a rule
     except UnicodeDecodeError:
-        return raw, "bin"
+        return raw, TENSOR_FILE
     out = io.StringIO()
     np.savetxt(out, vectors, fmt="%.9g", delimiter="\t")
-    return out.getvalue().encode(), "tsv"
+    return out.getvalue().encode(), TENSOR_TEXT_FILE
 
 
 def metadata_tsv(columns: dict[str, list[Any]]) -> bytes:
@@ -335,12 +339,12 @@ def _write_files(
 ) -> SnapshotFiles:
     """Write the snapshot's files into ``where``, filling in ``entry``, and merge ``entry``."""
     name = entry.tensor_name
-    data, suffix = tensor_bytes(snapshot.vectors_numpy())
-    entry.tensor_path = f"{where}/tensor.{suffix}"
+    data, tensor_name = tensor_bytes(snapshot.vectors_numpy())
+    entry.tensor_path = f"{where}/{tensor_name}"
     folder.write(entry.tensor_path, data)
     columns = snapshot.metadata_columns()
     if columns:
-        entry.metadata_path = f"{where}/metadata.tsv"
+        entry.metadata_path = f"{where}/{METADATA_FILE}"
         folder.write(entry.metadata_path, metadata_tsv(columns))
     images = snapshot.images_uint8()
     tensor = (entry.tensor_path, memoryview(data).nbytes)
@@ -354,7 +358,7 @@ def _write_files(
                 name,
             )
         else:
-            entry.sprite.image_path = f"{where}/sprite.png"
+            entry.sprite.image_path = f"{where}/{SPRITE_FILE}"
             folder.write(entry.sprite.image_path, sprite[0])
             entry.sprite.single_image_dim.extend(sprite[1])
             per_row = sprite_per_row(snapshot.num_points)

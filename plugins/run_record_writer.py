@@ -43,7 +43,7 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
-from learnscope.run_files import RECORD_FILE
+from learnscope.run_files import RECORD_FILE, lock_name
 from learnscope.run_record import FORMAT, encode_array, encode_entries
 from learnscope.scatter import column_kind, label_categories
 from learnscope.storage import LocalFolder, RunFolder, open_run_folder
@@ -118,7 +118,7 @@ class RunRecordWriter(Writer):
         if isinstance(self.folder, LocalFolder):
             self.run_dir: Path | None = self.folder.root
             self.path: Path | None = self.run_dir / RECORD_FILE
-            remove_unheld_lock(self.run_dir / f".{RECORD_FILE}.lock")  # left by a killed writer
+            remove_unheld_lock(self.run_dir / lock_name(RECORD_FILE))  # left by a killed writer
         else:
             self.run_dir = self.path = None  # segments of learnscope_record.d/
         self._step: int | None = None  # the latest step written, for an end entry at close

@@ -17,7 +17,7 @@ from learnscope.plugins.event_file import EventFile, EventSegments
 from learnscope.plugins.figures import png_bytes
 from learnscope.plugins.projector_refresh import ProjectorRefresh
 from learnscope.plugins.run_record_writer import RunRecordWriter, Sprite, TensorFile
-from learnscope.run_files import EVENTS_SUFFIX
+from learnscope.run_files import EVENTS_SUFFIX, TENSOR_FILE
 from learnscope.storage import LocalFolder, open_run_folder
 from learnscope.tags import FINDINGS
 
@@ -315,6 +315,6 @@ def _tensor_file(
     if files.tensor is None or files.points != shape[0]:
         return None
     path, size = files.tensor
-    if not path.endswith(".bin") or size != shape[0] * shape[1] * 4:
+    if not path.endswith(f"/{TENSOR_FILE}") or size != shape[0] * shape[1] * 4:
         return None
     return TensorFile(path, shape)

@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 
 from learnscope.files import append_lines, inside, locked, move_aside, write_atomic
-from learnscope.run_files import RECORD_FILE
+from learnscope.run_files import RECORD_FILE, lock_name
 from learnscope.storage.folder import RecordSource, RunFolder, UnreadableFile, check_relative
 
 
@@ -126,7 +126,7 @@ class LocalFolder(RunFolder):
 
     def locked(self, name: str) -> contextlib.AbstractContextManager[None]:
         """The lock of the shared file ``name``: ``.<name>.lock`` in the directory."""
-        return locked(self.root / f".{name}.lock")
+        return locked(self.root / lock_name(name))
 
     def append_record(self, data: bytes) -> None:
         """Append whole lines to the record in one write, under the record's lock.
