@@ -103,7 +103,7 @@ class Writers(Writer):
             9 [('head', 9), ('enc', 4)]
         """
         for finding in findings:
-            key = (finding.code, finding.subject)
+            key = finding.identity
             held = self._findings.get(key)
             if held is None or finding.step >= held.step:
                 self._findings[key] = finding

@@ -61,7 +61,7 @@ class FindingLog:
             >>> log.add(finding), log.add(finding)
             (True, False)
         """
-        key = (finding.code, finding.subject)
+        key = finding.identity
         last = self._last_warned.get(key)
         due = last is None or (
             finding.code not in self.once_codes and finding.step - last >= self.warn_every_n_steps
@@ -97,5 +97,5 @@ class FindingLog:
             []
         """
         table = [Finding(**f) for f in state.get("findings", [])]
-        self._table = {(f.code, f.subject): f for f in table}
+        self._table = {f.identity: f for f in table}
         self._last_warned = {(c, s): int(step) for c, s, step in state.get("last_warned", [])}

@@ -52,6 +52,16 @@ class Finding:
         if self.severity not in ("info", "warning", "error"):
             raise ValueError(f"severity must be info, warning or error, got {self.severity!r}")
 
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What makes two findings the same one, ``(code, subject)``: a table holds one of each.
+
+        Example:
+            >>> Finding("zero-gradient", "head.bias", "is zero", 3).identity
+            ('zero-gradient', 'head.bias')
+        """
+        return (self.code, self.subject)
+
 
 @dataclass(frozen=True, eq=False)
 class Histogram:
