@@ -17,8 +17,8 @@ from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCap
 from learnscope.lightning_glue.gather_rows import gather_rows
 from learnscope.lightning_glue.loaders import DATASET_INDEX, dataset_order, loader_names
 from learnscope.lightning_glue.row_reader import RowReader
+from learnscope.lightning_glue.snapshot_job import SNAPSHOTS, write_snapshot
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
-from learnscope.lightning_glue.snapshot_writer import SNAPSHOTS, write_snapshot
 
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
 
@@ -71,7 +71,7 @@ class EmbeddingProjector(LearnscopeCallback):
         graph_index_fn: ``batch -> LongTensor[rows]``, each embedding row's graph within the
             batch, for node embeddings of graph batches that are not PyTorch Geometric's.
         aligned_pca: Add the aligned ``pca_x``, ``pca_y``, ``pca_z`` columns and a scatter
-            image per snapshot (:mod:`~learnscope.lightning_glue.snapshot_writer`).
+            image per snapshot (:mod:`~learnscope.lightning_glue.snapshot_job`).
         gather: Under DDP, one snapshot of every rank's rows (else rank zero's share only).
         spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1:
             ``"mean"``, ``"max"`` (one row per sample) or ``"pixels"`` (one row per position).

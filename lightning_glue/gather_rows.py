@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from learnscope.embedding_rows import EmbeddingRows
-from learnscope.lightning_glue.snapshot_writer import SNAPSHOTS, Parts
+from learnscope.lightning_glue.snapshot_job import SNAPSHOTS, Parts
 
 
 def gather_rows(
@@ -21,7 +21,7 @@ def gather_rows(
     Every rank sends at most ``max_points`` rows; only rank zero receives them (an all-gather
     would hold every rank's rows on every rank). Rank zero merges them after the gather, so a
     merge that fails (ranks whose metadata columns differ) is reported there and switches the
-    :data:`~learnscope.lightning_glue.snapshot_writer.SNAPSHOTS` part off without leaving any
+    :data:`~learnscope.lightning_glue.snapshot_job.SNAPSHOTS` part off without leaving any
     rank waiting.
 
     Args:

@@ -29,7 +29,7 @@ from tiny_models import TinyClassifier, blobs, trainer
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import EmbeddingProjector
-from learnscope.lightning_glue.snapshot_writer import compare_snapshot
+from learnscope.lightning_glue.snapshot_job import compare_snapshot
 from learnscope.plugins import projector_files
 from learnscope.plugins.figures import COLOURS
 from learnscope.plugins.pictures import snapshot_picture

@@ -138,7 +138,7 @@ def test_a_checkpoint_taken_while_a_view_is_computed_holds_whole_views(
 ) -> None:
     """The writer thread computes a view; ``state_dict`` on the training thread meanwhile holds
     every key's view and frame, or neither, and does not wait for the view."""
-    from learnscope.lightning_glue.snapshot_writer import compare_snapshot
+    from learnscope.lightning_glue.snapshot_job import compare_snapshot
 
     computed, release = threading.Event(), threading.Event()
     fit_transform = AlignedPCA.fit_transform

@@ -118,7 +118,7 @@ def snapshot(vectors: np.ndarray, step: int, labels: list[int]) -> EmbeddingSnap
 
 def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_edge() -> None:
     from learnscope.lightning_glue import EmbeddingProjector
-    from learnscope.lightning_glue.snapshot_writer import compare_snapshot
+    from learnscope.lightning_glue.snapshot_job import compare_snapshot
 
     rng = np.random.default_rng(0)
     labels = [i % 3 for i in range(300)]
@@ -184,7 +184,7 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
     import wandb
 
     from learnscope.lightning_glue.aligned_views import AlignedViews
-    from learnscope.lightning_glue.snapshot_writer import compare_snapshot
+    from learnscope.lightning_glue.snapshot_job import compare_snapshot
     from learnscope.plugins import projector_files
     from learnscope.plugins.tensorboard import TensorBoardWriter
     from learnscope.plugins.wandb_autocorrelation import autocorrelation_log

@@ -21,7 +21,7 @@ from tiny_models import TinyClassifier, ZeroBranch, ZeroBranchWithProbe, loaders
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue.aligned_views import AlignedViews
-from learnscope.lightning_glue.snapshot_writer import compare_snapshot
+from learnscope.lightning_glue.snapshot_job import compare_snapshot
 from learnscope.plugins.figures import scatter_figure
 from learnscope.plugins.pictures import snapshot_picture
 from learnscope.plugins.tensorboard import TensorBoardWriter
