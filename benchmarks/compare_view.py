@@ -34,7 +34,7 @@ from tb_server import tensorboard  # noqa: E402
 
 from learnscope.lightning_glue.cli import main as learnscope  # noqa: E402
 from learnscope.neighbourhoods import neighbourhood_overlap  # noqa: E402
-from learnscope.plugins.tensorboard import TensorBoardWriter  # noqa: E402
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter  # noqa: E402
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
 

@@ -50,8 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from browser import chromium  # noqa: E402
 from tb_server import TensorBoardServer, free_port, tensorboard  # noqa: E402
 
-from learnscope.plugins import run_view, view_page  # noqa: E402
-from learnscope.plugins.tensorboard import TensorBoardWriter  # noqa: E402
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter  # noqa: E402
+from learnscope.plugins.views import (
+    run_view,  # noqa: E402
+    view_page,
+)
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
 
@@ -193,7 +196,7 @@ def open_tab(driver: Any, base: str) -> tuple[float, dict[str, Any]]:
 
 # TensorBoard whose learnscope tab serves the modules of another folder (sys.argv[1]).
 _OTHER_FRONT_END = (
-    "import sys; from pathlib import Path; from learnscope.plugins import view_modules; "
+    "import sys; from pathlib import Path; from learnscope.plugins.views import view_modules; "
     "folder = Path(sys.argv.pop(1)); shipped = view_modules.module_sources; "
     "view_modules.module_sources = lambda f=folder: shipped(f); "
     "from tensorboard import main; sys.argv[0] = 'tensorboard'; main.run_main()"

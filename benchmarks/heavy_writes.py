@@ -16,7 +16,7 @@ Parts (``--parts``):
 * ``wandb``: a 10,000 x 768 snapshot with a label column into a ``WandbWriter`` (offline):
   the time until it is written, and the time the calling thread is blocked (the same for the
   old code, which writes on the calling thread; for the new one, the time to queue it on a
-  :class:`~learnscope.plugins.background.BackgroundWriters`).
+  :class:`~learnscope.plugins.pipeline.background.BackgroundWriters`).
 * ``memory``: the fit of ``block`` with one 200,000 x 768 snapshot. Two figures, as multiples
   of the snapshot's own size (N x D x 4 bytes): what making and writing the snapshot costs
   (the peak resident memory from the end of the validation epoch, when its rows are held, to
@@ -197,8 +197,8 @@ def wandb_write(rows: int, dim: int, code: str, log_dir: str) -> dict[str, float
     import torch
     import wandb
 
-    from learnscope.plugins.fanout import Writers
-    from learnscope.plugins.wandb import WandbWriter
+    from learnscope.plugins.pipeline.fanout import Writers
+    from learnscope.plugins.wandb.writer import WandbWriter
     from learnscope.records import EmbeddingSnapshot
 
     os.environ["WANDB_MODE"] = "offline"
@@ -212,7 +212,7 @@ def wandb_write(rows: int, dim: int, code: str, log_dir: str) -> dict[str, float
         writers.write_embedding(snapshot)
         blocked = total = time.perf_counter() - begin
     else:
-        from learnscope.plugins.background import BackgroundWriters
+        from learnscope.plugins.pipeline.background import BackgroundWriters
 
         background = BackgroundWriters(writers.active)
         background.write_embedding(snapshot)

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from learnscope import EmbeddingSnapshot
-from learnscope.plugins import projector_files
+from learnscope.plugins.tensorboard import projector_files
 
 OLD_COMMIT = "31a0b7b"  # the projector config merge that parses and rewrites the whole file
 ROOT = Path(__file__).resolve().parents[1]

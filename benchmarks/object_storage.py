@@ -78,7 +78,7 @@ def snapshot(step: int, rows: int, dim: int) -> Any:
 
 def writes(s3: Any, rows: int, dim: int, count: int) -> dict[str, Any]:
     """Seconds per snapshot into a local folder and into S3; S3 requests and bytes each."""
-    from learnscope.plugins.tensorboard import TensorBoardWriter
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
     bucket = s3.bucket()
     snapshots = [snapshot(step, rows, dim) for step in range(count)]
@@ -189,8 +189,8 @@ def fit(log_dir: str, rows: int, dim: int, epochs: int) -> dict[str, Any]:
 
 def tab_open(logdir: str, s3: Any) -> dict[str, Any]:
     """The tab's first open of the runs under ``logdir``: the search and each run's view."""
-    from learnscope.plugins.run_search import find_runs
-    from learnscope.plugins.run_view import read_view
+    from learnscope.plugins.views.run_search import find_runs
+    from learnscope.plugins.views.run_view import read_view
     from learnscope.storage import open_run_folder
 
     s3.requests.reset()

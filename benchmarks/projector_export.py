@@ -41,8 +41,8 @@ def main() -> None:
     from torch.utils.tensorboard import SummaryWriter
 
     from learnscope import EmbeddingSnapshot
-    from learnscope.plugins import projector_files
-    from learnscope.plugins.tensorboard import TensorBoardWriter
+    from learnscope.plugins.tensorboard import projector_files
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
     vectors = torch.randn(args.rows, args.dim, generator=torch.Generator().manual_seed(0))
     labels = (torch.arange(args.rows) % 10).tolist()

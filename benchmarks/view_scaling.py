@@ -125,7 +125,7 @@ def wandb_page_times(
     """Seconds to fold a new snapshot and of the ``ViewPage.log`` after it; page MB; per size."""
     import wandb
 
-    from learnscope.plugins.wandb_view import ViewPage, wandb_view_html
+    from learnscope.plugins.wandb.view_page import ViewPage, wandb_view_html
 
     os.environ["WANDB_MODE"] = "offline"
     os.environ["WANDB_SILENT"] = "true"
@@ -165,8 +165,8 @@ _OLD_WANDB_PAGE = """
 import statistics, sys, time
 from pathlib import Path
 import numpy as np, torch
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.wandb_view import wandb_view_html
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from learnscope.plugins.wandb.view_page import wandb_view_html
 from learnscope.records import EmbeddingSnapshot
 run_dir, size = Path(sys.argv[1]), int(sys.argv[2])
 rng = np.random.default_rng(0)

@@ -11,7 +11,7 @@
 * :func:`in_spreads` and :func:`procrustes_rotation`: two 2-D views put in one frame, B turned
   onto A by orthogonal Procrustes.
 
-The views compare runs with these (``learnscope.plugins.compare_runs``); nothing here imports
+The views compare runs with these (``learnscope.plugins.views.compare_runs``); nothing here imports
 torch.
 
 Example:

@@ -38,7 +38,7 @@ from typing_extensions import override
 
 from learnscope.lightning_glue import session
 from learnscope.lightning_glue.session import WriterSession
-from learnscope.plugins.background import BackgroundWriters
+from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.records.run import CallbackSettings, call_settings
 from learnscope.strict import strict_mode
 

@@ -152,7 +152,7 @@ def run_export_command(
     of its run's keys. A URL whose file-system package is missing (``gcsfs`` for ``gs://``), or
     an object store that cannot be listed, is one line on standard error, and 1.
     """
-    from learnscope.plugins.view_page import export_html
+    from learnscope.plugins.views.view_page import export_html
     from learnscope.storage import MissingFileSystem
 
     if max_points < 1:

@@ -8,8 +8,8 @@ RunStart`) naming every learnscope callback of the trainer with its settings, sa
 logger what that logger cannot show, and, when the last callback leaves, hands them the
 ``end`` record (``interrupted`` when a callback left through ``on_exception``, else
 ``finished``) and flushes and closes them. The writers run on a worker thread
-(:class:`~learnscope.plugins.background.BackgroundWriters`): callbacks only queue records, and
-leaving waits until everything queued is written. A callback reused with another trainer
+(:class:`~learnscope.plugins.pipeline.background.BackgroundWriters`): callbacks only queue records,
+and leaving waits until everything queued is written. A callback reused with another trainer
 joins that trainer's session and writes to that trainer's loggers. Only the process of global rank
 zero gets writers; on the others the session holds none. Under ``Trainer(fast_dev_run=...)``,
 which turns Lightning's loggers off, the session holds no writer and says so in one line. A
@@ -21,13 +21,14 @@ Lightning's logger (shown by default, as Lightning's own lines are), how many sn
 analyses and findings were written, where, and the commands that open them, quoted for the
 shell (:meth:`WriterSession.summary`). A logger whose dashboard package is missing gets
 stand-in writers and a disabled W&B run none, each said once when the writers are made (see
-:func:`~learnscope.plugins.loggers.logger_writers`); the end-of-fit line names them as such.
+:func:`~learnscope.plugins.pipeline.loggers.logger_writers`); the end-of-fit line names them as
+such.
 
 **Who owns it.** No registry: the callbacks hold the session. The first learnscope callback of
 a trainer to join makes it; the others find it through ``trainer.callbacks`` (the session a
 callback holds for this very trainer, :func:`find`), and the last to leave closes it. A session
-owns its writers (:class:`~learnscope.plugins.background.BackgroundWriters`, made on first use),
-which own the writer thread and the drawing thread; closing the session stops both. A callback
+owns its writers (:class:`~learnscope.plugins.pipeline.background.BackgroundWriters`, made on first
+use), which own the writer thread and the drawing thread; closing the session stops both. A callback
 hook run by hand on a trainer whose callbacks do not include it gets a session of its own.
 """
 
@@ -40,15 +41,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from learnscope.plugins import LoggerWriters, logger_writers, shows
-from learnscope.plugins.background import BackgroundWriters
-from learnscope.plugins.loggers import dashboard_of
-from learnscope.plugins.run_status import (
+from learnscope.plugins.pipeline.background import BackgroundWriters
+from learnscope.plugins.pipeline.loggers import dashboard_of
+from learnscope.plugins.views.run_status import (
     AUTOCORRELATION,
     PROJECTOR,
     analysis_missing,
     snapshots_missing,
 )
-from learnscope.plugins.wandb import disabled_by, run_mode
+from learnscope.plugins.wandb.writer import disabled_by, run_mode
 from learnscope.records import CallbackSettings, Finding, RunEnd, RunStart
 from learnscope.shell import shell_command
 
@@ -106,7 +107,8 @@ class WriterSession:
         """The writers of every logger, made on the first call; none on ranks other than zero.
 
         Making them says once what a logger gets without its dashboard's package, and that a
-        disabled W&B run gets nothing (see :func:`~learnscope.plugins.loggers.logger_writers`).
+        disabled W&B run gets nothing (see
+        :func:`~learnscope.plugins.pipeline.loggers.logger_writers`).
         """
         if self._writers is None:
             self._made = [logger_writers(lg) for lg in self.loggers] if self.is_global_zero else []
@@ -223,7 +225,7 @@ class WriterSession:
         """One line on what was written, where, and the commands that open it; after :meth:`close`.
 
         A finished run's line also names the findings it counts (a few) and why a section of
-        an attached callback is empty (:mod:`learnscope.plugins.run_status`). A failed run's
+        an attached callback is empty (:mod:`learnscope.plugins.views.run_status`). A failed run's
         line says how it failed and what was written before, with no command to open it.
         ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
 

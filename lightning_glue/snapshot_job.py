@@ -1,7 +1,7 @@
 """What the writers' worker thread does with an epoch's rows: the snapshot and its aligned view.
 
-Runs on the worker thread of :class:`~learnscope.plugins.background.BackgroundWriters`, so the
-training thread waits only when the queue is full. Everything it reads is passed to it; what it
+Runs on the worker thread of :class:`~learnscope.plugins.pipeline.background.BackgroundWriters`, so
+the training thread waits only when the queue is full. Everything it reads is passed to it; what it
 changes is the :class:`~learnscope.lightning_glue.aligned_views.AlignedViews` it is given (which
 is safe from both threads) and which parts its ``parts`` switch off after a failure.
 
@@ -11,8 +11,8 @@ is safe from both threads) and which parts its ``parts`` switch off after a fail
 :class:`~learnscope.records.AlignedView`: coordinates, their spread (the root-mean-square
 distance from the centre) and a frame fixed per tag from its first snapshot (a square of a round
 number of spreads that holds 99% of its points), so that the step slider shows the points
-moving, not the frame. The writers' picture stage (:mod:`learnscope.plugins.pictures`) draws its
-scatter, ``~learnscope/embeddings/<tag>/<stage>/pca``, from it.
+moving, not the frame. The writers' picture stage (:mod:`learnscope.plugins.pipeline.pictures`)
+draws its scatter, ``~learnscope/embeddings/<tag>/<stage>/pca``, from it.
 """
 
 from __future__ import annotations

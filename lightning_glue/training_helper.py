@@ -19,7 +19,7 @@ from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
 from learnscope.lightning_glue.step_clock import StepClock
 from learnscope.parameter_shards import is_sharded
-from learnscope.plugins.background import BackgroundWriters
+from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.records import Finding
 from learnscope.trainable import TrainableWatch
 

@@ -3,8 +3,11 @@
 Importing this package imports neither TensorBoard, wandb nor torch (the views and the
 ``learnscope export`` command use it without loading a model's dependencies); the names below
 are imported when first used, and each writer imports its dashboard when it is created.
-``learnscope.plugins.tensorboard.TensorBoardWriter`` and ``learnscope.plugins.wandb.WandbWriter``
-are the dashboard writers.
+``learnscope.plugins.tensorboard.TensorBoardWriter``, ``learnscope.plugins.wandb.WandbWriter`` and
+``learnscope.plugins.wandb.WandbViewWriter`` are the dashboard writers. The folders show the
+layers: ``pipeline/`` (the fan-out, its worker thread, the picture stage, which writers a logger
+gets), ``tensorboard/`` and ``wandb/`` (the writers by dashboard), ``views/`` (everything that
+reads run records) and ``tab/`` (the TensorBoard plugin).
 """
 
 from typing import TYPE_CHECKING
@@ -12,10 +15,10 @@ from typing import TYPE_CHECKING
 from learnscope.optional import lazy_names
 
 if TYPE_CHECKING:
-    from learnscope.plugins.base import Writer, shows
-    from learnscope.plugins.fanout import Writers
-    from learnscope.plugins.loggers import LoggerWriters, logger_writers, writers_for
-    from learnscope.plugins.metrics import LoggerMetricsWriter
+    from learnscope.plugins.pipeline.base import Writer, shows
+    from learnscope.plugins.pipeline.fanout import Writers
+    from learnscope.plugins.pipeline.loggers import LoggerWriters, logger_writers, writers_for
+    from learnscope.plugins.pipeline.metrics import LoggerMetricsWriter
 
 __all__ = [
     "LoggerMetricsWriter",
@@ -27,13 +30,13 @@ __all__ = [
     "writers_for",
 ]
 _MODULES = {
-    "LoggerMetricsWriter": "metrics",
-    "LoggerWriters": "loggers",
-    "Writer": "base",
-    "Writers": "fanout",
-    "shows": "base",
-    "logger_writers": "loggers",
-    "writers_for": "loggers",
+    "LoggerMetricsWriter": "pipeline.metrics",
+    "LoggerWriters": "pipeline.loggers",
+    "Writer": "pipeline.base",
+    "Writers": "pipeline.fanout",
+    "shows": "pipeline.base",
+    "logger_writers": "pipeline.loggers",
+    "writers_for": "pipeline.loggers",
 }
 
 

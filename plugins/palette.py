@@ -1,10 +1,10 @@
 """The colours of categories, one file for the pictures and the tab: ``static/palette.json``.
 
-The pictures (:mod:`learnscope.plugins.figures`) read it here when they are imported; the tab
-and the exported pages get it in ``colours.js``, where :mod:`learnscope.plugins.view_modules`
-writes it when it serves or joins the modules (an ES module cannot import JSON in every
-browser). So a point of a category has the same colour in the Images tab and in the learnscope
-tab, and so does every point of no coloured category (``other``).
+The pictures (:mod:`learnscope.plugins.pipeline.figures`) read it here when they are imported; the
+tab and the exported pages get it in ``colours.js``, where
+:mod:`learnscope.plugins.views.view_modules` writes it when it serves or joins the modules (an ES
+module cannot import JSON in every browser). So a point of a category has the same colour in the
+Images tab and in the learnscope tab, and so does every point of no coloured category (``other``).
 
 The file holds ``categories``, the colours of the first categories in order (matplotlib's
 ``tab10``), and ``other``, the grey of the rest; each as ``#rrggbb``. Nothing here imports torch.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 __all__ = ["PALETTE", "PALETTE_FILE", "Palette", "read_palette"]
 
-PALETTE_FILE = Path(__file__).parent / "static" / "palette.json"
+PALETTE_FILE = Path(__file__).parent / "views" / "static" / "palette.json"
 _HEX = re.compile(r"#[0-9a-f]{6}")
 
 

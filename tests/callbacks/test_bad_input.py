@@ -11,7 +11,7 @@ from readers import wandb_history, wandb_run_dir, wandb_table
 
 from learnscope import EmbeddingSnapshot
 from learnscope.health.inputs import CoordinateRangeCheck
-from learnscope.plugins.wandb import WandbWriter
+from learnscope.plugins.wandb.writer import WandbWriter
 
 NAN = float("nan")
 
@@ -153,7 +153,7 @@ def test_writers_show_the_non_finite_count_of_a_real_summary(
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from learnscope.autocorrelation import summarize
-    from learnscope.plugins.tensorboard import TensorBoardWriter
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
     history = torch.randn(200, 4, generator=torch.Generator().manual_seed(0)).cumsum(0)
     history[7, 1] = NAN

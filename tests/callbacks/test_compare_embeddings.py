@@ -30,11 +30,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.lightning_glue.snapshot_job import compare_snapshot
-from learnscope.plugins import projector_files
-from learnscope.plugins.figures import COLOURS
-from learnscope.plugins.pictures import snapshot_picture
-from learnscope.plugins.projector_refresh import MARKER_PREFIX, ProjectorRefresh
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.pipeline.figures import COLOURS
+from learnscope.plugins.pipeline.pictures import snapshot_picture
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, ProjectorRefresh
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.selection import id_keys, smallest
 

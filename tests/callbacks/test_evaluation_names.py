@@ -77,7 +77,7 @@ def test_test_and_predict_calls_after_fit_keep_their_plain_names(tmp_path: Path)
 def test_a_snapshot_written_again_under_its_name_is_said(
     tmp_path: Path, learnscope_log: pytest.LogCaptureFixture
 ) -> None:
-    from learnscope.plugins.projector_files import write_snapshot
+    from learnscope.plugins.tensorboard.projector_files import write_snapshot
     from learnscope.records import EmbeddingSnapshot
 
     first = EmbeddingSnapshot("enc", 5, np.ones((3, 2), np.float32), stage="validate")

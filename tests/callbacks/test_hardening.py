@@ -39,7 +39,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
-from learnscope.plugins.tensorboard_layout import LAYOUT_FILE
+from learnscope.plugins.tensorboard.layout import LAYOUT_FILE
 
 try:  # landed with the autocorrelation issue
     from learnscope.lightning_glue import ModelAutocorrelation  # type: ignore[attr-defined]
@@ -350,7 +350,9 @@ def test_wandb_run_finished_early(
     assert run.current_epoch == 2 and run.global_step == 12
 
     errors = switched_off_errors(learnscope_log)
-    assert errors and all("WandbWriter(" in r.getMessage() for r in errors)
+    assert errors and all(
+        "WandbWriter(" in r.getMessage() or "WandbViewWriter(" in r.getMessage() for r in errors
+    )
     assert all("its wandb run has finished" in r.getMessage() for r in errors)  # permanent
     assert len(errors) == len({r.getMessage() for r in errors})  # once per callback's writers
     assert all(r.exc_info is not None for r in errors)

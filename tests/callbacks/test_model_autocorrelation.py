@@ -24,8 +24,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import multiline
+from learnscope.plugins.tensorboard.layout import multiline
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 
 def test_fit_with_tensorboard_wandb_and_csv(

@@ -27,8 +27,8 @@ from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as sessions
-from learnscope.plugins.background import BackgroundWriters
-from learnscope.plugins.base import Writer
+from learnscope.plugins.pipeline.background import BackgroundWriters
+from learnscope.plugins.pipeline.base import Writer
 
 
 def three() -> list[Any]:
@@ -188,7 +188,7 @@ class Drawing(Writer):
     def write_scalars(self, scalars: Any, step: int) -> None:
         from matplotlib.figure import Figure
 
-        from learnscope.plugins.figures import figure_pixels
+        from learnscope.plugins.pipeline.figures import figure_pixels
 
         figure_pixels(Figure(figsize=(1, 1), dpi=20))
 

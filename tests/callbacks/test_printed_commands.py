@@ -24,7 +24,7 @@ from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, 
 from learnscope.shell import shell_command
 
 SUMMARY_LOG = "lightning.pytorch.learnscope"
-STATIC = Path(__file__).resolve().parents[2] / "plugins" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "plugins" / "views" / "static"
 AWKWARD = ["runs dir/ü", "it's", "", "$HOME", "a;b", "plain/path.txt", "--html"]
 
 

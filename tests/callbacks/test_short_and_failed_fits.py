@@ -21,8 +21,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tiny_models import Backbone, TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.plugins.run_view import read_view
-from learnscope.plugins.view_page import export_html
+from learnscope.plugins.views.run_view import read_view
+from learnscope.plugins.views.view_page import export_html
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
 

@@ -24,8 +24,8 @@ from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope import EmbeddingSnapshot
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.plugins.background import BackgroundWriters
-from learnscope.plugins.wandb import WandbWriter
+from learnscope.plugins.pipeline.background import BackgroundWriters
+from learnscope.plugins.wandb.writer import WandbWriter
 from learnscope.records import RunStart
 from learnscope.run_files import RECORD_FILE
 

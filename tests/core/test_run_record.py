@@ -62,8 +62,8 @@ def test_a_fifo_or_a_symlink_is_never_read(tmp_path: Path) -> None:
 
 
 def test_a_run_ends_failed_with_its_exception_and_ctrl_c_stays_interrupted(tmp_path: Path) -> None:
-    from learnscope.plugins.run_record_writer import RunRecordWriter
-    from learnscope.plugins.run_status import RunEntries
+    from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
+    from learnscope.plugins.views.run_status import RunEntries
     from learnscope.records import RunEnd, RunError
 
     class LoaderError(RuntimeError):

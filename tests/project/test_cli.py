@@ -60,7 +60,7 @@ def test_help_imports_nothing_heavy() -> None:
 def test_export_defaults_to_the_export_page_cap() -> None:
     """The CLI's ``--max-points`` default is ``export_html``'s (written out in the CLI)."""
     from learnscope.lightning_glue.cli import build_parser
-    from learnscope.plugins.view_page import EXPORT_MAX_POINTS
+    from learnscope.plugins.views.view_page import EXPORT_MAX_POINTS
 
     args = build_parser().parse_args(["export", "runs", "--html", "view.html"])
     assert args.max_points == EXPORT_MAX_POINTS == 5_000

@@ -245,7 +245,7 @@ def chain(reached: dict[str, Edge | None], module: str) -> str:
 
 def test_the_graph_is_read() -> None:
     """The graph holds the package's modules and its known edges of each kind."""
-    assert {"learnscope.autocorrelation", "learnscope.plugins.figures"} <= set(MODULES)
+    assert {"learnscope.autocorrelation", "learnscope.plugins.pipeline.figures"} <= set(MODULES)
     assert "learnscope.lightning_glue.model_autocorrelation" in MODULES
     edges = {(e.source, e.target, e.kind) for module in GRAPH for e in GRAPH[module]}
     assert ("learnscope.optimizer_histories", "learnscope.autocorrelation", "module") in edges

@@ -73,7 +73,7 @@ def _imports(package: str) -> str:
         from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation
         from learnscope.lightning_glue import TrainingHelper
         import learnscope.lightning_glue.cli, learnscope.lightning_glue.session
-        import learnscope.plugins, learnscope.plugins.loggers
+        import learnscope.plugins, learnscope.plugins.pipeline.loggers
         assert rank_zero.log.name == before, (before, rank_zero.log.name)
         assert issubclass(ModelAutocorrelation, pl.Callback)  # as LightningCLI checks it
     """)

@@ -1,4 +1,4 @@
-"""One palette for the pictures and the tab: ``plugins/static/palette.json``.
+"""One palette for the pictures and the tab: ``plugins/views/static/palette.json``.
 
 The pictures (``figures.py``) read it at import; the tab's ``colours.js`` gets its content when
 ``view_modules`` serves or joins the modules. No other copy of a category colour, or of the
@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from learnscope.plugins import figures, view_modules
 from learnscope.plugins.palette import PALETTE, PALETTE_FILE, read_palette
+from learnscope.plugins.pipeline import figures
+from learnscope.plugins.views import view_modules
 
 ROOT = Path(__file__).parents[2]
-STATIC = ROOT / "plugins" / "static"
+STATIC = ROOT / "plugins" / "views" / "static"
 NODE = shutil.which("node")
 # What the served colours.js gives, printed by node: the colour of the first categories and more.
 _READ_COLOURS = """
@@ -90,7 +91,7 @@ def test_a_palette_file_with_another_colour_is_served_with_it(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     "path",
-    [*sorted(STATIC.glob("*.js")), ROOT / "plugins" / "figures.py"],
+    [*sorted(STATIC.glob("*.js")), ROOT / "plugins" / "pipeline" / "figures.py"],
     ids=lambda path: path.name,
 )
 def test_no_other_copy_of_a_palette_colour(path: Path) -> None:

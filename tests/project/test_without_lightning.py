@@ -29,8 +29,8 @@ def train(log_dir: str, wandb_dir: str) -> None:
     from learnscope.collapse import collapse_metrics
     from learnscope.health import gradient_findings, gradient_statistics, health_scalars
     from learnscope.plugins import Writers
-    from learnscope.plugins.tensorboard import TensorBoardWriter
-    from learnscope.plugins.wandb import WandbWriter
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+    from learnscope.plugins.wandb.writer import WandbWriter
     from learnscope.sampled_history import SampledParameterHistory
 
     torch.manual_seed(0)

@@ -26,7 +26,7 @@ from record_entries import categorical, run_entry, snapshot_entry, write
 from tiny_models import loaders, trainer
 
 from learnscope.neighbourhoods import nearest_neighbours, neighbourhood_overlap
-from learnscope.plugins.compare_runs import Comparisons, RunSnapshots, compare_runs
+from learnscope.plugins.views.compare_runs import Comparisons, RunSnapshots, compare_runs
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
 

@@ -43,7 +43,7 @@ from record_entries import (
 )
 from tiny_models import ZeroBranch, loaders, trainer
 
-from learnscope.plugins import run_status, run_view, view_page
+from learnscope.plugins.views import run_status, run_view, view_page
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import append_entries
 
@@ -405,7 +405,7 @@ def _page_views(html: str) -> dict[str, dict]:
 def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_dir: Path) -> None:
     import wandb
 
-    from learnscope.plugins.wandb_view import VIEW_KEY, ViewPage
+    from learnscope.plugins.wandb.view_page import VIEW_KEY, ViewPage
 
     run = wandb.init(project="view", dir=str(wandb_dir))
     record_dir = Path(run.dir)  # the W&B writer's own folder; no TensorBoard anywhere
@@ -514,7 +514,7 @@ def test_a_wandb_fit_of_8_snapshots_logs_at_most_3_pages_the_last_showing_the_en
 def test_wandb_page_stays_under_its_size_by_showing_fewer_snapshots(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from learnscope.plugins import wandb_view
+    from learnscope.plugins.wandb import view_page as wandb_view
 
     monkeypatch.setattr(wandb_view, "MAX_BYTES", 2_000_000)  # 500 x 2,000 points: 5.4 MB
     ids = [f"p{i}" for i in range(2_000)]

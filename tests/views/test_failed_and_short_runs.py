@@ -25,8 +25,8 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.plugins.run_search import run_outcome
-from learnscope.plugins.run_view import read_view
+from learnscope.plugins.views.run_search import run_outcome
+from learnscope.plugins.views.run_view import read_view
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from tb_server import tensorboard
 
 from learnscope import EmbeddingSnapshot
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ import pytest
 from browser import chromium, unavailable_reason, wait_for_text
 from tb_server import tensorboard
 
-from learnscope.plugins import figures
+from learnscope.plugins.pipeline import figures
 
 pytestmark = [
     pytest.mark.browser,

@@ -14,7 +14,7 @@ import pytest
 from learnscope.neighbourhoods import neighbourhood_change
 
 NODE = shutil.which("node")
-STATIC = Path(__file__).resolve().parents[2] / "plugins" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "plugins" / "views" / "static"
 
 
 def _movers_in_node(a: np.ndarray, b: np.ndarray, k: int, tmp_path: Path) -> dict[str, list]:

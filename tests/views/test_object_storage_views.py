@@ -27,10 +27,10 @@ from fsspec.implementations.memory import MemoryFileSystem
 from record_entries import ALL_CALLBACKS, run_entry, snapshot_entry
 from s3_server import LocalS3
 
-from learnscope.plugins import run_search
-from learnscope.plugins.compare_runs import RunSnapshots, compare_runs
-from learnscope.plugins.run_view import RunView, read_view
-from learnscope.plugins.view_page import export_html
+from learnscope.plugins.views import run_search
+from learnscope.plugins.views.compare_runs import RunSnapshots, compare_runs
+from learnscope.plugins.views.run_view import RunView, read_view
+from learnscope.plugins.views.view_page import export_html
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
 from learnscope.run_record import encode_entries
 from learnscope.storage import RunFolder, open_run_folder
@@ -225,7 +225,7 @@ def test_a_path_that_leaves_the_run_is_refused(memory_url: str) -> None:
 def _plugin(logdir: str, interval: float) -> Any:
     from tensorboard.plugins import base_plugin
 
-    from learnscope.plugins.tensorboard_view import LearnscopePlugin
+    from learnscope.plugins.tab.plugin import LearnscopePlugin
 
     flags = argparse.Namespace(reload_interval=interval)
     return LearnscopePlugin(base_plugin.TBContext(logdir=logdir, flags=flags))

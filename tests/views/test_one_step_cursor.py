@@ -17,8 +17,8 @@ import pytest
 from browser import chromium, enter_learnscope_tab, open_page, unavailable_reason, wait_view_ready
 from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
-from learnscope.plugins import run_view
-from learnscope.plugins.view_page import export_html
+from learnscope.plugins.views import run_view
+from learnscope.plugins.views.view_page import export_html
 
 pytestmark = [
     pytest.mark.browser,

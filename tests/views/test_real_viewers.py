@@ -24,8 +24,8 @@ from tb_server import TensorBoardServer, tensorboard
 
 from learnscope import EmbeddingSnapshot
 from learnscope.lightning_glue.demo import EMBEDDING_DIMS
-from learnscope.plugins import projector_files
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

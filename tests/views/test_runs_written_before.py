@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from learnscope.lightning_glue.cli import main
-from learnscope.plugins import projector_files
-from learnscope.plugins.run_view import read_view
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import multiline
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.layout import multiline
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from learnscope.plugins.views.run_view import read_view
 from learnscope.records import EmbeddingSnapshot, RunStart
 from learnscope.run_files import LAYOUT_FILE
 

@@ -27,8 +27,8 @@ from record_entries import (
     write,
 )
 
-from learnscope.plugins import view_modules
-from learnscope.plugins.view_page import export_html, page_html
+from learnscope.plugins.views import view_modules
+from learnscope.plugins.views.view_page import export_html, page_html
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -104,7 +104,7 @@ def test_the_tab_serves_every_module(tmp_path: Path) -> None:
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
 
-    from learnscope.plugins.tensorboard_view import LearnscopePlugin
+    from learnscope.plugins.tab.plugin import LearnscopePlugin
 
     plugin = LearnscopePlugin(base_plugin.TBContext(logdir=str(tmp_path)))
     assert plugin.frontend_metadata().es_module_path == "/index.js"

@@ -21,8 +21,8 @@ from record_entries import (
     write,
 )
 
-from learnscope.plugins import run_view
-from learnscope.plugins.view_page import export_html
+from learnscope.plugins.views import run_view
+from learnscope.plugins.views.view_page import export_html
 
 pytestmark = [
     pytest.mark.browser,

@@ -20,8 +20,8 @@ import pytest
 from browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
 from record_entries import ALL_CALLBACKS, categorical, run_entry, snapshot_entry, write
 
-from learnscope.plugins import run_view, view_page
 from learnscope.plugins.palette import PALETTE
+from learnscope.plugins.views import run_view, view_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -20,10 +20,10 @@ from readers import (
 )
 
 from learnscope.plugins import Writers
-from learnscope.plugins.figures import COLOURS, WIDTH, acf_chart
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import LAYOUT_FILE, margin, multiline
-from learnscope.plugins.wandb import WandbWriter
+from learnscope.plugins.pipeline.figures import COLOURS, WIDTH, acf_chart
+from learnscope.plugins.tensorboard.layout import LAYOUT_FILE, margin, multiline
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from learnscope.plugins.wandb.writer import WandbWriter
 from learnscope.records import AutocorrelationSummary, GroupAutocorrelation
 
 LAGS = (1, 2, 5)

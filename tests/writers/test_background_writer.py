@@ -21,8 +21,9 @@ from readers import ProjectorReader, wandb_history, wandb_run_dir
 from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector
-from learnscope.plugins import Writer, projector_files
-from learnscope.plugins.background import BackgroundWriters
+from learnscope.plugins import Writer
+from learnscope.plugins.pipeline.background import BackgroundWriters
+from learnscope.plugins.tensorboard import projector_files
 from learnscope.records import EmbeddingSnapshot
 
 
@@ -103,7 +104,7 @@ def test_in_strict_mode_a_failure_on_the_worker_is_raised_on_the_training_thread
 def test_leniently_a_failed_record_is_logged_and_later_ones_are_written(
     lenient: None, learnscope_log: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    from learnscope.plugins.tensorboard import TensorBoardWriter
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
     tb = TensorBoardWriter(tmp_path)
     background = BackgroundWriters([tb])
@@ -119,8 +120,8 @@ def test_queued_records_are_written_when_the_interpreter_exits(tmp_path: Path) -
     script = textwrap.dedent(
         f"""
         import torch
-        from learnscope.plugins.background import BackgroundWriters
-        from learnscope.plugins.tensorboard import TensorBoardWriter
+        from learnscope.plugins.pipeline.background import BackgroundWriters
+        from learnscope.plugins.tensorboard.writer import TensorBoardWriter
         from learnscope.records import EmbeddingSnapshot
 
         background = BackgroundWriters([TensorBoardWriter({str(tmp_path)!r})])
@@ -142,9 +143,9 @@ def test_a_fit_writes_snapshots_on_the_worker_and_every_one_is_there_after_fit(
     threads: list[str] = []
     write = projector_files.write_snapshot
 
-    def observed(run_dir: Path, snapshot: EmbeddingSnapshot) -> Any:
+    def observed(run_dir: Path, snapshot: EmbeddingSnapshot, config: Any = None) -> Any:
         threads.append(threading.current_thread().name)
-        return write(run_dir, snapshot)
+        return write(run_dir, snapshot, config)
 
     monkeypatch.setattr(projector_files, "write_snapshot", observed)
     tb = TensorBoardLogger(str(tmp_path), name="tb")

@@ -25,8 +25,8 @@ from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import TrainingHelper
 from learnscope.plugins import Writer
-from learnscope.plugins import background as background_module
-from learnscope.plugins.background import BackgroundWriters
+from learnscope.plugins.pipeline import background as background_module
+from learnscope.plugins.pipeline.background import BackgroundWriters
 
 pytestmark = [
     pytest.mark.slow,

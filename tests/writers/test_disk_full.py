@@ -39,7 +39,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_log_dir_faults import Quiet, learnscope_callbacks
 from tiny_models import AfterFirstEpoch, loaders, trainer
 
-from learnscope.plugins import projector_files
+from learnscope.plugins.tensorboard import projector_files
 from learnscope.write_limits import set_write_limits
 
 DISK_KIB = 1024

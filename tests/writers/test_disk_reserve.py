@@ -22,8 +22,8 @@ from test_disk_full import _free, fill, small_disk
 from test_log_dir_faults import learnscope_callbacks
 from tiny_models import TinyClassifier, loaders, trainer
 
-from learnscope.plugins import projector_files
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.run_record import append_entries
 from learnscope.write_limits import set_write_limits

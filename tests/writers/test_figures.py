@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from learnscope.autocorrelation import summarize
-from learnscope.plugins import figures
-from learnscope.plugins.figures import (
+from learnscope.plugins.pipeline import figures
+from learnscope.plugins.pipeline.figures import (
     BAND_COLOUR,
     COLOURS,
     acf_figure,
@@ -25,7 +25,7 @@ from learnscope.plugins.figures import (
     figure_pixels,
     scatter_figure,
 )
-from learnscope.plugins.pictures import snapshot_picture
+from learnscope.plugins.pipeline.pictures import snapshot_picture
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, GroupAutocorrelation
 from learnscope.scatter import frame_limits
 
@@ -185,9 +185,9 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
 
     from learnscope.lightning_glue.aligned_views import AlignedViews
     from learnscope.lightning_glue.snapshot_job import compare_snapshot
-    from learnscope.plugins import projector_files
-    from learnscope.plugins.tensorboard import TensorBoardWriter
-    from learnscope.plugins.wandb_autocorrelation import autocorrelation_log
+    from learnscope.plugins.tensorboard import projector_files
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+    from learnscope.plugins.wandb.autocorrelation import autocorrelation_log
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
     monkeypatch.setattr(figures, "_warned", False)

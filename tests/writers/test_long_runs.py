@@ -15,9 +15,10 @@ import torch
 from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
-from learnscope.plugins import projector_files, tensorboard_layout
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import LAYOUT_TAG, multiline
+from learnscope.plugins.tensorboard import layout as tensorboard_layout
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.layout import LAYOUT_TAG, multiline
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import Finding
 from learnscope.storage import open_run_folder
 from learnscope.tags import FINDINGS
@@ -35,7 +36,7 @@ def other_process_writes(run: Path, tag: str, step: int) -> None:
     """A second writer in a second process, as a second trainer on the same run would be."""
     code = (
         "import sys, torch; from pathlib import Path; from learnscope import EmbeddingSnapshot; "
-        "from learnscope.plugins import projector_files; "
+        "from learnscope.plugins.tensorboard import projector_files; "
         "projector_files.write_snapshot(Path(sys.argv[1]), "
         "EmbeddingSnapshot(sys.argv[2], int(sys.argv[3]), torch.randn(4, 3)))"
     )
@@ -180,7 +181,7 @@ def test_layout_changed_by_another_process_is_read_again(tmp_path: Path) -> None
     writer = TensorBoardWriter(run)
     writer.add_charts({"acf": {"lags": multiline(["a/lag_1"])}})
     code = (
-        "import sys; from pathlib import Path; from learnscope.plugins import tensorboard_layout "
+        "import sys; from pathlib import Path; from learnscope.plugins.tensorboard import layout "
         "as t; t.merge_charts(Path(sys.argv[1]), {'loss': {'all': t.multiline(['loss'])}})"
     )
     subprocess.run([sys.executable, "-c", code, str(run)], check=True)

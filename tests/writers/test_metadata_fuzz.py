@@ -21,8 +21,8 @@ import torch
 from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
-from learnscope.plugins.projector_files import metadata_tsv
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard.projector_files import metadata_tsv
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 # ECMAScript WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP and every Zs character) and
 # LineTerminator (LF, CR, LS, PS): what String.prototype.trim() removes.

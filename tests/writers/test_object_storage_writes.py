@@ -25,10 +25,10 @@ from tb_server import tensorboard
 from tiny_models import ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.plugins import projector_files
-from learnscope.plugins.loggers import logger_writers
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import multiline
+from learnscope.plugins.pipeline.loggers import logger_writers
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.layout import multiline
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, Finding, RunEnd, RunStart
 from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_SEGMENTS
 from learnscope.run_record import RecordReader

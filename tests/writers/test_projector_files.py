@@ -10,8 +10,8 @@ import torch
 from readers import ProjectorReader, parse_metadata, png_size
 
 from learnscope import EmbeddingSnapshot
-from learnscope.plugins import projector_files
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 
 def write(run_dir: Path, *snapshots: EmbeddingSnapshot) -> None:
@@ -242,7 +242,7 @@ def test_png_decodes_with_pillow() -> None:
 
     from PIL import Image
 
-    from learnscope.plugins.figures import png_bytes
+    from learnscope.plugins.pipeline.figures import png_bytes
 
     for channels in (1, 2, 3, 4):
         image = np.random.default_rng(channels).integers(0, 256, (7, 9, channels), np.uint8)

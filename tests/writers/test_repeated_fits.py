@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learnscope.plugins import figures
+from learnscope.plugins.pipeline import figures
 from learnscope.records import GroupAutocorrelation
 
 pytestmark = pytest.mark.slow

@@ -21,11 +21,11 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from learnscope.plugins import tensorboard_layout
-from learnscope.plugins.projector_refresh import ProjectorRefresh
-from learnscope.plugins.run_record_writer import RunRecordWriter
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import LAYOUT_TAG, multiline
+from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
+from learnscope.plugins.tensorboard import layout as tensorboard_layout
+from learnscope.plugins.tensorboard.layout import LAYOUT_TAG, multiline
+from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
 

@@ -22,9 +22,9 @@ from tiny_models import TinyClassifier, ZeroBranch, ZeroBranchWithProbe, loaders
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.lightning_glue.snapshot_job import compare_snapshot
-from learnscope.plugins.figures import scatter_figure
-from learnscope.plugins.pictures import snapshot_picture
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.pipeline.figures import scatter_figure
+from learnscope.plugins.pipeline.pictures import snapshot_picture
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
@@ -237,7 +237,7 @@ def test_a_fit_stopped_by_an_exception_ends_the_record_failed(tmp_path: Path) ->
 def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
     tmp_path: Path,
 ) -> None:
-    from learnscope.plugins.run_record_writer import RunRecordWriter
+    from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
     from learnscope.scatter import column_kind
 
     rng = np.random.default_rng(0)
@@ -292,7 +292,7 @@ def test_the_tensorboard_record_names_the_projectors_sprite(tmp_path: Path) -> N
 def test_one_append_per_record_and_a_removed_directory_is_not_made_again(
     tmp_path: Path,
 ) -> None:
-    from learnscope.plugins.run_record_writer import RunRecordWriter
+    from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -313,7 +313,7 @@ def test_the_wandb_record_keeps_every_row_of_a_snapshot_its_table_subsamples(
 ) -> None:
     import wandb
 
-    from learnscope.plugins.wandb import MAX_TABLE_ROWS, WandbWriter
+    from learnscope.plugins.wandb.writer import MAX_TABLE_ROWS, WandbWriter
 
     run = wandb.init(project="t", dir=str(wandb_dir))
     n = MAX_TABLE_ROWS + 50

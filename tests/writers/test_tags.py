@@ -12,8 +12,8 @@ from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
 from learnscope.files import safe_name
-from learnscope.plugins.projector_files import entry_name, read_config, tag_folder
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard.projector_files import entry_name, read_config, tag_folder
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 
 def write(run_dir: Path, *snapshots: EmbeddingSnapshot) -> None:

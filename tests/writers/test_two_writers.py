@@ -24,8 +24,8 @@ from readers import ProjectorReader
 from tb_server import tensorboard
 from test_writer_faults import debris
 
-from learnscope.plugins import projector_files
-from learnscope.plugins.projector_refresh import MARKER_PREFIX
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +38,8 @@ WRITER = """
 import json, os, sys, torch
 from pathlib import Path
 from learnscope import EmbeddingSnapshot
-from learnscope.plugins.projector_refresh import MARKER_PREFIX
-from learnscope.plugins.tensorboard import TensorBoardWriter
+from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 tag, steps = sys.argv[1], int(sys.argv[2])
 own = f"{MARKER_PREFIX}{os.getpid()}-"

@@ -17,8 +17,8 @@ from readers import (
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins import Writers
-from learnscope.plugins.wandb import WandbWriter
-from learnscope.plugins.wandb_view import WandbViewWriter
+from learnscope.plugins.wandb.view_page import WandbViewWriter
+from learnscope.plugins.wandb.writer import WandbWriter
 
 
 def test_embedding_table_has_every_column(wandb_dir: Path) -> None:
@@ -117,7 +117,7 @@ def test_the_view_page_is_logged_at_most_once_a_minute_and_once_final(wandb_dir:
     final one, which holds every snapshot and the run's end; the pages are the record's view."""
     import wandb
 
-    from learnscope.plugins import run_view
+    from learnscope.plugins.views import run_view
     from learnscope.records import CallbackSettings, RunEnd, RunStart
 
     run = wandb.init(project="t", dir=str(wandb_dir))

@@ -22,12 +22,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from learnscope import EmbeddingSnapshot
 from learnscope.files import locked, remove_orphan_temporaries, write_atomic
-from learnscope.plugins import projector_files
-from learnscope.plugins.base import Writer
-from learnscope.plugins.fanout import Writers
-from learnscope.plugins.projector_refresh import MARKER_PREFIX, ProjectorRefresh
-from learnscope.plugins.tensorboard import TensorBoardWriter
-from learnscope.plugins.tensorboard_layout import multiline
+from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.fanout import Writers
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.layout import multiline
+from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, ProjectorRefresh
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 
 def snapshot(tag: str, step: int) -> EmbeddingSnapshot:

@@ -23,7 +23,7 @@ hash of the id, said in the notes. The learnscope tab answers ``/compare`` with
 (or of one pair of keys, ``--tags KEY_A KEY_B``).
 Runs are read through their :class:`~learnscope.storage.RunFolder`, local or on an object
 store (``s3://...``), the tensor files under the checks of
-:func:`learnscope.plugins.sprite_files.read_run_file`.
+:func:`learnscope.plugins.views.sprite_files.read_run_file`.
 Everything here is numpy: nothing imports torch.
 
 Example:
@@ -51,11 +51,11 @@ from typing import Any
 import numpy as np
 
 from learnscope.neighbourhoods import in_spreads, neighbourhood_change, procrustes_rotation
-from learnscope.plugins.embedding_fold import subsample_ids
-from learnscope.plugins.record_checks import DamagedEntry, array_field, rounded, typed_column
-from learnscope.plugins.run_search import run_folder
-from learnscope.plugins.run_view import read_record
-from learnscope.plugins.sprite_files import read_tensor
+from learnscope.plugins.views.embedding_fold import subsample_ids
+from learnscope.plugins.views.record_checks import DamagedEntry, array_field, rounded, typed_column
+from learnscope.plugins.views.run_search import run_folder
+from learnscope.plugins.views.run_view import read_record
+from learnscope.plugins.views.sprite_files import read_tensor
 from learnscope.run_record import RecordReader
 from learnscope.scatter import frame_limits
 from learnscope.storage import LocalFolder, RecordSource, RunFolder

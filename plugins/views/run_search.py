@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from learnscope.plugins.record_checks import is_number
-from learnscope.plugins.run_status import RunEntries, error_text
+from learnscope.plugins.views.record_checks import is_number
+from learnscope.plugins.views.run_status import RunEntries, error_text
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
 from learnscope.storage import LocalFolder, RunFolder, UnreadableFile, open_run_folder
 

@@ -33,8 +33,8 @@ import numpy as np
 
 from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
 from learnscope.files import remove_unheld_lock
-from learnscope.plugins.base import Writer
-from learnscope.plugins.disk_reserve import DiskReserve
+from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS
 from learnscope.records import (
     AutocorrelationSummary,
@@ -99,8 +99,8 @@ class RunRecordWriter(Writer):
             new segment). A local one must exist when a record is written: a removed
             directory is not made again.
         reserve: The free-space reserve of the writer this record belongs to (see
-            :mod:`learnscope.plugins.disk_reserve`): no entry is written while the free space
-            is below it. ``None``: no reserve.
+            :mod:`learnscope.plugins.pipeline.disk_reserve`): no entry is written while the free
+            space is below it. ``None``: no reserve.
 
     Example:
         >>> import tempfile

@@ -18,7 +18,7 @@
   (``TensorBoardWriter.add_charts``), and the charts of older versions are replaced.
 
 The picture per kind of the mean ACF against lag, one curve per group, reaches the Images tab as
-an image record drawn by the writers' picture stage (:mod:`learnscope.plugins.pictures`).
+an image record drawn by the writers' picture stage (:mod:`learnscope.plugins.pipeline.pictures`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from learnscope.plugins.tensorboard_layout import Chart, margin, multiline
+from learnscope.plugins.tensorboard.layout import Chart, margin, multiline
 from learnscope.records import AutocorrelationSummary
 from learnscope.tags import AUTOCORRELATION, ROOT
 
 if TYPE_CHECKING:
-    from learnscope.plugins.tensorboard import TensorBoardWriter
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 
 def autocorrelation_charts(
@@ -94,7 +94,7 @@ def write_autocorrelation(writer: TensorBoardWriter, summary: AutocorrelationSum
     Example:
         >>> import tempfile
         >>> import numpy as np
-        >>> from learnscope.plugins.tensorboard import TensorBoardWriter
+        >>> from learnscope.plugins.tensorboard.writer import TensorBoardWriter
         >>> from learnscope.records import GroupAutocorrelation
         >>> g = GroupAutocorrelation("head", "params", 0.9 ** np.arange(3), 0.9, 0.8, 0.95, None)
         >>> writer = TensorBoardWriter(tempfile.mkdtemp())

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from learnscope import records
-from learnscope.plugins.base import Writer
-from learnscope.plugins.run_view import RunView
-from learnscope.plugins.view_page import page_html, thin_snapshots
+from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.views.run_view import RunView
+from learnscope.plugins.views.view_page import page_html, thin_snapshots
 from learnscope.tags import VIEW, WANDB_STEP
 
 VIEW_KEY = VIEW
@@ -39,7 +39,7 @@ STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
 class WandbViewWriter(Writer):
     """Logs the view page of a wandb run's learnscope record as ``~learnscope/view``.
 
-    It writes no record itself: placed after the :class:`~learnscope.plugins.wandb.WandbWriter`
+    It writes no record itself: placed after the :class:`~learnscope.plugins.wandb.writer.WandbWriter`
     of the same run (which appends each record to the run record first), it notes which step a
     snapshot or an analysis brought, and logs the page made from the record (its
     :class:`ViewPage`) after the first one, then at most once every ``view_every_s`` seconds
@@ -54,7 +54,7 @@ class WandbViewWriter(Writer):
     Example:
         >>> import os, tempfile, wandb  # doctest: +SKIP
         >>> from learnscope.plugins import Writers  # doctest: +SKIP
-        >>> from learnscope.plugins.wandb import WandbWriter  # doctest: +SKIP
+        >>> from learnscope.plugins.wandb.writer import WandbWriter  # doctest: +SKIP
         >>> run = wandb.init(mode="offline", dir=tempfile.mkdtemp())  # doctest: +SKIP
         >>> writers = Writers([WandbWriter(run), WandbViewWriter(run)])  # doctest: +SKIP
     """

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from learnscope.plugins.record_checks import DamagedEntry, list_field, rounded, whole_number
+from learnscope.plugins.views.record_checks import DamagedEntry, list_field, rounded, whole_number
 from learnscope.run_record import decode_array
 
 CHARTED_LAGS = (1, 2, 5, 10, 20, 50)  # ModelAutocorrelation's default lags

@@ -10,13 +10,14 @@ from typing import Any
 from learnscope import records
 from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
-from learnscope.plugins import projector_files, tensorboard_layout
-from learnscope.plugins.base import Writer
-from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
-from learnscope.plugins.event_file import EventFile, EventSegments
-from learnscope.plugins.figures import png_bytes
-from learnscope.plugins.projector_refresh import ProjectorRefresh
-from learnscope.plugins.run_record_writer import RunRecordWriter, Sprite, TensorFile
+from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
+from learnscope.plugins.pipeline.figures import png_bytes
+from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, Sprite, TensorFile
+from learnscope.plugins.tensorboard import layout as tensorboard_layout
+from learnscope.plugins.tensorboard import projector_files
+from learnscope.plugins.tensorboard.event_file import EventFile, EventSegments
+from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
 from learnscope.run_files import EVENTS_SUFFIX, TENSOR_FILE
 from learnscope.storage import LocalFolder, open_run_folder
 from learnscope.tags import FINDINGS
@@ -33,15 +34,15 @@ class TensorBoardWriter(Writer):
     Scalars layout go into an event file.
 
     The writer also keeps the run record, ``learnscope_record.jsonl`` in the run directory
-    (:class:`~learnscope.plugins.run_record_writer.RunRecordWriter`): the snapshots with their
-    aligned view, ids, typed columns and sprite, the autocorrelation analyses, the findings
+    (:class:`~learnscope.plugins.pipeline.run_record_writer.RunRecordWriter`): the snapshots with
+    their aligned view, ids, typed columns and sprite, the autocorrelation analyses, the findings
     table, and the start and end of each run, which learnscope's views read.
 
     Given a run directory, the writer opens an event file of its own there, whose name ends in
     ``.learnscope``, beside the logger's (TensorBoard reads every event file of a run), and
-    writes it directly (:class:`~learnscope.plugins.event_file.EventFile`): a failure (a full
-    disk, a removed directory) is raised by the call that wrote the record, and never reaches
-    the logger's ``SummaryWriter``, which would store it and re-raise it in Lightning's
+    writes it directly (:class:`~learnscope.plugins.tensorboard.event_file.EventFile`): a failure
+    (a full disk, a removed directory) is raised by the call that wrote the record, and never
+    reaches the logger's ``SummaryWriter``, which would store it and re-raise it in Lightning's
     ``log_metrics`` and ``finalize``, taking the fit down. While the run directory's file system
     has less free space than learnscope's reserve (:mod:`learnscope.write_limits`), the writer
     writes nothing there (its event file is opened once there is room), so the last free pages
@@ -149,7 +150,7 @@ class TensorBoardWriter(Writer):
 
         The analysis also goes into the run record.
         """
-        from learnscope.plugins import tensorboard_autocorrelation
+        from learnscope.plugins.tensorboard import autocorrelation as tensorboard_autocorrelation
 
         tensorboard_autocorrelation.write_autocorrelation(self, summary)
         self._end_batch()
@@ -194,7 +195,7 @@ class TensorBoardWriter(Writer):
 
         Example:
             >>> import tempfile
-            >>> from learnscope.plugins.tensorboard_layout import multiline
+            >>> from learnscope.plugins.tensorboard.layout import multiline
             >>> writer = TensorBoardWriter(tempfile.mkdtemp())
             >>> writer.add_charts({"loss": {"all losses": multiline(["train/loss"])}})
             >>> writer.close()

@@ -14,8 +14,8 @@ faster than the disk takes them slows down instead of running out of memory. :me
 waits until everything queued is written; :meth:`close` drains and closes the writers.
 
 **What it owns.** Each :class:`BackgroundWriters` owns its worker thread
-(``learnscope-writer``) and a :class:`~learnscope.plugins.figures.Drawing`, the thread its jobs
-draw pictures on (``learnscope-draw``, started by the first picture); :meth:`close` stops both.
+(``learnscope-writer``) and a :class:`~learnscope.plugins.pipeline.figures.Drawing`, the thread its
+jobs draw pictures on (``learnscope-draw``, started by the first picture); :meth:`close` stops both.
 A queue that has been given a record registers its own :mod:`atexit` call, removed by
 :meth:`close`: a queue still open when the interpreter exits is closed then, what it holds
 written. A queue made with ``writes_nothing`` (the writers of a run that is over) drops what it
@@ -29,8 +29,8 @@ hung file system) keeps only its own thread, a daemon left behind with a message
 thread ends when it has had nothing to do for a few seconds and is started again by the next
 record, so a queue that is not closed yet keeps no idle thread.
 
-Failures: the writers isolate their own (see :class:`~learnscope.plugins.fanout.Writers`); a
-job that raises anything else is logged and skipped. Under ``LEARNSCOPE_STRICT=1`` the first
+Failures: the writers isolate their own (see :class:`~learnscope.plugins.pipeline.fanout.Writers`);
+a job that raises anything else is logged and skipped. Under ``LEARNSCOPE_STRICT=1`` the first
 failure is raised on the training thread, at its next call.
 """
 
@@ -46,9 +46,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from learnscope.plugins.base import Writer, forwards_records
-from learnscope.plugins.fanout import Writers
-from learnscope.plugins.figures import CLOSE_WAIT_S, Drawing
+from learnscope.plugins.pipeline.base import Writer, forwards_records
+from learnscope.plugins.pipeline.fanout import Writers
+from learnscope.plugins.pipeline.figures import CLOSE_WAIT_S, Drawing
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.strict import strict_mode
 from learnscope.write_limits import write_limits

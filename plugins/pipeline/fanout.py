@@ -1,8 +1,8 @@
 """Hand each record to every writer; a failed record is skipped, a failing writer switched off.
 
 The pictures of a record (an aligned snapshot's scatter, an analysis's ACF charts) are drawn here
-once, by the picture stage (:mod:`learnscope.plugins.pictures`), and handed to every writer as
-image records: writers only write what they are handed.
+once, by the picture stage (:mod:`learnscope.plugins.pipeline.pictures`), and handed to every
+writer as image records: writers only write what they are handed.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.base import Writer, forwards_records, shows
-from learnscope.plugins.pictures import analysis_pictures, snapshot_picture
+from learnscope.plugins.pipeline.base import Writer, forwards_records, shows
+from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_picture
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
 from learnscope.strict import strict_mode
 
@@ -59,7 +59,7 @@ class Writers(Writer):
         writers: The writers to call, in order.
 
     Example:
-        >>> from learnscope.plugins.base import Writer
+        >>> from learnscope.plugins.pipeline.base import Writer
         >>> class Flaky(Writer):
         ...     def write_scalars(self, scalars, step):
         ...         if step == 1:
@@ -90,7 +90,7 @@ class Writers(Writer):
         """Merge ``findings`` into the run's table and hand the whole table to every writer.
 
         Example:
-            >>> from learnscope.plugins.base import Writer
+            >>> from learnscope.plugins.pipeline.base import Writer
             >>> class Table(Writer):
             ...     def write_findings(self, findings, step):
             ...         print(step, [(f.subject, f.step) for f in findings])
@@ -112,8 +112,8 @@ class Writers(Writer):
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
         """Hand ``snapshot`` to every writer, then the picture of its aligned view, if any.
 
-        The picture (:func:`~learnscope.plugins.pictures.snapshot_picture`) is drawn once, for
-        the writers that show pictures.
+        The picture (:func:`~learnscope.plugins.pipeline.pictures.snapshot_picture`) is drawn once,
+        for the writers that show pictures.
         """
         self._call("write_embedding", snapshot)
         if snapshot.aligned is not None and self._shown("write_image"):

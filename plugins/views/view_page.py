@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.compare_runs import (
+from learnscope.plugins.views.compare_runs import (
     RunSnapshots,
     compare_every_key,
     compare_runs,
     missing_key,
 )
-from learnscope.plugins.run_search import find_runs, folder_name, run_folder, run_of
-from learnscope.plugins.run_view import RunView
-from learnscope.plugins.view_modules import joined_source
+from learnscope.plugins.views.run_search import find_runs, folder_name, run_folder, run_of
+from learnscope.plugins.views.run_view import RunView
+from learnscope.plugins.views.view_modules import joined_source
 from learnscope.storage import LocalFolder, RunFolder
 
 # Points per key on an exported page: a page is a file to share, and 100,000 points x 50
@@ -87,7 +87,7 @@ def page_html(
 
     Args:
         runs: ``(name, view)`` pairs, views as
-            :func:`learnscope.plugins.run_view.read_view` returns them.
+            :func:`learnscope.plugins.views.run_view.read_view` returns them.
         title: The page title.
         comparison: ``{"a", "b", "keys": {key: comparison}}`` (see
             :func:`compare_pages`), or ``None``.
@@ -96,7 +96,7 @@ def page_html(
         The HTML text.
 
     Example:
-        >>> from learnscope.plugins.run_view import error_view
+        >>> from learnscope.plugins.views.run_view import error_view
         >>> html = page_html([("run", error_view("run", "nothing"))])
         >>> html.count("<script"), html.count("</script")
         (2, 2)

@@ -17,16 +17,16 @@ model holds:
   thumbnails. The points shown are those present in every snapshot, matched by id; at most
   ``max_points``, a fixed subsample chosen by a hash of the id. Coordinates travel as
   little-endian float16, base64-encoded, ``x0 y0 x1 y1 ...`` per snapshot, in the order of
-  ``ids`` (:mod:`learnscope.plugins.embedding_fold`).
+  ``ids`` (:mod:`learnscope.plugins.views.embedding_fold`).
 * **Autocorrelation**: per kind (``params``, ``grads``), groups x lags at each analysis step,
   and the median lag-1 autocorrelation of each group over the steps
-  (:mod:`learnscope.plugins.autocorrelation_fold`).
+  (:mod:`learnscope.plugins.views.autocorrelation_fold`).
 * **Findings**: the newest findings table (every finding of the run so far).
 
 What is attached comes from the record's ``run`` entries, so an empty section says "waiting for
 the first snapshot" while the run goes on, why it is empty once the run ended (the setting and
-the value that would fill it: :mod:`learnscope.plugins.run_status`), and "attach ..." only when
-no ``run`` entry lists that callback. A run whose ``end`` entry says ``failed`` is marked so:
+the value that would fill it: :mod:`learnscope.plugins.views.run_status`), and "attach ..." only
+when no ``run`` entry lists that callback. A run whose ``end`` entry says ``failed`` is marked so:
 ``failed`` holds its exception and the first message says so. A damaged entry is skipped and
 named in ``messages``. Nothing here imports torch, Lightning or TensorBoard.
 """
@@ -37,17 +37,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.autocorrelation_fold import AutocorrelationSeries, fold_autocorrelation
-from learnscope.plugins.embedding_fold import EmbeddingEvolution, snapshot_fields
-from learnscope.plugins.record_checks import (
+from learnscope.plugins.views.autocorrelation_fold import (
+    AutocorrelationSeries,
+    fold_autocorrelation,
+)
+from learnscope.plugins.views.embedding_fold import EmbeddingEvolution, snapshot_fields
+from learnscope.plugins.views.record_checks import (
     DamagedEntry,
     describe_entry,
     finding_row,
     list_field,
 )
-from learnscope.plugins.run_search import folder_name, run_folder
-from learnscope.plugins.run_status import PCA_HINT, RunEntries, error_text, section_status
-from learnscope.plugins.sprite_files import KeptSprite
+from learnscope.plugins.views.run_search import folder_name, run_folder
+from learnscope.plugins.views.run_status import PCA_HINT, RunEntries, error_text, section_status
+from learnscope.plugins.views.sprite_files import KeptSprite
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
 from learnscope.storage import LocalFolder, RecordSource, RunFolder

@@ -9,11 +9,11 @@ skipped with one warning that says what to install, and everything else is still
 keyed by the thread), so a thread that draws and ends would leave a set of open font files
 behind. A :class:`Drawing` owns one drawing thread (``learnscope-draw``, started by its first
 picture); closing it stops the thread and lets go of the fonts. A run's writers
-(:class:`~learnscope.plugins.background.BackgroundWriters`) own one and run their jobs inside
-:meth:`Drawing.current`, so every picture of a fit is drawn on its one thread (which pictures,
-drawn once per record for every writer: :mod:`learnscope.plugins.pictures`). Outside a
-:class:`Drawing` (a writer called directly), a picture is rasterised on the calling thread and
-the fonts are let go at once.
+(:class:`~learnscope.plugins.pipeline.background.BackgroundWriters`) own one and run their jobs
+inside :meth:`Drawing.current`, so every picture of a fit is drawn on its one thread (which
+pictures, drawn once per record for every writer: :mod:`learnscope.plugins.pipeline.pictures`).
+Outside a :class:`Drawing` (a writer called directly), a picture is rasterised on the calling
+thread and the fonts are let go at once.
 
 Functions return ``uint8 [H, W, 3]`` pixels, what :class:`learnscope.records.RenderedImage`
 holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``Figure`` itself.

@@ -1,7 +1,7 @@
 """The picture stage: every picture learnscope shows, drawn once per record for every writer.
 
-The write pipeline (:class:`~learnscope.plugins.fanout.Writers`) asks here for the pictures of
-a record it hands on, and gives them to its writers as :class:`~learnscope.records.
+The write pipeline (:class:`~learnscope.plugins.pipeline.fanout.Writers`) asks here for the
+pictures of a record it hands on, and gives them to its writers as :class:`~learnscope.records.
 RenderedImage` records, so the writers only write what they are handed and a picture shown by
 two dashboards is drawn once:
 
@@ -11,13 +11,18 @@ two dashboards is drawn once:
 * an autocorrelation analysis: one mean-ACF picture per kind, ``~learnscope/autocorrelation/
   <kind>/acf`` (:func:`analysis_pictures`).
 
-Without matplotlib there is no picture (said once, by :func:`~learnscope.plugins.figures.
+Without matplotlib there is no picture (said once, by :func:`~learnscope.plugins.pipeline.figures.
 pictures_available`); everything else is written.
 """
 
 from __future__ import annotations
 
-from learnscope.plugins.figures import acf_images, figure_pixels, pictures_available, scatter_figure
+from learnscope.plugins.pipeline.figures import (
+    acf_images,
+    figure_pixels,
+    pictures_available,
+    scatter_figure,
+)
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, RenderedImage
 from learnscope.scatter import label_column, labels_of
 from learnscope.tags import embedding_picture

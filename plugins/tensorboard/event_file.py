@@ -3,9 +3,9 @@
 ``SummaryWriter`` hands every record to a thread of its own, which writes it later: a failure
 (a full disk, a removed directory) then surfaces on another record than the one that caused
 it, or as a traceback printed by that thread. learnscope already writes on a worker thread of
-its own (:mod:`learnscope.plugins.background`), so its event file is written directly: a record
-is in the file when :meth:`EventFile.add_summary` returns, and a failure is raised by that call.
-A record the disk could only take in part is cut off again, so the file never ends in half a
+its own (:mod:`learnscope.plugins.pipeline.background`), so its event file is written directly: a
+record is in the file when :meth:`EventFile.add_summary` returns, and a failure is raised by that
+call. A record the disk could only take in part is cut off again, so the file never ends in half a
 record (TensorBoard stops reading a file at one). On an object store, which cannot append, a
 batch of records is one new event file instead (:class:`EventSegments`).
 """

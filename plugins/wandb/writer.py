@@ -2,7 +2,7 @@
 
 Each writer owns what it keeps between calls, its run record; nothing is shared between
 writers. The view page made from that record is logged by its own consumer of the records,
-:class:`~learnscope.plugins.wandb_view.WandbViewWriter`, which a W&B logger gets beside this one.
+:class:`~learnscope.plugins.wandb.view_page.WandbViewWriter`, which a W&B logger gets beside this one.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import numpy as np
 
 from learnscope import records
 from learnscope.optional import import_optional
-from learnscope.plugins.base import Writer
-from learnscope.plugins.disk_reserve import DiskReserve, snapshot_bytes
-from learnscope.plugins.run_record_writer import RunRecordWriter
-from learnscope.plugins.wandb_scatter import pca_scatter_chart
+from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
+from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
+from learnscope.plugins.wandb.scatter import pca_scatter_chart
 from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
 
 STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
@@ -42,9 +42,9 @@ class WandbWriter(Writer):
 
     The writer keeps the run record, ``learnscope_record.jsonl``, in the run's own files
     folder (``run.dir``, uploaded with the run; see
-    :class:`~learnscope.plugins.run_record_writer.RunRecordWriter`); the training-dynamics view
+    :class:`~learnscope.plugins.pipeline.run_record_writer.RunRecordWriter`); the training-dynamics view
     page made from that record (``~learnscope/view``) is logged by a
-    :class:`~learnscope.plugins.wandb_view.WandbViewWriter` placed after this writer.
+    :class:`~learnscope.plugins.wandb.view_page.WandbViewWriter` placed after this writer.
 
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
@@ -74,7 +74,7 @@ class WandbWriter(Writer):
         More than 10,000 rows are subsampled deterministically, with a warning. A snapshot with
         ``pca_x``/``pca_y`` columns also gets a scatter chart
         ``~learnscope/embeddings/<key>/pca_scatter`` coloured by its first metadata column (see
-        ``learnscope.plugins.wandb_scatter``).
+        ``learnscope.plugins.wandb.scatter``).
 
         A metadata column named like one of the writer's own columns (``embedding``, ``step``,
         ``stage``, ``image``) would give the table two columns of one name; it is renamed
@@ -146,7 +146,7 @@ class WandbWriter(Writer):
 
     def write_autocorrelation(self, summary: records.AutocorrelationSummary) -> None:
         """Log the scalars and a line-series chart per kind (``wandb_autocorrelation``)."""
-        from learnscope.plugins.wandb_autocorrelation import autocorrelation_log
+        from learnscope.plugins.wandb.autocorrelation import autocorrelation_log
 
         self.run.log(autocorrelation_log(self.wandb, summary, STEP_KEY))
         self.record.write_autocorrelation(summary)

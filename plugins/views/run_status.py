@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from learnscope.plugins.autocorrelation_fold import CHARTED_LAGS
-from learnscope.plugins.record_checks import DamagedEntry, is_number, list_field, whole_number
+from learnscope.plugins.views.autocorrelation_fold import CHARTED_LAGS
+from learnscope.plugins.views.record_checks import DamagedEntry, is_number, list_field, whole_number
 from learnscope.run_record import FORMAT as RECORD_FORMAT
 
 PCA_HINT = "run with EmbeddingProjector(aligned_pca=True)"

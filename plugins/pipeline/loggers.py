@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.base import Writer
-from learnscope.plugins.metrics import LoggerMetricsWriter
-from learnscope.plugins.run_record_writer import RunRecordWriter
+from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.metrics import LoggerMetricsWriter
+from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
 from learnscope.shell import shell_command
 from learnscope.storage import LocalFolder, MissingFileSystem, open_run_folder
 
@@ -33,15 +33,15 @@ log = logging.getLogger("learnscope")
 
 def _tensorboard(logger: Any) -> list[Writer]:
     """A writer with its own event file in the logger's run directory (never the logger's)."""
-    from learnscope.plugins.tensorboard import TensorBoardWriter
+    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
     return [TensorBoardWriter(logger.log_dir)]
 
 
 def _wandb(logger: Any) -> list[Writer]:
     """A writer into the logger's run and its view page; none when the run is disabled."""
-    from learnscope.plugins.wandb import WandbWriter, disabled_by, run_mode
-    from learnscope.plugins.wandb_view import WandbViewWriter
+    from learnscope.plugins.wandb.view_page import WandbViewWriter
+    from learnscope.plugins.wandb.writer import WandbWriter, disabled_by, run_mode
 
     run = logger.experiment
     if run_mode(run) == "disabled":
@@ -174,7 +174,7 @@ def stand_in_writers(logger: Any) -> list[Writer]:
     writers: list[Writer] = [LoggerMetricsWriter(logger)]
     log_dir = getattr(logger, "log_dir", None)
     if isinstance(log_dir, str | Path):
-        from learnscope.plugins.disk_reserve import DiskReserve
+        from learnscope.plugins.pipeline.disk_reserve import DiskReserve
 
         folder = open_run_folder(log_dir)
         folder.make()

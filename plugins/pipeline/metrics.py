@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from learnscope.plugins.base import Writer
+from learnscope.plugins.pipeline.base import Writer
 from learnscope.tags import plain_name
 
 

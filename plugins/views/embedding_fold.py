@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.plugins.record_checks import (
+from learnscope.plugins.views.record_checks import (
     DamagedEntry,
     array_field,
     is_number,

@@ -6,7 +6,7 @@ store such as ``s3://bucket/runs/version_0``), and only when its path is relativ
 ``..``. On a local disk the file must also be reached through no symbolic link and be a regular
 file (a FIFO never blocks a view). Everywhere its size is capped (a sprite: a PNG of at most
 4 MB; a tensor: exactly the bytes its shape says, at most 1 GiB), and a file that fails a
-check is a :class:`~learnscope.plugins.record_checks.DamagedEntry` saying why. Nothing here
+check is a :class:`~learnscope.plugins.views.record_checks.DamagedEntry` saying why. Nothing here
 imports torch.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.plugins.record_checks import DamagedEntry, sprite_fields
-from learnscope.plugins.run_search import run_folder
+from learnscope.plugins.views.record_checks import DamagedEntry, sprite_fields
+from learnscope.plugins.views.run_search import run_folder
 from learnscope.storage import RunFolder, UnreadableFile
 
 MAX_SPRITE_BYTES = 4_000_000  # thumbnails larger than this stay out of the view

@@ -34,7 +34,7 @@ import numpy as np
 
 from learnscope.files import inside, safe_name
 from learnscope.optional import import_optional
-from learnscope.plugins.figures import pictures_available, png_bytes
+from learnscope.plugins.pipeline.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
 from learnscope.run_files import (
     METADATA_FILE,

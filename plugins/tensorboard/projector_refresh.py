@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from learnscope.plugins.event_file import framed, version_event
+from learnscope.plugins.tensorboard.event_file import framed, version_event
 from learnscope.run_files import REFRESH_MARKER_PREFIX
 
 MARKER_PREFIX = REFRESH_MARKER_PREFIX

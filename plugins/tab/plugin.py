@@ -3,19 +3,19 @@
 TensorBoard finds it through the ``tensorboard_plugins`` entry point (``pip install
 learnscope[tensorboard]``) and shows a **learnscope** tab when a run under ``--logdir`` holds
 a learnscope run record. The tab is a few plain ES modules (``static/*.js``,
-:mod:`learnscope.plugins.view_modules`): TensorBoard loads ``index.js`` in an iframe, which
+:mod:`learnscope.plugins.views.view_modules`): TensorBoard loads ``index.js`` in an iframe, which
 imports the others by relative URL and fetches, relative to ``data/plugin/learnscope/``:
 
 * ``/index.js``, ``/model.js``, ...: the modules, each at its own route;
 * ``/runs``: the runs with a record, ``[{"name", "time", "failed", "has_data"}]`` sorted by
   name (names relative to the log directory; ``time`` is when the run started; ``failed`` the
   exception of a newest run that failed, else ``null``; ``has_data`` whether the record holds
-  any data: :func:`learnscope.plugins.run_search.run_outcome`), so the tab opens the newest run
-  that has data and marks the failed ones;
-* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.run_view.RunView`);
+  any data: :func:`learnscope.plugins.views.run_search.run_outcome`), so the tab opens the newest
+  run that has data and marks the failed ones;
+* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.views.run_view.RunView`);
 * ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&step_a=STEP&step_b=STEP]``: run A's ``key``
   beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on the
-  points they share (:func:`learnscope.plugins.compare_runs.compare_runs`), the newest step of
+  points they share (:func:`learnscope.plugins.views.compare_runs.compare_runs`), the newest step of
   each unless steps are given.
 
 The log directory is a local path or any fsspec URL (``tensorboard --logdir
@@ -48,10 +48,10 @@ from typing import Any, NamedTuple
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from learnscope.plugins import run_search, view_modules
-from learnscope.plugins.compare_runs import Comparisons, comparison_error
-from learnscope.plugins.run_search import RecordStamp, run_of
-from learnscope.plugins.run_view import RunView, error_view
+from learnscope.plugins.views import run_search, view_modules
+from learnscope.plugins.views.compare_runs import Comparisons, comparison_error
+from learnscope.plugins.views.run_search import RecordStamp, run_of
+from learnscope.plugins.views.run_view import RunView, error_view
 from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
 
 log = logging.getLogger("learnscope")
@@ -319,7 +319,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         """Every run under the log directory: when it started, and how it ended.
 
         A record is read again only when its stamp changed since the last search
-        (:func:`~learnscope.plugins.run_search.record_stamp`): its first line when it is
+        (:func:`~learnscope.plugins.views.run_search.record_stamp`): its first line when it is
         another record, its end when it was written.
         """
         assert self.folder is not None

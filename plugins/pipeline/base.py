@@ -92,8 +92,8 @@ RECORD_KINDS = (
     "write_run_end",
 )
 """Every kind of record, by the :class:`Writer` method that shows it: the one table that the
-fan-out (:class:`~learnscope.plugins.fanout.Writers`) and the worker thread
-(:class:`~learnscope.plugins.background.BackgroundWriters`) forward, with
+fan-out (:class:`~learnscope.plugins.pipeline.fanout.Writers`) and the worker thread
+(:class:`~learnscope.plugins.pipeline.background.BackgroundWriters`) forward, with
 :func:`forwards_records`."""
 
 _Class = TypeVar("_Class", bound=type)
