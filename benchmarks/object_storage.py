@@ -199,7 +199,7 @@ def tab_open(logdir: str, s3: Any) -> dict[str, Any]:
     runs = find_runs(root)
     views = [read_view(root.child(run) if run != "." else root) for run in runs]
     seconds = time.perf_counter() - begin
-    snapshots = sum(len(v.get("embeddings", {}).get("steps", [])) for v in views)
+    snapshots = sum(len(key["steps"]) for view in views for key in view["embeddings"])
     return {
         "seconds": seconds,
         "runs": len(runs),
