@@ -11,7 +11,7 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE, lock_name
@@ -235,23 +235,39 @@ def move_aside(path: Path, error: Exception, what: str, then: str) -> Path:
         >>> move_aside(bad, ValueError("cut short"), "the layout", "a new one is started").name
         'layout.json.corrupt-...'
     """
-    moment = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside = path.with_name(f"{path.name}.corrupt-{moment}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = path.with_name(f"{path.name}.corrupt-{moment}-{n}")
+    aside = path.with_name(aside_name(path.name, lambda name: path.with_name(name).exists()))
     os.replace(path, aside)
+    say_moved_aside(str(path), what, error, aside.name, then)
+    return aside
+
+
+def aside_name(name: str, taken: Callable[[str], bool]) -> str:
+    """``<name>.corrupt-<UTC time>``, with ``-2``, ``-3``, ... while ``taken`` says it is used.
+
+    Example:
+        >>> aside_name("layout.json", lambda name: False).startswith("layout.json.corrupt-")
+        True
+    """
+    moment = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = f"{name}.corrupt-{moment}"
+    n = 1
+    while taken(aside):
+        n += 1
+        aside = f"{name}.corrupt-{moment}-{n}"
+    return aside
+
+
+def say_moved_aside(location: str, what: str, error: Exception, aside: str, then: str) -> None:
+    """The one warning that an unreadable file was moved aside (see :func:`move_aside`)."""
     log.warning(
         "learnscope: %s %s cannot be read (%s: %s); it is moved aside to %s and %s",
         what,
-        path,
+        location,
         type(error).__name__,
         error,
-        aside.name,
+        aside,
         then,
     )
-    return aside
 
 
 def _running(pid: int) -> bool:

@@ -11,8 +11,7 @@ import abc
 import contextlib
 import logging
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger("learnscope")
@@ -211,32 +210,3 @@ class RunFolder(abc.ABC):
             for name in folders:
                 if name not in skipped and not name.startswith(prefix):
                     stack.append(f"{relative}/{name}" if relative else name)
-
-
-def aside_name(name: str, taken: Callable[[str], bool]) -> str:
-    """``<name>.corrupt-<UTC time>``, with ``-2``, ``-3``, ... while ``taken`` says it is used.
-
-    Example:
-        >>> aside_name("layout.json", lambda name: False).startswith("layout.json.corrupt-")
-        True
-    """
-    moment = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside = f"{name}.corrupt-{moment}"
-    n = 1
-    while taken(aside):
-        n += 1
-        aside = f"{name}.corrupt-{moment}-{n}"
-    return aside
-
-
-def say_set_aside(location: str, what: str, error: Exception, aside: str, then: str) -> None:
-    """The warning of :meth:`RunFolder.set_aside`."""
-    log.warning(
-        "learnscope: %s %s cannot be read (%s: %s); it is moved aside to %s and %s",
-        what,
-        location,
-        type(error).__name__,
-        error,
-        aside,
-        then,
-    )

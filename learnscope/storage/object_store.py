@@ -26,14 +26,13 @@ import re
 import secrets
 from typing import Any
 
+from learnscope.files import aside_name, say_moved_aside
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
 from learnscope.storage.folder import (
     RecordSource,
     RunFolder,
     UnreadableFile,
-    aside_name,
     check_relative,
-    say_set_aside,
 )
 
 _SEGMENT = re.compile(r"^(\d{12})-[0-9a-z]+\.jsonl$")
@@ -133,7 +132,7 @@ class ObjectStoreFolder(RunFolder):
         aside = aside_name(name, lambda taken: self._info(f"{parent}/{taken}") is not None)
         self.fs.copy(full, f"{parent}/{aside}")
         self.remove(path)
-        say_set_aside(f"{self.location}/{path}", what, error, aside, then)
+        say_moved_aside(f"{self.location}/{path}", what, error, aside, then)
         return aside
 
     def listing(self, path: str = "") -> tuple[list[str], list[str]]:

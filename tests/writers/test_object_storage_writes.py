@@ -248,3 +248,22 @@ def test_credentials_refused_mid_run_switch_the_writer_off_once(
     assert len(switched_off) == 1 and "credentials" in switched_off[0].getMessage()
     assert "ExpiredToken" in line or "PermissionError" in line or "denied" in line.lower()
     assert os.environ.get("AWS_MAX_ATTEMPTS") == "1"
+
+
+def test_a_damaged_config_on_a_store_is_set_aside_and_a_new_one_started(
+    memory_store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = open_run_folder("memory://runs/damaged")
+    folder.write(PROJECTOR_CONFIG, b"embeddings { tensor_name: ")  # cut short
+    writer = TensorBoardWriter("memory://runs/damaged")
+    with caplog.at_level(logging.WARNING, logger="learnscope"):
+        writer.write_embedding(EmbeddingSnapshot("enc", 3, torch.randn(4, 2)))
+    writer.close()
+
+    _, files = folder.listing()
+    (aside,) = [name for name in files if name.startswith(f"{PROJECTOR_CONFIG}.corrupt-")]
+    assert folder.read(aside, max_bytes=100) == b"embeddings { tensor_name: "  # kept as found
+    names = [e.tensor_name for e in projector_files.read_config(folder).embeddings]
+    assert names == ["enc/step_000000003"]
+    (said,) = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert aside in said and "memory://runs/damaged/projector_config.pbtxt" in said
