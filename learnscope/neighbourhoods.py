@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+NEIGHBOURS = 10  # k: the nearest neighbours a changed neighbourhood is counted over, everywhere
 BLOCK_BYTES = 32 << 20  # the distances of one block of rows, at most
 _SPARE = 4  # candidates beyond k whose distances are computed again exactly
 

@@ -50,7 +50,12 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.neighbourhoods import in_spreads, neighbourhood_change, procrustes_rotation
+from learnscope.neighbourhoods import (
+    NEIGHBOURS,
+    in_spreads,
+    neighbourhood_change,
+    procrustes_rotation,
+)
 from learnscope.plugins.views.embedding_fold import subsample_ids
 from learnscope.plugins.views.record_checks import DamagedEntry, array_field, rounded, typed_column
 from learnscope.plugins.views.run_search import run_folder
@@ -61,7 +66,6 @@ from learnscope.scatter import frame_limits
 from learnscope.storage import LocalFolder, RecordSource, RunFolder
 
 FORMAT = "learnscope-compare/1"
-NEIGHBOURS = 10  # k: the neighbours compared per point
 MAX_COMPARED = 20_000  # shared points compared; more are subsampled by a hash of the id
 MOST_DIFFERENT = 20  # points listed whose neighbourhoods differ most
 # The aligned views of identical snapshots coincide: B's rotated view lies within this many

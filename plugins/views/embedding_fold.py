@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from learnscope.neighbourhoods import NEIGHBOURS
 from learnscope.plugins.views.record_checks import (
     DamagedEntry,
     array_field,
@@ -271,6 +272,7 @@ class EmbeddingEvolution:
             "columns": columns,
             "points_total": total,
             "points_shown": len(ids),
+            "neighbours": NEIGHBOURS,  # the k of the movers, as for two runs compared
             "sprite": None if sprite is None else {**sprite, "rows": rows.tolist()},
             "notes": notes,
         }

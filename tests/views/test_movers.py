@@ -46,3 +46,24 @@ def test_movers_rank_by_the_neighbourhood_change_of_the_comparison(tmp_path: Pat
     np.testing.assert_allclose(js["change"], 1 - kept / 10, atol=1e-6)
     np.testing.assert_allclose(js["drift"], drift, rtol=1e-5)
     assert np.bincount(kept).max() > 1 and len(set(drift.round(6))) == len(drift)  # ties broken
+
+
+def test_the_movers_count_the_k_the_view_model_gives_as_the_comparison_does(
+    tmp_path: Path,
+) -> None:
+    from record_entries import snapshot_entry
+
+    from learnscope.neighbourhoods import NEIGHBOURS
+    from learnscope.plugins.views import compare_runs
+    from learnscope.plugins.views.run_view import read_view
+    from learnscope.run_files import RECORD_FILE
+    from learnscope.run_record import append_entries
+
+    ids = [str(i) for i in range(12)]
+    xy = np.random.default_rng(0).normal(size=(12, 2))
+    append_entries(tmp_path / RECORD_FILE, [snapshot_entry("enc", 3, xy, ids)])
+    (embedding,) = read_view(tmp_path)["embeddings"]
+    assert embedding["neighbours"] == NEIGHBOURS  # one k, defined in learnscope.neighbourhoods
+    assert compare_runs.NEIGHBOURS is NEIGHBOURS
+    movers = (STATIC / "movers.js").read_text("utf-8")
+    assert "e.neighbours" in movers and "const NEIGHBOURS" not in movers

@@ -101,7 +101,7 @@ export class EmbeddingPanel {
     Object.assign(this.state, { key: e.key, points: n, pointsTotal: e.points_total, steps: e.steps,
       hovered: null, pinned: null, movers: [] });
     this.bar.showEmbedding(e);
-    this.movers.showSteps(e.steps);
+    this.movers.showSteps(e.steps, e.neighbours);
     this.note.textContent = `${n.toLocaleString()} points` +
       (e.points_total > n ? ` of ${e.points_total.toLocaleString()} (a fixed subsample by id)` : '') +
       `, ${e.steps.length} snapshot${e.steps.length === 1 ? '' : 's'}`;

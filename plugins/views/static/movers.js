@@ -2,11 +2,11 @@
 // of them beside the scatter. A changed neighbourhood is defined once, in
 // learnscope/neighbourhoods.py (neighbourhood_change, which ranks the points of a comparison of
 // two runs): the neighbours a point kept of its k nearest, then how far its old ones went (its
-// drift); here it is applied to two snapshots of the 2-D view, the coordinates the page holds.
+// drift); here it is applied to two snapshots of the 2-D view, the coordinates the page holds,
+// with the same k, which the view model gives (``neighbours`` of each key).
 
 import { columnText, el } from './dom.js';
 
-const NEIGHBOURS = 10;
 const LISTED = 20;
 
 /** For each point, indices of its k nearest neighbours (2D, brute force), as an Int32Array. */
@@ -75,9 +75,9 @@ export class MoversList {
     this.from = el('select', { 'aria-label': 'movers from', title: 'The earlier snapshot' });
     this.to = el('select', { 'aria-label': 'movers to', title: 'The later snapshot' });
     this.list = el('div', { class: 'ls-movers' });
+    this.title = el('h2', { text: 'Movers: nearest neighbours replaced' });
     this.nodes = [
-      el('h2', { text: `Movers: ${NEIGHBOURS} nearest neighbours replaced`,
-        title: `The points whose ${NEIGHBOURS} nearest neighbours in the 2-D view changed most` }),
+      this.title,
       el('div', { class: 'ls-hint', text: 'Of its nearest neighbours in the 2-D view, the share ' +
         'replaced between the two steps; of equal shares, first the point whose old neighbours ' +
         'went farthest (x: their mean distance now over that of its new ones).' }),
@@ -87,8 +87,11 @@ export class MoversList {
     ];
   }
 
-  /** Offer the snapshots of ``steps``: from the one before the last to the last. */
-  showSteps(steps) {
+  /** Offer the snapshots of ``steps`` (from the one before the last to the last), ``k`` neighbours. */
+  showSteps(steps, k) {
+    this.k = k;
+    this.title.textContent = `Movers: ${k} nearest neighbours replaced`;
+    this.title.title = `The points whose ${k} nearest neighbours in the 2-D view changed most`;
     for (const s of [this.from, this.to]) {
       s.textContent = '';
       steps.forEach((step, i) => s.append(el('option', { value: i, text: `step ${step}` })));
@@ -105,7 +108,7 @@ export class MoversList {
   find(e) {
     const a = +this.from.value, b = +this.to.value;
     const n = e.ids.length;
-    const { change, drift } = neighbourChange(e.frames[a], e.frames[b], n, Math.min(NEIGHBOURS, n - 1));
+    const { change, drift } = neighbourChange(e.frames[a], e.frames[b], n, Math.min(e.neighbours, n - 1));
     const order = Array.from({ length: n }, (_, i) => i)
       .sort((i, j) => change[j] - change[i] || drift[j] - drift[i] || i - j);
     const top = order.slice(0, LISTED);
@@ -114,7 +117,7 @@ export class MoversList {
     this.list.append(el('table', {}, [
       el('tr', {}, [el('th', { text: 'id', title: "the point's id" }),
         el('th', { text: label ? label.name : '', title: label ? `its ${label.name}` : '' }),
-        el('th', { text: 'replaced', title: `the share of its ${NEIGHBOURS} nearest neighbours replaced` }), el('th', { text: 'farther', title: 'how far its old neighbours went: their mean distance now over that of its new ones' })]),
+        el('th', { text: 'replaced', title: `the share of its ${e.neighbours} nearest neighbours replaced` }), el('th', { text: 'farther', title: 'how far its old neighbours went: their mean distance now over that of its new ones' })]),
       ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.onPick(k) }, [
         el('td', { text: e.ids[k] }),
         el('td', { text: label ? columnText(label, k) : '' }),
