@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from learnscope.scatter import spread
+
 NEIGHBOURS = 10  # k: the nearest neighbours a changed neighbourhood is counted over, everywhere
 BLOCK_BYTES = 32 << 20  # the distances of one block of rows, at most
 _SPARE = 4  # candidates beyond k whose distances are computed again exactly
@@ -143,8 +145,8 @@ def in_spreads(xy: np.ndarray) -> np.ndarray:
     """
     finite = np.isfinite(xy).all(1)
     centred = xy - (xy[finite].mean(0) if finite.any() else 0.0)
-    spread = float(np.sqrt((centred[finite] ** 2).sum(1).mean())) if finite.any() else 0.0
-    return centred / (spread if spread > 0 and math.isfinite(spread) else 1.0)
+    scale = spread(centred)
+    return centred / (scale if scale > 0 and math.isfinite(scale) else 1.0)
 
 
 def procrustes_rotation(b: np.ndarray, a: np.ndarray) -> np.ndarray:

@@ -49,6 +49,21 @@ def labels_of(metadata: Mapping[str, Sequence[Any]]) -> Sequence[Any] | None:
     return None if name is None else metadata[name]
 
 
+def spread(xy: np.ndarray) -> float:
+    """A view's spread: the root-mean-square distance of its finite points from the origin.
+
+    The one definition the aligned view, the pictures, the tab and the comparison use; ``0.0``
+    without a finite point.
+
+    Example:
+        >>> spread(np.array([[3.0, 4.0], [0.0, 0.0], [np.nan, 1.0]]))
+        3.5355...
+    """
+    finite = np.asarray(xy, np.float64)
+    finite = finite[np.isfinite(finite).all(1)]
+    return float(np.sqrt((finite**2).sum(1).mean())) if len(finite) else 0.0
+
+
 def frame_limits(xy: np.ndarray, keep: float = 0.995) -> Limits:
     """A square frame centred on the origin that holds ``keep`` of the points, in round units.
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from learnscope.projection import AlignedPCA
-from learnscope.scatter import Limits, frame_limits
+from learnscope.scatter import Limits, frame_limits, spread
 
 
 class View(NamedTuple):
@@ -96,15 +96,15 @@ class AlignedViews:
         pca.load_state_dict({"dims": state["dims"], "views": {key: previous} if previous else {}})
         coords = pca.fit_transform(key, vectors, ids)
         xy = coords[:, :2].numpy()
-        spread = float(np.sqrt((xy**2).sum(1).mean())) if len(xy) else 0.0
-        xy = xy / spread if spread > 0 else xy
+        scale = spread(xy)
+        xy = xy / scale if scale > 0 else xy
         limits = limits or frame_limits(xy)
         with self._lock:
             state = self._pca.state_dict()
             state["views"][key] = pca.state_dict()["views"][key]
             self._pca.load_state_dict(state)
             limits = self._limits.setdefault(key, limits)
-        return View(coords, spread, xy, limits)
+        return View(coords, scale, xy, limits)
 
     def state_dict(self) -> dict[str, Any]:
         """The PCA views and frames: ``{"pca": ..., "limits": {key: limits}}``."""

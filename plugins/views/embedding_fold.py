@@ -30,6 +30,7 @@ from learnscope.plugins.views.record_checks import (
     typed_column,
     whole_number,
 )
+from learnscope.scatter import spread as view_spread
 
 
 def subsample_ids(ids: list[str], count: int) -> list[str]:
@@ -172,9 +173,7 @@ class EmbeddingEvolution:
             order = RowOrder(ids, index)
         spread = entry.get("spread")
         if not (is_number(spread) and math.isfinite(spread) and spread > 0):
-            finite = xy[np.isfinite(xy).all(1)].astype(np.float64)
-            spread = float(np.sqrt((finite**2).sum(1).mean())) if len(finite) else 0.0
-            spread = spread if spread > 0 else 1.0
+            spread = view_spread(xy) or 1.0
         with np.errstate(over="ignore", invalid="ignore"):
             scaled = (xy.astype(np.float64) / spread).astype("<f2")
         snapshot = ScaledSnapshot(step, order, scaled, float(spread))
