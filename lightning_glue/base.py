@@ -31,16 +31,16 @@ import inspect
 import logging
 import sys
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
 from learnscope.lightning_glue import session
+from learnscope.lightning_glue.parts import Parts
 from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.records.run import CallbackSettings, call_settings
-from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
 
@@ -149,7 +149,7 @@ class LearnscopeCallback(_Base):
         super().__init__()
         self._session: WriterSession | None = None
         self._session_trainer: weakref.ref[Any] | None = None
-        self.switched_off: set[str] = set()
+        self.parts = Parts(type(self).__name__)  # its diagnostics, and which are switched off
 
     def __getstate__(self) -> dict[str, Any]:
         """This callback's state without the writer session and the trainer it serves."""
@@ -265,35 +265,18 @@ class LearnscopeCallback(_Base):
             joined.tell_unshown(methods, warn_without_logger=warn_without_logger)
         return joined.writers()
 
+    @property
+    def switched_off(self) -> set[str]:
+        """The diagnostics a failure switched off (see :class:`Parts`)."""
+        return self.parts.switched_off
+
     def is_on(self, part: str) -> bool:
         """Whether diagnostic ``part`` is still switched on."""
-        return part not in self.switched_off
+        return self.parts.is_on(part)
 
-    @contextlib.contextmanager
-    def guard(self, part: str, record: str | None = None) -> Iterator[None]:
-        """Run a diagnostic; on failure log it once with its traceback and switch it off.
-
-        Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the failure is raised
-        instead, so that learnscope's own bugs fail its tests.
-
-        Args:
-            part: A short name of the diagnostic, such as ``"embedding projector"``.
-            record: What it was working on, for the message, such as ``"step 40"``.
-        """
-        try:
-            yield
-        except Exception as error:
-            if strict_mode():
-                raise
-            log.exception(
-                "learnscope: %s of %s failed%s (%s: %s) and is switched off; training goes on",
-                part,
-                type(self).__name__,
-                f" on {record}" if record else "",
-                type(error).__name__,
-                error,
-            )
-            self.switched_off.add(part)
+    def guard(self, part: str, record: str | None = None) -> contextlib.AbstractContextManager:
+        """Run a diagnostic; on failure log it once and switch it off (:meth:`Parts.guard`)."""
+        return self.parts.guard(part, record)
 
 
 def _given_arguments(function: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> frozenset[str]:

@@ -240,7 +240,7 @@ class EmbeddingProjector(LearnscopeCallback):
         rows, self._rows = self._rows, None
         if due and self.gather and trainer.world_size > 1:  # every rank takes part
             rows = gather_rows(
-                trainer, rows, self, self.tag, self.max_points, self.ids_fn is not None
+                trainer, rows, self.parts, self.tag, self.max_points, self.ids_fn is not None
             )
         if rows is None or not trainer.is_global_zero or not self.is_on(SNAPSHOTS):
             return
@@ -249,7 +249,7 @@ class EmbeddingProjector(LearnscopeCallback):
         # Everything after the gather runs on the writers' worker thread, so the training
         # thread only waits for it when the queue is full (the rows are this job's alone).
         job = partial(
-            write_snapshot, rows, parts=self, tag=self.tag, module=self.module, views=views
+            write_snapshot, rows, parts=self.parts, tag=self.tag, module=self.module, views=views
         )
         writers.submit(job, size=rows.nbytes())
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from learnscope.embedding_rows import EmbeddingRows
-from learnscope.lightning_glue.snapshot_job import SNAPSHOTS, Parts
+from learnscope.lightning_glue.parts import Parts
+from learnscope.lightning_glue.snapshot_job import SNAPSHOTS
 
 
 def gather_rows(
@@ -27,7 +28,7 @@ def gather_rows(
     Args:
         trainer: The Lightning trainer (``world_size``, ``is_global_zero``).
         rows: This rank's rows, or ``None`` when it holds none.
-        parts: The callback whose part runs here.
+        parts: The callback's parts; its :data:`SNAPSHOTS` part runs here.
         tag: The snapshot's tag, for messages.
         max_points: Rows in the merged snapshot at most.
         by_id: Whether rows are chosen by id (the same id on two ranks is kept once).

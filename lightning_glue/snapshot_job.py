@@ -3,7 +3,8 @@
 Runs on the worker thread of :class:`~learnscope.plugins.pipeline.background.BackgroundWriters`, so
 the training thread waits only when the queue is full. Everything it reads is passed to it; what it
 changes is the :class:`~learnscope.lightning_glue.aligned_views.AlignedViews` it is given (which
-is safe from both threads) and which parts its ``parts`` switch off after a failure.
+is safe from both threads) and the callback's :class:`~learnscope.lightning_glue.parts.Parts`
+(which parts a failure switches off, under its lock).
 
 **Comparing snapshots.** With ``views``, every snapshot also gets ``pca_x``, ``pca_y`` and
 ``pca_z`` columns from a PCA turned to match the previous snapshot's view
@@ -17,14 +18,13 @@ draws its scatter, ``~learnscope/embeddings/<tag>/<stage>/pca``, from it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from typing import Protocol
 
 import torch
 
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
+from learnscope.lightning_glue.parts import Parts
 from learnscope.plugins import Writers
 from learnscope.records import (
     AlignedView,
@@ -37,18 +37,6 @@ log = logging.getLogger("learnscope")
 
 SNAPSHOTS = "embedding projector"  # the parts a failure switches off
 COMPARISON = "embedding comparison"
-
-
-class Parts(Protocol):
-    """Runs each part inside a guard that switches it off after a failure (a callback)."""
-
-    def guard(self, part: str, record: str | None = None) -> contextlib.AbstractContextManager:
-        """Run part ``part``; on failure log it and switch it off."""
-        ...
-
-    def is_on(self, part: str) -> bool:
-        """Whether part ``part`` is still switched on."""
-        ...
 
 
 def write_snapshot(
@@ -65,7 +53,7 @@ def write_snapshot(
     Args:
         rows: The epoch's rows (this job's alone).
         writers: The writers, on their worker thread.
-        parts: The callback whose :data:`SNAPSHOTS` and :data:`COMPARISON` parts run here.
+        parts: The callback's parts; :data:`SNAPSHOTS` and :data:`COMPARISON` run here.
         tag: The snapshot's tag.
         module: The module's dotted name, for messages.
         views: The aligned views of the callback; ``None``: no PCA columns and no picture.
@@ -75,7 +63,7 @@ def write_snapshot(
         >>> from learnscope.plugins import Writers
         >>> rows = EmbeddingRows(step=3, stage="validate", max_points=10)
         >>> rows.add(torch.ones(4, 2), {}, None)
-        >>> write_snapshot(rows, Writers([]), EmbeddingProjector(), tag="enc", module="enc")
+        >>> write_snapshot(rows, Writers([]), EmbeddingProjector().parts, tag="enc", module="enc")
     """
     snapshot, dropped = None, 0
     record = f"{tag}/{rows.stage} step {rows.step}"
