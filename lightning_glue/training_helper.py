@@ -14,7 +14,7 @@ from typing_extensions import override
 from learnscope.collapse_verdicts import CollapseThresholds
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spatial
-from learnscope.lightning_glue import health_checks as checks
+from learnscope.lightning_glue import helper_checks as checks
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
 from learnscope.lightning_glue.step_clock import StepClock
@@ -34,7 +34,7 @@ class TrainingHelper(LearnscopeCallback):
 
     Unused parameters, non-finite, zero and tiny gradients, heads that dwarf the encoder,
     embedding collapse and oversmoothing, non-finite outputs, bad inputs: each check and its
-    rules in :mod:`learnscope.lightning_glue.health_checks`. Checks run on the global steps that
+    rules in :mod:`learnscope.lightning_glue.helper_checks`. Checks run on the global steps that
     are multiples of ``check_every_n_steps`` and on the fit's last optimizer step when Lightning
     knows it (``trainer.estimated_stepping_batches``, in automatic optimization; not a fit cut
     short by early stopping or ``max_time``), so a fit of any length is checked at its end (no

@@ -11,7 +11,7 @@ from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
-from learnscope.lightning_glue.health_checks import CollapseCapture, StepLoss
+from learnscope.lightning_glue.helper_checks import CollapseCapture, StepLoss
 from learnscope.lightning_glue.training_helper import TrainingHelper
 
 

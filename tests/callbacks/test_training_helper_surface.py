@@ -21,7 +21,7 @@ from tiny_models import Gcn, TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import learnscope.lightning_glue.health_checks.gradients as gradient_checks
+import learnscope.lightning_glue.helper_checks.gradients as gradient_checks
 from learnscope.lightning_glue.training_helper import TrainingHelper
 
 

@@ -14,8 +14,8 @@ from learnscope.health import (
     head_findings,
     health_scalars,
 )
-from learnscope.lightning_glue.health_checks.modules import resolve_heads
-from learnscope.lightning_glue.health_checks.report import CheckReport
+from learnscope.lightning_glue.helper_checks.modules import resolve_heads
+from learnscope.lightning_glue.helper_checks.report import CheckReport
 from learnscope.parameter_names import clean_parameter_name
 from learnscope.parameter_shards import parameter_shards
 from learnscope.records import Histogram

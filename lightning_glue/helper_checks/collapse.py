@@ -15,7 +15,7 @@ from learnscope.embedding_layout import embedding_layout, keep_edges, row_mask
 from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
-from learnscope.lightning_glue.health_checks.report import CheckReport
+from learnscope.lightning_glue.helper_checks.report import CheckReport
 from learnscope.tags import HEALTH
 from learnscope.user_functions import calling, describe
 

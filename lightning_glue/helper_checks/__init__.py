@@ -24,24 +24,24 @@ The callback routes its hooks to these parts, reports their findings and writes 
 * **Inputs** (:func:`input_findings`): the user's checks on the first batch of a check step.
 
 Example:
-    >>> from learnscope.lightning_glue.health_checks import FindingReport
+    >>> from learnscope.lightning_glue.helper_checks import FindingReport
     >>> FindingReport(warn_every_n_steps=100).findings
     []
 """
 
-from learnscope.lightning_glue.health_checks.arguments import Ranks, check_arguments
-from learnscope.lightning_glue.health_checks.collapse import CollapseCapture, collapse_report
-from learnscope.lightning_glue.health_checks.gradients import GradientCheck, StepLoss
-from learnscope.lightning_glue.health_checks.inputs import input_findings
-from learnscope.lightning_glue.health_checks.modules import (
+from learnscope.lightning_glue.helper_checks.arguments import Ranks, check_arguments
+from learnscope.lightning_glue.helper_checks.collapse import CollapseCapture, collapse_report
+from learnscope.lightning_glue.helper_checks.gradients import GradientCheck, StepLoss
+from learnscope.lightning_glue.helper_checks.inputs import input_findings
+from learnscope.lightning_glue.helper_checks.modules import (
     DEFAULT_EMBEDDING_MODULE,
     missing_encoder,
     resolve_encoder,
     resolve_heads,
 )
-from learnscope.lightning_glue.health_checks.report import CheckReport, FindingReport
-from learnscope.lightning_glue.health_checks.tracing import NonFiniteTrace
-from learnscope.lightning_glue.health_checks.unused import UnusedParameters
+from learnscope.lightning_glue.helper_checks.report import CheckReport, FindingReport
+from learnscope.lightning_glue.helper_checks.tracing import NonFiniteTrace
+from learnscope.lightning_glue.helper_checks.unused import UnusedParameters
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODULE",
