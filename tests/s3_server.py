@@ -408,7 +408,7 @@ class _TrackedConnections(socketserver.ThreadingMixIn):
         thread = threading.Thread(
             target=self.process_request_thread,
             args=(request, client_address),
-            name=f"{self.thread_name} {client_address[1]}",
+            name=f"{self.thread_name} {self.server_address[1]} from {client_address[1]}",
             daemon=True,
         )
         with self._live_lock:

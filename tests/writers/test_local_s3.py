@@ -126,12 +126,14 @@ def test_a_dropped_connection_is_a_network_error(s3_fail_fast: LocalS3) -> None:
     s3_fail_fast.faults.drop(methods={"GET"})
     with pytest.raises(ConnectionClosedError):
         fs.cat(f"{bucket}/x")
-    # aiohttp sends a request again, once, when a kept-alive connection closes unanswered.
-    assert s3_fail_fast.requests.dropped == 2
+    # aiohttp sends a request again when a kept-alive connection closes unanswered (once per
+    # pooled connection: 2 here, 4 seen under load).
+    dropped = s3_fail_fast.requests.dropped
+    assert dropped >= 2
     s3_fail_fast.faults.clear()
     s3_fail_fast.faults.drop(times=1, methods={"GET"})
     assert fs.cat(f"{bucket}/x") == b"x"  # so even without retries one drop goes unseen
-    assert s3_fail_fast.requests.dropped == 3
+    assert s3_fail_fast.requests.dropped == dropped + 1
 
 
 def _get(client: Any, bucket: str, key: str, errors: list[Exception]) -> None:
@@ -144,6 +146,7 @@ def _get(client: Any, bucket: str, key: str, errors: list[Exception]) -> None:
 def test_stopping_the_servers_leaves_no_thread_running() -> None:
     before = set(threading.enumerate())
     with local_s3() as s3:
+        ports = {s3.url.rsplit(":", 1)[1], s3.moto_url.rsplit(":", 1)[1]}
         bucket = s3.bucket()
         client = s3.client(max_attempts=1)
         s3.faults.slow(30, match="/slow$")  # a request still waiting when the servers stop
@@ -158,7 +161,13 @@ def test_stopping_the_servers_leaves_no_thread_running() -> None:
     waiting.join(10)
     client.close()
     assert errors  # its connection was shut: the client saw an error, not an answer
-    assert set(threading.enumerate()) <= before
+    # This server's threads (the session's own server may take connections meanwhile):
+    left = [
+        thread
+        for thread in set(threading.enumerate()) - before
+        if thread.name in ("moto server", "s3 proxy") or any(p in thread.name for p in ports)
+    ]
+    assert left == []
 
 
 def test_a_lightning_fit_logs_to_s3_and_tensorboard_reads_it_back(
