@@ -11,7 +11,8 @@ run and keeps every copy, so the page is logged at most once a minute and once, 
 end, and it is small:
 at most ``max_points`` points per key, no thumbnails, and at most ``MAX_SNAPSHOTS`` snapshots
 per key (evenly spaced, first and last kept), fewer when the page would pass 8 MB; so a page
-costs the same after a hundred snapshots as after a thousand. What is left out is said on the
+costs the same after a hundred snapshots as after a thousand (a page too large is made once more
+with the snapshots that fit). What is left out is said on the
 page; the TensorBoard tab and ``learnscope export`` show every snapshot.
 """
 
@@ -39,12 +40,12 @@ STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
 class WandbViewWriter(Writer):
     """Logs the view page of a wandb run's learnscope record as ``~learnscope/view``.
 
-    It writes no record itself: placed after the :class:`~learnscope.plugins.wandb.writer.WandbWriter`
-    of the same run (which appends each record to the run record first), it notes which step a
-    snapshot or an analysis brought, and logs the page made from the record (its
-    :class:`ViewPage`) after the first one, then at most once every ``view_every_s`` seconds
-    while new ones come (at a flush, so that one page follows a snapshot and its picture), and
-    once more, final, when it closes: that copy holds the run's end.
+    It writes no record itself: placed after the
+    :class:`~learnscope.plugins.wandb.writer.WandbWriter` of the same run (which appends each
+    record to the run record first), it notes which step a snapshot or an analysis brought, and
+    logs the page made from the record (its :class:`ViewPage`) after the first one, then at most
+    once every ``view_every_s`` seconds while new ones come (at a flush, so that one page follows a
+    snapshot and its picture), and once more, final, when it closes: that copy holds the run's end.
 
     Args:
         run: The ``wandb`` run (its files folder ``run.dir`` holds the record).
@@ -155,11 +156,14 @@ class ViewPage:
         page = page_html([(name, view)])
         size = len(page.encode("utf-8"))
         most = max((len(e["steps"]) for e in view["embeddings"]), default=0)
-        while size > MAX_BYTES and most > 2:
-            most = max(2, int(most * MAX_BYTES / size * 0.9))
-            page = page_html([(name, thin_snapshots(view, most))])
-            size = len(page.encode("utf-8"))
-        return page
+        if size <= MAX_BYTES or most <= 2:
+            return page
+        # One more page at most: the snapshots' coordinates are what grows with them, so the
+        # rest of the page stays and the snapshots kept share the room left.
+        coordinates = sum(len(xy) for e in view["embeddings"] for xy in e["xy"])
+        room = max(MAX_BYTES - (size - coordinates), 0) * 0.95
+        most = max(2, int(most * room / coordinates)) if coordinates else 2
+        return page_html([(name, thin_snapshots(view, most))])
 
     def log(self, run: Any, step: int, step_key: str) -> None:
         """Log the page to the wandb ``run`` as ``wandb.Html`` under ``~learnscope/view``.

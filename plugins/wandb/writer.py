@@ -2,7 +2,8 @@
 
 Each writer owns what it keeps between calls, its run record; nothing is shared between
 writers. The view page made from that record is logged by its own consumer of the records,
-:class:`~learnscope.plugins.wandb.view_page.WandbViewWriter`, which a W&B logger gets beside this one.
+:class:`~learnscope.plugins.wandb.view_page.WandbViewWriter`, which a W&B logger gets beside this
+one.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class WandbWriter(Writer):
 
     The writer keeps the run record, ``learnscope_record.jsonl``, in the run's own files
     folder (``run.dir``, uploaded with the run; see
-    :class:`~learnscope.plugins.pipeline.run_record_writer.RunRecordWriter`); the training-dynamics view
-    page made from that record (``~learnscope/view``) is logged by a
+    :class:`~learnscope.plugins.pipeline.run_record_writer.RunRecordWriter`); the training-dynamics
+    view page made from that record (``~learnscope/view``) is logged by a
     :class:`~learnscope.plugins.wandb.view_page.WandbViewWriter` placed after this writer.
 
     Args:
