@@ -151,3 +151,37 @@ def shows(writer: Writer, method: str) -> bool:
         False
     """
     return getattr(type(writer), method) is not getattr(Writer, method)
+
+
+class LastTable:
+    """The findings table a writer wrote last, so that the same one is not written again.
+
+    Every callback hands the whole table at each check (see :class:`~.fanout.Writers`); a table
+    equal to the last one written, at the same or an earlier step, says nothing new, while a
+    later step's copy does (the table was still so). The one rule of every writer that keeps a
+    findings table.
+
+    Example:
+        >>> last = LastTable()
+        >>> last.is_new("| a |", 3)
+        True
+        >>> last.written("| a |", 3)
+        >>> last.is_new("| a |", 3), last.is_new("| a |", 5), last.is_new("| b |", 3)
+        (False, True, True)
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[Any, int] | None = None
+
+    def is_new(self, table: Any, step: int) -> bool:
+        """Whether ``table`` at ``step`` says something the last one written did not."""
+        last = self._last
+        return last is None or last[0] != table or step > last[1]
+
+    def written(self, table: Any, step: int) -> None:
+        """``table`` was written at ``step``: it is the last one now."""
+        self._last = (table, step)
+
+    def forget(self) -> None:
+        """A new run starts: its first table is written whatever it holds."""
+        self._last = None

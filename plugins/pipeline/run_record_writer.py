@@ -33,7 +33,7 @@ import numpy as np
 
 from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
 from learnscope.files import remove_unheld_lock
-from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.base import LastTable, Writer
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS
 from learnscope.records import (
@@ -123,13 +123,13 @@ class RunRecordWriter(Writer):
             self.run_dir = self.path = None  # segments of learnscope_record.d/
         self._step: int | None = None  # the latest step written, for an end entry at close
         self._ended = True  # nothing to end until something is written
-        self._findings: tuple[list[dict[str, Any]], int] | None = None  # rows, step last written
+        self._findings = LastTable()  # the findings table last appended
 
     def write_run_start(self, run: RunStart) -> None:
         """Append the ``run`` entry: the attached callbacks and their settings."""
         callbacks = [{"name": c.name, "settings": dict(c.settings)} for c in run.callbacks]
         entry = {"kind": "run", "format": FORMAT, "time": run.time, "callbacks": callbacks}
-        self._findings = None
+        self._findings.forget()
         self._append([entry])
 
     def write_embedding(
@@ -151,10 +151,9 @@ class RunRecordWriter(Writer):
         The same table again at the same or an earlier step is not appended.
         """
         rows = [finding_row(f) for f in findings]
-        if self._findings is not None and self._findings[0] == rows and step <= self._findings[1]:
-            return
-        self._append([{"kind": "findings", "step": step, "rows": rows}], step)
-        self._findings = (rows, step)
+        if self._findings.is_new(rows, step):
+            self._append([{"kind": "findings", "step": step, "rows": rows}], step)
+            self._findings.written(rows, step)
 
     def write_run_end(self, end: RunEnd) -> None:
         """Append the ``end`` entry (with the ``error`` of a failed run)."""

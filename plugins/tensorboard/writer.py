@@ -10,7 +10,7 @@ from typing import Any
 from learnscope import records
 from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
-from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.base import LastTable, Writer
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.pipeline.figures import png_bytes
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, Sprite, TensorFile
@@ -74,7 +74,7 @@ class TensorBoardWriter(Writer):
         local = isinstance(self.folder, LocalFolder)
         self.run_dir: Path | None = self.folder.root if local else None
         self._events: EventFile | EventSegments | None = None  # opened when there is room
-        self._findings_written: tuple[str, int] | None = None  # the Text tab's last table
+        self._findings_written = LastTable()  # the Text tab's last table
         self._refresh: ProjectorRefresh | None = None  # running servers see new snapshots
         if self.run_dir is not None:
             # Temporaries of write_atomic left by a crashed writer (tensor files of tens of
@@ -172,11 +172,10 @@ class TensorBoardWriter(Writer):
         from torch.utils.tensorboard.summary import text as text_summary
 
         text = findings_markdown(findings)
-        last = self._findings_written
-        if last is None or last[0] != text or step > last[1]:
+        if self._findings_written.is_new(text, step):
             self.add_summary(text_summary(FINDINGS, text), step)
             self._end_batch()
-            self._findings_written = (text, step)
+            self._findings_written.written(text, step)
         self.record.write_findings(findings, step)
 
     def write_run_start(self, run: records.RunStart) -> None:
