@@ -36,6 +36,7 @@ from learnscope.storage.folder import (
 )
 
 _SEGMENT = re.compile(r"^(\d{12})-[0-9a-z]+\.jsonl$")
+_NO_BUCKETS = frozenset({"memory", "file", "local", "ftp", "sftp", "http", "https"})
 
 
 class ObjectStoreFolder(RunFolder):
@@ -136,11 +137,19 @@ class ObjectStoreFolder(RunFolder):
         return aside
 
     def listing(self, path: str = "") -> tuple[list[str], list[str]]:
-        """Folders (common prefixes) and objects directly in ``path``: one ``LIST``."""
+        """Folders (common prefixes) and objects directly in ``path``: one ``LIST``.
+
+        Raises:
+            FileNotFoundError: The folder itself is empty because its bucket does not exist
+                (a store with buckets: ``s3://``, ``gs://``, ...; one more request to tell).
+        """
         folders, files = [], []
-        for entry in self._entries(self._path(path)):
+        entries = self._entries(self._path(path))
+        for entry in entries:
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
             (folders if entry.get("type") == "directory" else files).append(name)
+        if not entries and not path and self._bucket_missing():
+            raise FileNotFoundError(f"{self.location}: there is no bucket {self._bucket()!r}")
         return folders, files
 
     def locked(self, name: str) -> contextlib.AbstractContextManager[None]:
@@ -202,6 +211,18 @@ class ObjectStoreFolder(RunFolder):
             return list(self.fs.ls(path, detail=True))
         except FileNotFoundError:
             return []
+
+    def _bucket(self) -> str:
+        return self.root.lstrip("/").split("/", 1)[0]
+
+    def _bucket_missing(self) -> bool:
+        """Whether the store has buckets and this folder's is not there."""
+        if self.location.split("://", 1)[0].lower() in _NO_BUCKETS or not self._bucket():
+            return False
+        try:
+            return not self.fs.exists(self._bucket())
+        except OSError:
+            return False  # cannot tell: an empty folder, as listed
 
     def _info(self, path: str) -> dict[str, Any] | None:
         self.fs.invalidate_cache(path)

@@ -415,3 +415,20 @@ def test_a_log_directory_that_cannot_be_listed_is_said_not_hidden(
         assert time.monotonic() < deadline, "the run never appeared"
         time.sleep(0.05)
     assert plugin.problem is None and plugin.view(url) is None
+
+
+def test_a_bucket_that_does_not_exist_is_said_so_not_an_empty_log_directory(
+    s3_env: LocalS3, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from learnscope.lightning_glue.cli import main
+
+    url = "s3://no-such-bucket-here/runs"
+    page = tmp_path / "view.html"
+    assert main(["export", url, "--html", str(page)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"learnscope export: cannot list {url}: ")
+    assert "there is no bucket 'no-such-bucket-here'" in err and not page.exists()
+
+    empty = f"s3://{s3_env.bucket()}/runs"  # a bucket with nothing under the prefix yet
+    assert main(["export", empty, "--html", str(page)]) == 1
+    assert "no bucket" not in capsys.readouterr().err
