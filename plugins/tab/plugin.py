@@ -169,12 +169,26 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
         self._comparisons = Comparisons()  # each under _comparing: one computed at a time
         self._comparing = threading.Lock()
+        self._closed = threading.Event()  # set by close(): the search ends
+        self._search_thread: threading.Thread | None = None
         if self.folder is None:
             self._searched.set()
         else:
-            threading.Thread(
+            self._search_thread = threading.Thread(
                 target=self._search_loop, name="LearnscopeRunSearch", daemon=True
-            ).start()
+            )
+            self._search_thread.start()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """End the background search (TensorBoard calls no such hook: it ends with the server).
+
+        Args:
+            timeout_s: The longest wait for a search under way to end.
+        """
+        self._closed.set()
+        thread = self._search_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
 
     def get_plugin_apps(self) -> dict[str, Any]:
         """The routes under ``data/plugin/learnscope/``: the modules, runs, view, compare."""
@@ -295,7 +309,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
 
     def _search_loop(self) -> None:
         assert self.folder is not None
-        while True:
+        while not self._closed.is_set():
             start = time.monotonic()
             try:
                 runs, self._outcomes = self._search()
@@ -313,7 +327,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             took = time.monotonic() - start
             if self.interval_s <= 0:
                 return
-            time.sleep(max(self.interval_s, 10 * took))
+            self._closed.wait(max(self.interval_s, 10 * took))
 
     def _search(self) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
         """Every run under the log directory: when it started, and how it ended.

@@ -222,13 +222,26 @@ def test_a_path_that_leaves_the_run_is_refused(memory_url: str) -> None:
         assert any("leaves the run directory" in m for m in result["messages"]), name
 
 
+_PLUGINS: list[Any] = []  # made by this module's tests, their searches ended after each
+
+
+@pytest.fixture(autouse=True)
+def _end_searches() -> Iterator[None]:
+    """No plugin's search outlives its test (it would keep asking the session's S3 server)."""
+    yield
+    while _PLUGINS:
+        _PLUGINS.pop().close()
+
+
 def _plugin(logdir: str, interval: float) -> Any:
     from tensorboard.plugins import base_plugin
 
     from learnscope.plugins.tab.plugin import LearnscopePlugin
 
     flags = argparse.Namespace(reload_interval=interval)
-    return LearnscopePlugin(base_plugin.TBContext(logdir=logdir, flags=flags))
+    plugin = LearnscopePlugin(base_plugin.TBContext(logdir=logdir, flags=flags))
+    _PLUGINS.append(plugin)
+    return plugin
 
 
 def test_the_tab_reads_an_object_store_on_its_search_thread_only(

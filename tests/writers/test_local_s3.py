@@ -108,7 +108,7 @@ def test_a_slowed_request_takes_that_long(s3_env: LocalS3) -> None:
     fs.cat(f"{bucket}/x")
     quick = time.monotonic() - started
 
-    s3_env.faults.slow(0.5, times=1, methods={"GET"})
+    s3_env.faults.slow(0.5, times=1, methods={"GET"}, match=f"/{bucket}/x$")
     started = time.monotonic()
     assert fs.cat(f"{bucket}/x") == b"x"
     slowed = time.monotonic() - started
@@ -123,7 +123,7 @@ def test_a_dropped_connection_is_a_network_error(s3_fail_fast: LocalS3) -> None:
     fs = fsspec.filesystem("s3")
     fs.pipe(f"{bucket}/x", b"x")
     s3_fail_fast.requests.reset()
-    s3_fail_fast.faults.drop(methods={"GET"})
+    s3_fail_fast.faults.drop(methods={"GET"}, match=f"/{bucket}/x$")
     with pytest.raises(ConnectionClosedError):
         fs.cat(f"{bucket}/x")
     # aiohttp sends a request again when a kept-alive connection closes unanswered (once per
@@ -131,7 +131,7 @@ def test_a_dropped_connection_is_a_network_error(s3_fail_fast: LocalS3) -> None:
     dropped = s3_fail_fast.requests.dropped
     assert dropped >= 2
     s3_fail_fast.faults.clear()
-    s3_fail_fast.faults.drop(times=1, methods={"GET"})
+    s3_fail_fast.faults.drop(times=1, methods={"GET"}, match=f"/{bucket}/x$")
     assert fs.cat(f"{bucket}/x") == b"x"  # so even without retries one drop goes unseen
     assert s3_fail_fast.requests.dropped == dropped + 1
 
