@@ -86,6 +86,20 @@ def check_relative(path: str) -> list[str]:
     return kept
 
 
+def whole_lines(data: bytes, max_bytes: int) -> int:
+    r"""How many bytes of ``data``, read at most ``max_bytes`` at a time, are whole lines.
+
+    A line cut short (no newline yet) waits for the next read; a single line as long as a
+    whole read is returned as it is (damage, which the record's reader counts).
+
+    Example:
+        >>> whole_lines(b"a\nb", 100), whole_lines(b"abc", 3)
+        (2, 3)
+    """
+    end = data.rfind(b"\n") + 1
+    return len(data) if end == 0 and len(data) >= max_bytes else end
+
+
 class RecordSource(abc.ABC):
     """The run record of one folder, read incrementally: each :meth:`read` gives what is new.
 

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from learnscope.files import append_lines, inside, locked, move_aside, write_atomic
 from learnscope.run_files import RECORD_FILE, lock_name
-from learnscope.storage.folder import RecordSource, RunFolder, UnreadableFile, check_relative
+from learnscope.storage.folder import (
+    RecordSource,
+    RunFolder,
+    UnreadableFile,
+    check_relative,
+    whole_lines,
+)
 
 
 class LocalFolder(RunFolder):
@@ -192,9 +198,7 @@ class FileRecordSource(RecordSource):
             data = _read_at_most(fd, self._offset, length) if length > 0 else b""
         finally:
             os.close(fd)
-        end = data.rfind(b"\n") + 1
-        if end == 0 and len(data) >= max_bytes:  # one line longer than a read: damage
-            end = len(data)
+        end = whole_lines(data, max_bytes)
         self._offset += end
         return data[:end]
 

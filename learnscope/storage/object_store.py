@@ -33,6 +33,7 @@ from learnscope.storage.folder import (
     RunFolder,
     UnreadableFile,
     check_relative,
+    whole_lines,
 )
 
 _SEGMENT = re.compile(r"^(\d{12})-[0-9a-z]+\.jsonl$")
@@ -146,8 +147,7 @@ class ObjectStoreFolder(RunFolder):
         folders, files = [], []
         entries = self._entries(self._path(path))
         for entry in entries:
-            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-            (folders if entry.get("type") == "directory" else files).append(name)
+            (folders if entry.get("type") == "directory" else files).append(_name(entry))
         if not entries and not path and self._bucket_missing():
             raise FileNotFoundError(f"{self.location}: there is no bucket {self._bucket()!r}")
         return folders, files
@@ -175,8 +175,8 @@ class ObjectStoreFolder(RunFolder):
         if entries:
             first = entries[0]
             return self.fs.cat_file(first["name"], start=0, end=size), _time(first)
-        info = self._info(self._path(RECORD_FILE))
-        if info is None or info.get("type") != "file":
+        info = self._record_file()
+        if info is None:
             return None
         data = self.fs.cat_file(info["name"], start=0, end=size)
         return data, _time(info)
@@ -185,8 +185,8 @@ class ObjectStoreFolder(RunFolder):
         """The last segments, whole, until they hold ``size`` bytes (or a record file's end)."""
         entries = self._segment_entries()
         if not entries:
-            info = self._info(self._path(RECORD_FILE))
-            if info is None or info.get("type") != "file":
+            info = self._record_file()
+            if info is None:
                 return None
             start = max(0, int(info["size"]) - size)
             return self.fs.cat_file(info["name"], start=start)
@@ -211,6 +211,11 @@ class ObjectStoreFolder(RunFolder):
             return list(self.fs.ls(path, detail=True))
         except FileNotFoundError:
             return []
+
+    def _record_file(self) -> dict[str, Any] | None:
+        """The details of a record file copied up whole, or ``None`` without one."""
+        info = self._info(self._path(RECORD_FILE))
+        return info if info is not None and info.get("type") == "file" else None
 
     def _bucket(self) -> str:
         return self.root.lstrip("/").split("/", 1)[0]
@@ -276,8 +281,8 @@ class _ObjectSource(RecordSource):
         return b"".join(chunks)
 
     def _read_file(self, max_bytes: int) -> bytes:
-        info = self.folder._info(self.folder._path(RECORD_FILE))
-        if info is None or info.get("type") != "file":
+        info = self.folder._record_file()
+        if info is None:
             return b""
         size, version = int(info["size"]), _version(info)
         if self._file is None or self._file[0] != version and size < self._file[1]:
@@ -289,9 +294,7 @@ class _ObjectSource(RecordSource):
             return b""
         end_at = min(size, offset + max_bytes)
         data = self.folder.fs.cat_file(info["name"], start=offset, end=end_at)
-        end = data.rfind(b"\n") + 1
-        if end == 0 and len(data) >= max_bytes:
-            end = len(data)
+        end = whole_lines(data, max_bytes)
         self._file = (version, offset + end)
         return data[:end]
 
