@@ -19,7 +19,8 @@ import numpy as np
 MAX_CATEGORIES = 10  # labels with a colour of their own; the rest share one "other" entry
 MAX_CLASSES = 16  # distinct whole numbers that are still classes, not a colour scale
 OTHER = "other"
-NOT_LABELS = ("id", "position", "node", "row", "pca_x", "pca_y", "pca_z")  # never colours
+# never colours
+NOT_LABELS = ("id", "position", "node", "row", "pca_x", "pca_y", "pca_z", "umap_x", "umap_y")
 FRAME_HALF_WIDTHS = (2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)  # round frames, in spreads
 
 Limits = tuple[float, float, float, float]  # xmin, xmax, ymin, ymax

@@ -30,14 +30,14 @@ VIEW = f"{ROOT}/view"
 WANDB_STEP = "trainer/global_step"  # the step axis of Lightning's WandbLogger, and learnscope's
 
 
-def embedding_picture(key: str) -> str:
-    """The name of the aligned-PCA picture of the snapshots of ``key`` (``tag/stage``).
+def embedding_picture(key: str, projection: str = "pca") -> str:
+    """The name of the aligned ``projection`` picture of the snapshots of ``key`` (``tag/stage``).
 
     Example:
-        >>> embedding_picture("gnn/test")
-        '~learnscope/embeddings/gnn/test/pca'
+        >>> embedding_picture("gnn/test"), embedding_picture("gnn/test", "umap")
+        ('~learnscope/embeddings/gnn/test/pca', '~learnscope/embeddings/gnn/test/umap')
     """
-    return f"{EMBEDDINGS}/{key}/pca"
+    return f"{EMBEDDINGS}/{key}/{projection}"
 
 
 def plain_name(name: str) -> str:

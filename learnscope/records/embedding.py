@@ -53,7 +53,10 @@ class AlignedView:
         coords: ``[N, k]`` coordinates (``k >= 2``: x, y, and z when there is one), one row per
             point of the snapshot, as float32.
         frame: The view's spread and frame.
-        projection: What made the view (``"pca"``): the columns are ``<projection>_x``, ...
+        projection: What made the view (``"pca"`` or ``"umap"``): the columns are
+            ``<projection>_x``, ...
+        fitted: How many of the points the projection was fitted on, when it was fitted on
+            fewer than all (the others were placed by the fitted view); ``None``: all.
 
     Example:
         >>> view = AlignedView(np.zeros((4, 3)), ViewFrame(1.0, (-2, 2, -2, 2)))
@@ -64,11 +67,16 @@ class AlignedView:
     coords: np.ndarray
     frame: ViewFrame
     projection: str = "pca"
+    fitted: int | None = None
 
     def __post_init__(self) -> None:
         coords = np.ascontiguousarray(_to_numpy(self.coords), dtype=np.float32)
         if coords.ndim != 2 or not 2 <= coords.shape[1] <= 3:
             raise ValueError(f"aligned coordinates must be [N, 2 or 3], got {coords.shape}")
+        if not self.projection.isidentifier():
+            raise ValueError(
+                f"a projection is named by a word, such as 'umap', not {self.projection!r}"
+            )
         coords.setflags(write=False)
         object.__setattr__(self, "coords", coords)
 
@@ -79,7 +87,7 @@ class AlignedView:
 
     def take(self, rows: np.ndarray) -> AlignedView:
         """The view of the points ``rows`` only (same frame)."""
-        return AlignedView(self.coords[rows], self.frame, self.projection)
+        return AlignedView(self.coords[rows], self.frame, self.projection, self.fitted)
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,9 @@ class EmbeddingSnapshot:
             (``EmbeddingProjector(aligned_pca=True)`` sets it); its coordinates reach the
             writers as the ``pca_x``, ``pca_y``, ``pca_z`` columns of
             :meth:`metadata_columns`.
+        projections: Further aligned views of the points, one per projection other than PCA
+            (``EmbeddingProjector(aligned_umap=True)`` adds the ``"umap"`` one); their
+            coordinates reach the writers as ``<projection>_x``, ``<projection>_y`` columns.
         dropped: How many rows were left out before this snapshot for NaN or Inf.
 
     Raises:
@@ -129,6 +140,7 @@ class EmbeddingSnapshot:
     images: ArrayLike | None = None
     stage: str | None = None
     aligned: AlignedView | None = None
+    projections: tuple[AlignedView, ...] = ()
     dropped: int = 0
 
     def __post_init__(self) -> None:
@@ -174,14 +186,43 @@ class EmbeddingSnapshot:
                     f"images must have shape [N={n}, C in (1, 3, 4), H, W], got {shape}"
                 )
             _check_image_range(images, self.tag)
-        if self.aligned is not None and self.aligned.coords.shape[0] != n:
+        object.__setattr__(self, "projections", tuple(self.projections))
+        names = [view.projection for view in self.views]
+        if len(set(names)) != len(names):
+            raise ValueError(f"one aligned view per projection, got {names} for {self.tag!r}")
+        if self.aligned is not None and self.aligned.projection != "pca":
             raise ValueError(
-                f"the aligned view has {self.aligned.coords.shape[0]} points but the embedding "
-                f"{self.tag!r} has {n} rows"
+                f"aligned is the PCA view; give the {self.aligned.projection!r} view in projections"
+            )
+        for view in self.views:
+            self._check_view(view)
+
+    def _check_view(self, view: AlignedView) -> None:
+        if view.coords.shape[0] != self.num_points:
+            raise ValueError(
+                f"the aligned {view.projection} view has {view.coords.shape[0]} points but the "
+                f"embedding {self.tag!r} has {self.num_points} rows"
             )
 
-    def with_view(self, aligned: AlignedView) -> EmbeddingSnapshot:
-        """This snapshot with the aligned view ``aligned``, its rows not checked again.
+    @property
+    def views(self) -> tuple[AlignedView, ...]:
+        """Every aligned view: the PCA one (when there is one) first, then :attr:`projections`.
+
+        Example:
+            >>> frame = ViewFrame(1.0, (-1, 1, -1, 1))
+            >>> snap = EmbeddingSnapshot("x", 0, np.zeros((2, 3)))
+            >>> snap = snap.with_view(AlignedView(np.zeros((2, 2)), frame, "umap"))
+            >>> snap = snap.with_view(AlignedView(np.zeros((2, 3)), frame))
+            >>> [view.projection for view in snap.views]
+            ['pca', 'umap']
+        """
+        return (self.aligned, *self.projections) if self.aligned else self.projections
+
+    def with_view(self, view: AlignedView) -> EmbeddingSnapshot:
+        """This snapshot with the aligned view ``view``, its rows not checked again.
+
+        A PCA view becomes :attr:`aligned`; any other takes the place of the view of its
+        projection in :attr:`projections`.
 
         Example:
             >>> snap = EmbeddingSnapshot("x", 0, np.zeros((2, 3)))
@@ -189,13 +230,13 @@ class EmbeddingSnapshot:
             >>> snap.with_view(view).metadata_columns()
             {'pca_x': [0.0, 0.0], 'pca_y': [0.0, 0.0]}
         """
-        if aligned.coords.shape[0] != self.num_points:
-            raise ValueError(
-                f"the aligned view has {aligned.coords.shape[0]} points but the embedding "
-                f"{self.tag!r} has {self.num_points} rows"
-            )
+        self._check_view(view)
         copied = copy.copy(self)
-        object.__setattr__(copied, "aligned", aligned)
+        if view.projection == "pca":
+            object.__setattr__(copied, "aligned", view)
+        else:
+            others = tuple(v for v in self.projections if v.projection != view.projection)
+            object.__setattr__(copied, "projections", (*others, view))
         return copied
 
     @property
@@ -233,7 +274,7 @@ class EmbeddingSnapshot:
         return np.ascontiguousarray(images.transpose(0, 2, 3, 1))
 
     def metadata_columns(self) -> dict[str, list[Any]]:
-        """The metadata as plain Python lists, then the aligned view's coordinate columns.
+        """The metadata as plain Python lists, then the aligned views' coordinate columns.
 
         Example:
             >>> view = AlignedView(np.array([[0.5, 1.0], [0.0, -1.0]]), ViewFrame(1, (-1, 1) * 2))
@@ -245,8 +286,8 @@ class EmbeddingSnapshot:
             name: _to_numpy(col).tolist() if isinstance(col, ArrayLike) else list(col)
             for name, col in self.metadata.items()
         }
-        if self.aligned is not None:
-            for name, values in zip(self.aligned.columns, self.aligned.coords.T, strict=True):
+        for view in self.views:
+            for name, values in zip(view.columns, view.coords.T, strict=True):
                 columns[name] = values.tolist()
         return columns
 
@@ -277,6 +318,7 @@ class EmbeddingSnapshot:
             images=None if self.images is None else _take(self.images, keep, index),
             stage=self.stage,
             aligned=None if self.aligned is None else self.aligned.take(keep),
+            projections=tuple(view.take(keep) for view in self.projections),
             dropped=self.dropped,
         )
 

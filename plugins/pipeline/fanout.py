@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.pipeline.base import Writer, forwards_records, shows
-from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_picture
+from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
 from learnscope.strict import strict_mode
 
@@ -110,14 +110,14 @@ class Writers(Writer):
         self._call("write_findings", list(self._findings.values()), step)
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
-        """Hand ``snapshot`` to every writer, then the picture of its aligned view, if any.
+        """Hand ``snapshot`` to every writer, then the pictures of its aligned views, if any.
 
-        The picture (:func:`~learnscope.plugins.pipeline.pictures.snapshot_picture`) is drawn once,
-        for the writers that show pictures.
+        The pictures (:func:`~learnscope.plugins.pipeline.pictures.snapshot_pictures`) are drawn
+        once, for the writers that show pictures.
         """
         self._call("write_embedding", snapshot)
-        if snapshot.aligned is not None and self._shown("write_image"):
-            self._pictures("the embedding picture", lambda: [snapshot_picture(snapshot)])
+        if snapshot.views and self._shown("write_image"):
+            self._pictures("the embedding pictures", lambda: snapshot_pictures(snapshot))
 
     def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
         """Hand ``summary`` to every writer, then its mean-ACF pictures, drawn once."""

@@ -452,6 +452,7 @@ def scatter_figure(
     title: str = "",
     limits: Limits | None = None,
     label_name: str | None = None,
+    axes: str = "PCA",
 ) -> Figure:
     """Points coloured by label on a fixed square frame, with a legend or a colour bar.
 
@@ -469,6 +470,7 @@ def scatter_figure(
         limits: ``(xmin, xmax, ymin, ymax)``; defaults to :func:`learnscope.scatter.
             frame_limits` of ``xy``. Pass the same limits for every picture of a tag.
         label_name: The name of the labels, the title of the legend or colour bar.
+        axes: The projection that the axes are named by (``"PCA x (spreads)"``).
 
     Returns:
         A ``Figure`` :data:`WIDTH` pixels wide (at 100 dpi), the legend or colour bar under the
@@ -558,7 +560,7 @@ def scatter_figure(
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
     ax.grid(color="#ececec", linewidth=0.6)
-    _label_axes(ax, "PCA x (spreads)", "PCA y (spreads)")
+    _label_axes(ax, f"{axes} x (spreads)", f"{axes} y (spreads)")
     ax.set_title(  # from the top of the figure down, centred on the figure
         "\n".join(title_lines),
         fontsize=TITLE_FONT,

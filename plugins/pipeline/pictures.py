@@ -5,9 +5,9 @@ pictures of a record it hands on, and gives them to its writers as :class:`~lear
 RenderedImage` records, so the writers only write what they are handed and a picture shown by
 two dashboards is drawn once:
 
-* a snapshot with an aligned view: its scatter, ``~learnscope/embeddings/<tag>/<stage>/pca``,
-  in units of the view's spread (given in the title) on the key's fixed frame, coloured by the
-  first metadata column (:func:`snapshot_picture`);
+* a snapshot with aligned views: the scatter of each, ``~learnscope/embeddings/<tag>/<stage>/pca``
+  and ``.../umap``, in units of the view's spread (given in the title) on the key's fixed frame,
+  coloured by the first metadata column (:func:`snapshot_pictures`);
 * an autocorrelation analysis: one mean-ACF picture per kind, ``~learnscope/autocorrelation/
   <kind>/acf`` (:func:`analysis_pictures`).
 
@@ -23,13 +23,31 @@ from learnscope.plugins.pipeline.figures import (
     pictures_available,
     scatter_figure,
 )
-from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, RenderedImage
+from learnscope.records import AlignedView, AutocorrelationSummary, EmbeddingSnapshot, RenderedImage
 from learnscope.scatter import label_column, labels_of
 from learnscope.tags import embedding_picture
 
 
+def snapshot_pictures(snapshot: EmbeddingSnapshot) -> list[RenderedImage]:
+    """The scatter of each of ``snapshot``'s aligned views (none without matplotlib).
+
+    Example:
+        >>> import numpy as np
+        >>> from learnscope.records import ViewFrame
+        >>> xy = np.random.default_rng(0).normal(size=(20, 2))
+        >>> frame = ViewFrame(1.0, (-3, 3, -3, 3))
+        >>> snapshot = EmbeddingSnapshot("enc", 4, np.zeros((20, 3)), stage="validate",
+        ...     aligned=AlignedView(xy, frame), projections=(AlignedView(xy, frame, "umap"),))
+        >>> [picture.tag for picture in snapshot_pictures(snapshot)]
+        ['~learnscope/embeddings/enc/validate/pca', '~learnscope/embeddings/enc/validate/umap']
+    """
+    if not pictures_available():
+        return []
+    return [view_picture(snapshot, view) for view in snapshot.views]
+
+
 def snapshot_picture(snapshot: EmbeddingSnapshot) -> RenderedImage | None:
-    """The scatter of ``snapshot``'s aligned view; ``None`` without a view or matplotlib.
+    """The scatter of ``snapshot``'s aligned PCA view; ``None`` without one or matplotlib.
 
     Example:
         >>> import numpy as np
@@ -42,18 +60,34 @@ def snapshot_picture(snapshot: EmbeddingSnapshot) -> RenderedImage | None:
         >>> picture.tag, picture.step
         ('~learnscope/embeddings/enc/validate/pca', 4)
     """
-    aligned = snapshot.aligned
-    if aligned is None or not pictures_available():
+    if snapshot.aligned is None or not pictures_available():
         return None
-    spread = aligned.frame.spread
-    xy = aligned.coords[:, :2].astype("float64")
+    return view_picture(snapshot, snapshot.aligned)
+
+
+def view_picture(snapshot: EmbeddingSnapshot, view: AlignedView) -> RenderedImage:
+    """The scatter of one aligned ``view`` of ``snapshot``, on the view's frame.
+
+    A view fitted on some of the points says how many in its title (the others were placed).
+    """
+    spread = view.frame.spread
+    xy = view.coords[:, :2].astype("float64")
     xy = xy / spread if spread > 0 else xy
     metadata = snapshot.metadata_columns()
     title = f"{snapshot.key}  step {snapshot.step}  spread {spread:.3g}"
+    if view.fitted is not None:
+        title += f"  ({view.projection.upper()} fitted on {view.fitted} of "
+        title += f"{snapshot.num_points} points, the others placed)"
     figure = scatter_figure(
-        xy, labels_of(metadata), title, aligned.frame.limits, label_column(metadata)
+        xy,
+        labels_of(metadata),
+        title,
+        view.frame.limits,
+        label_column(metadata),
+        axes=view.projection.upper(),
     )
-    return RenderedImage(embedding_picture(snapshot.key), snapshot.step, figure_pixels(figure))
+    tag = embedding_picture(snapshot.key, view.projection)
+    return RenderedImage(tag, snapshot.step, figure_pixels(figure))
 
 
 def analysis_pictures(summary: AutocorrelationSummary) -> list[RenderedImage]:

@@ -35,8 +35,9 @@ from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUM
 from learnscope.files import remove_unheld_lock
 from learnscope.plugins.pipeline.base import LastTable, Writer
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve
-from learnscope.projection import PCA_COLUMNS
+from learnscope.projection import PCA_COLUMNS, UMAP_COLUMNS
 from learnscope.records import (
+    AlignedView,
     AutocorrelationSummary,
     EmbeddingSnapshot,
     Finding,
@@ -49,7 +50,8 @@ from learnscope.scatter import column_kind, label_categories
 from learnscope.storage import LocalFolder, RunFolder, open_run_folder
 
 ID_COLUMN = "id"
-NOT_COLUMNS = (ID_COLUMN, *PCA_COLUMNS)  # in the entry's own fields, not in its columns
+# in the entry's own fields, not in its columns
+NOT_COLUMNS = (ID_COLUMN, *PCA_COLUMNS, *UMAP_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,8 @@ def snapshot_entry(
     """The ``snapshot`` entry of the run record for ``snapshot``.
 
     ``xy`` comes from the snapshot's :attr:`~EmbeddingSnapshot.aligned` view (float32, as
-    computed), or from ``pca_x``/``pca_y`` columns a snapshot made by hand carries; ``spread``
+    computed; its other views go to ``projections``, see :func:`view_entry`), or from
+    ``pca_x``/``pca_y`` columns a snapshot made by hand carries; ``spread``
     and ``frame`` from :attr:`EmbeddingSnapshot.view_frame`, ``ids`` from the ``id`` column (see
     :func:`point_ids`), and every other column is typed by :func:`typed_column`. ``sprite``
     and ``tensor`` name the snapshot's thumbnails and full embedding when a writer wrote them.
@@ -222,6 +225,8 @@ def snapshot_entry(
     if snapshot.view_frame is not None:
         entry["spread"] = snapshot.view_frame.spread
         entry["frame"] = list(snapshot.view_frame.limits)
+    if snapshot.projections:
+        entry["projections"] = {view.projection: view_entry(view) for view in snapshot.projections}
     entry["columns"] = [
         typed_column(name, values) for name, values in columns.items() if name not in NOT_COLUMNS
     ]
@@ -236,6 +241,27 @@ def snapshot_entry(
         entry["tensor"] = {"path": tensor.path, "shape": shape, "dtype": "<f4"}
     entry["dropped"] = int(snapshot.dropped)
     return entry
+
+
+def view_entry(view: AlignedView) -> dict[str, Any]:
+    """A further aligned view of a snapshot entry: ``xy``, ``spread``, ``frame`` and ``fitted``.
+
+    The same fields as the entry's own (the PCA view's), and ``fitted``: how many points the
+    projection was fitted on (``None``: all of them; the others were placed by the fitted view).
+
+    Example:
+        >>> from learnscope.records import ViewFrame
+        >>> view = AlignedView(np.zeros((3, 2)), ViewFrame(2.0, (-1, 1, -1, 1)), "umap", 2)
+        >>> entry = view_entry(view)
+        >>> entry["xy"]["shape"], entry["spread"], entry["frame"], entry["fitted"]
+        ([3, 2], 2.0, [-1.0, 1.0, -1.0, 1.0], 2)
+    """
+    return {
+        "xy": encode_array(view.coords[:, :2], "<f4"),
+        "spread": view.frame.spread,
+        "frame": list(view.frame.limits),
+        "fitted": view.fitted,
+    }
 
 
 def point_ids(columns: Mapping[str, Sequence[Any]]) -> list[str] | None:

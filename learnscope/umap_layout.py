@@ -1,0 +1,249 @@
+"""UMAP's own pieces, as the aligned UMAP view (:mod:`learnscope.aligned_umap`) uses them.
+
+This module imports ``umap-learn`` and numba, so it is imported only where the aligned UMAP view
+is computed (on the writers' thread), never by ``import learnscope``. What it adds to UMAP:
+
+* **exact neighbours** (:func:`nearest`): the points a projection is fitted on are capped (a few
+  thousand), so the exact ``k`` nearest neighbours cost less than approximate ones, need no
+  index to be compiled (pynndescent's first call compiles for about a minute) and are the same
+  for the same points;
+* **one alignment step at a time** (:func:`aligned_layout`): the layout of a new snapshot is
+  optimised by UMAP's aligned objective against the previous snapshot's layout, which stays
+  fixed, so a snapshot costs the same at step 100 as at step 1 and memory holds one layout per
+  key (``umap.AlignedUMAP.update`` keeps every slice and re-reads them all);
+* **one compiled epoch per process**: ``umap.layouts.optimize_layout_aligned_euclidean``
+  compiles its epoch function anew at every call (seconds each); here it is compiled once, on
+  one thread (numba's threads would compete with training for the cores).
+
+Every function is deterministic: the same points, graph and seed give the same layout.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import scipy.sparse
+import torch
+from umap.aligned_umap import build_neighborhood_similarities
+from umap.layouts import _optimize_layout_aligned_euclidean_single_epoch, optimize_layout_euclidean
+from umap.spectral import spectral_layout
+from umap.umap_ import find_ab_params, fuzzy_simplicial_set, make_epochs_per_sample, smooth_knn_dist
+
+MIN_DIST = 0.1  # UMAP's defaults: how tightly points may pack, and the scale of the layout
+A, B = find_ab_params(1.0, MIN_DIST)
+# One thread: the layout runs beside training, and a single thread makes it reproducible.
+ALIGNED_EPOCH = numba.njit(_optimize_layout_aligned_euclidean_single_epoch, fastmath=True)
+INIT_SCALE = 10.0  # UMAP scales its first layout to this half-width
+
+
+def nearest(
+    queries: np.ndarray, points: np.ndarray, k: int, rows: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact ``k`` nearest ``points`` of each query, a block of queries at a time.
+
+    Args:
+        queries: ``[Q, D]`` points.
+        points: ``[P, D]`` points (``P >= k``).
+        k: Neighbours per query (a query that is also a point finds itself first).
+        rows: Queries per block (memory: ``rows x P`` distances).
+
+    Returns:
+        ``indices [Q, k]`` (int32) and ``distances [Q, k]`` (float32), nearest first.
+
+    Example:
+        >>> x = np.array([[0.0], [1.0], [3.0]])
+        >>> nearest(x, x, 2)[0].tolist()
+        [[0, 1], [1, 0], [2, 1]]
+    """
+    target = torch.as_tensor(points, dtype=torch.float64)
+    indices, distances = [], []
+    for start in range(0, len(queries), rows):
+        block = torch.as_tensor(queries[start : start + rows], dtype=torch.float64)
+        d = torch.cdist(block, target, compute_mode="donot_use_mm_for_euclid_dist")
+        found = torch.topk(d, k, dim=1, largest=False, sorted=True)
+        indices.append(found.indices.numpy().astype(np.int32))
+        distances.append(found.values.numpy().astype(np.float32))
+    return np.concatenate(indices), np.concatenate(distances)
+
+
+def neighbour_graph(points: np.ndarray, k: int, epochs: int) -> scipy.sparse.csr_matrix:
+    """UMAP's fuzzy neighbour graph of ``points`` (symmetric, float32), from exact neighbours.
+
+    Edges too weak to be sampled in ``epochs`` are dropped, as ``umap.UMAP`` drops them.
+
+    Example:
+        >>> x = np.random.default_rng(0).normal(size=(30, 4))
+        >>> graph = neighbour_graph(x, 5, 200)
+        >>> graph.shape, bool((graph != graph.T).nnz == 0)
+        ((30, 30), True)
+    """
+    with numba_threads(1):
+        indices, distances = nearest(points, points, k)
+        graph, _, _ = fuzzy_simplicial_set(
+            points,
+            k,
+            np.random.RandomState(0),  # unused: the neighbours are given
+            "euclidean",
+            knn_indices=indices,
+            knn_dists=distances,
+        )
+    graph = graph.tocsr().astype(np.float32)
+    graph.data[graph.data < graph.data.max() / float(epochs)] = 0.0
+    graph.eliminate_zeros()
+    graph.sort_indices()
+    return graph
+
+
+def first_layout(
+    points: np.ndarray, graph: scipy.sparse.csr_matrix, epochs: int, seed: int
+) -> np.ndarray:
+    """The UMAP layout of a first snapshot: UMAP's spectral start, then its optimisation.
+
+    Example:
+        >>> x = np.random.default_rng(0).normal(size=(40, 4))
+        >>> first_layout(x, neighbour_graph(x, 5, 50), 50, seed=0).shape
+        (40, 2)
+    """
+    random = np.random.RandomState(seed)
+    with numba_threads(1):
+        start = spectral_layout(points, graph, 2, random)
+    start = np.nan_to_num(start)
+    scale = np.abs(start).max()
+    start = start * (INIT_SCALE / scale) if scale > 0 else random.uniform(-10, 10, start.shape)
+    layout = np.ascontiguousarray(start, dtype=np.float32)
+    coo = graph.tocoo()
+    with numba_threads(1):
+        return optimize_layout_euclidean(
+            layout,
+            layout,
+            coo.row.astype(np.int32),
+            coo.col.astype(np.int32),
+            epochs,
+            len(points),
+            make_epochs_per_sample(coo.data, epochs),
+            A,
+            B,
+            random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64),
+            parallel=False,
+            move_other=True,
+        )
+
+
+def aligned_layout(
+    previous: np.ndarray,
+    previous_graph: scipy.sparse.csr_matrix,
+    graph: scipy.sparse.csr_matrix,
+    start: np.ndarray,
+    pairs: tuple[np.ndarray, np.ndarray],
+    epochs: int,
+    alignment: float,
+    seed: int,
+) -> np.ndarray:
+    """UMAP's aligned layout of a new snapshot, against the fixed layout of the previous one.
+
+    The objective is ``umap.AlignedUMAP``'s with a window of one: UMAP's own on the new graph,
+    plus a pull of each shared point towards its previous position, weighted by ``alignment``
+    and by how much of its neighbourhood it kept (the Jaccard index of its neighbours in the
+    two graphs). The previous layout does not move.
+
+    Args:
+        previous: ``[P, 2]`` the previous snapshot's layout.
+        previous_graph: Its neighbour graph (``[P, P]``).
+        graph: The new snapshot's (``[N, N]``).
+        start: ``[N, 2]`` where the new points start (shared points at their previous place).
+        pairs: ``(previous rows, new rows)`` of the shared points.
+        epochs: Optimisation epochs.
+        alignment: The weight of the pull (``umap.AlignedUMAP``'s ``alignment_regularisation``).
+        seed: Seed of the negative samples.
+
+    Returns:
+        ``[N, 2]`` float32 layout.
+    """
+    old_rows, new_rows = pairs
+    size = max(len(previous), len(start))
+    relations = np.full((2, 3, size), -1, dtype=np.int32)  # [slice, offset + 1, row]
+    relations[0, 2, old_rows] = new_rows
+    relations[1, 0, new_rows] = old_rows
+    graphs = (previous_graph, graph)
+    indptr = numba.typed.List([g.indptr.astype(np.int32) for g in graphs])
+    indices = numba.typed.List([g.indices.astype(np.int32) for g in graphs])
+    coo = graph.tocoo()
+    nothing = np.zeros(0, dtype=np.int32)  # the previous slice has no edges: it stays put
+    heads = numba.typed.List([nothing, coo.row.astype(np.int32)])
+    tails = numba.typed.List([nothing, coo.col.astype(np.int32)])
+    per_sample = [np.zeros(0, dtype=np.float64), make_epochs_per_sample(coo.data, epochs)]
+    layouts = numba.typed.List(
+        [np.ascontiguousarray(x, dtype=np.float32) for x in (previous, start)]
+    )
+    negative = [(p / 5.0).astype(np.float32) for p in per_sample]
+    random = np.random.RandomState(seed)
+    state = random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64)
+    samples = numba.typed.List(per_sample)
+    negatives = numba.typed.List(negative)
+    next_negative = numba.typed.List([n.copy() for n in negative])
+    next_sample = numba.typed.List([p.astype(np.float32) for p in per_sample])
+    with numba_threads(1):
+        weights = build_neighborhood_similarities(indptr, indices, relations)
+        for epoch in range(epochs):
+            ALIGNED_EPOCH(
+                layouts,
+                layouts,
+                heads,
+                tails,
+                samples,
+                A,
+                B,
+                weights,
+                relations,
+                state,
+                1.0,  # gamma: the weight of the negative samples
+                alignment,
+                2,
+                False,  # move_other: each edge moves its head; the graph is symmetric
+                1.0 - epoch / epochs,  # the learning rate, falling to zero
+                negatives,
+                next_negative,
+                next_sample,
+                epoch,
+            )
+    return np.asarray(layouts[1])
+
+
+def place(queries: np.ndarray, points: np.ndarray, layout: np.ndarray, k: int) -> np.ndarray:
+    """Each query placed at the mean layout position of its ``k`` nearest ``points``.
+
+    The neighbours are weighted as UMAP weighs them (``exp(-(d - rho) / sigma)``, with each
+    query's own ``rho`` and ``sigma``), as ``umap.UMAP.transform`` starts a new point.
+
+    Example:
+        >>> points = np.array([[0.0], [1.0], [10.0]])
+        >>> layout = np.array([[0.0, 0.0], [1.0, 0.0], [9.0, 9.0]])
+        >>> place(np.array([[0.5], [9.0]]), points, layout, 2).round(1).tolist()
+        [[0.5, 0.0], [5.0, 4.5]]
+    """
+    indices, distances = nearest(queries, points, k)
+    with numba_threads(1):
+        sigmas, rhos = smooth_knn_dist(distances, float(k))
+    weights = np.exp(-np.maximum(distances - rhos[:, None], 0.0) / sigmas[:, None])
+    weights /= weights.sum(1, keepdims=True)
+    return np.einsum("qk,qkd->qd", weights, layout[indices]).astype(np.float32)
+
+
+class numba_threads:  # noqa: N801 - used as a context manager, like a function
+    """Run numba's parallel functions on ``count`` threads within the block (this thread only).
+
+    Example:
+        >>> with numba_threads(1):
+        ...     numba.get_num_threads()
+        1
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count, self.before = count, 0
+
+    def __enter__(self) -> None:
+        self.before = numba.get_num_threads()
+        numba.set_num_threads(min(self.count, numba.config.NUMBA_NUM_THREADS))
+
+    def __exit__(self, *exc: object) -> None:
+        numba.set_num_threads(self.before)
