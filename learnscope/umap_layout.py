@@ -11,9 +11,10 @@ is computed (on the writers' thread), never by ``import learnscope``. What it ad
   optimised by UMAP's aligned objective against the previous snapshot's layout, which stays
   fixed, so a snapshot costs the same at step 100 as at step 1 and memory holds one layout per
   key (``umap.AlignedUMAP.update`` keeps every slice and re-reads them all);
-* **one compiled epoch per process**: ``umap.layouts.optimize_layout_aligned_euclidean``
-  compiles its epoch function anew at every call (seconds each); here it is compiled once, on
-  one thread (numba's threads would compete with training for the cores).
+* **compiled once per machine**: ``umap.layouts.optimize_layout_aligned_euclidean`` compiles its
+  epoch function anew at every call (seconds each), and umap's other kernels at every process;
+  here they are compiled once into numba's cache on disk, for one thread (numba's threads would
+  compete with training for the cores).
 
 Every function is deterministic: the same points, graph and seed give the same layout.
 """
@@ -27,12 +28,24 @@ import torch
 from umap.aligned_umap import build_neighborhood_similarities
 from umap.layouts import _optimize_layout_aligned_euclidean_single_epoch, optimize_layout_euclidean
 from umap.spectral import spectral_layout
-from umap.umap_ import find_ab_params, fuzzy_simplicial_set, make_epochs_per_sample, smooth_knn_dist
+from umap.umap_ import (
+    compute_membership_strengths,
+    find_ab_params,
+    make_epochs_per_sample,
+    smooth_knn_dist,
+)
 
 MIN_DIST = 0.1  # UMAP's defaults: how tightly points may pack, and the scale of the layout
 A, B = find_ab_params(1.0, MIN_DIST)
-# One thread: the layout runs beside training, and a single thread makes it reproducible.
-ALIGNED_EPOCH = numba.njit(_optimize_layout_aligned_euclidean_single_epoch, fastmath=True)
+# umap's kernels, compiled on one thread (the layout leaves the cores to training, and is
+# reproducible) and kept in numba's cache on disk, beside umap's own files: the first process
+# on a machine compiles them (about 15 s), the next ones load them (about 1 s).
+ALIGNED_EPOCH = numba.njit(
+    _optimize_layout_aligned_euclidean_single_epoch, fastmath=True, cache=True
+)
+NEIGHBOURHOOD_OVERLAP = numba.njit(build_neighborhood_similarities.py_func, cache=True)
+NEIGHBOUR_SCALES = numba.njit(smooth_knn_dist.py_func, fastmath=True, cache=True)
+MEMBERSHIPS = numba.njit(compute_membership_strengths.py_func, fastmath=True, cache=True)
 INIT_SCALE = 10.0  # UMAP scales its first layout to this half-width
 
 
@@ -69,6 +82,8 @@ def nearest(
 def neighbour_graph(points: np.ndarray, k: int, epochs: int) -> scipy.sparse.csr_matrix:
     """UMAP's fuzzy neighbour graph of ``points`` (symmetric, float32), from exact neighbours.
 
+    ``umap.umap_.fuzzy_simplicial_set``'s: each point's membership strengths to its ``k``
+    nearest (``exp(-(d - rho) / sigma)``), joined by the fuzzy union ``A + A^T - A * A^T``.
     Edges too weak to be sampled in ``epochs`` are dropped, as ``umap.UMAP`` drops them.
 
     Example:
@@ -77,17 +92,13 @@ def neighbour_graph(points: np.ndarray, k: int, epochs: int) -> scipy.sparse.csr
         >>> graph.shape, bool((graph != graph.T).nnz == 0)
         ((30, 30), True)
     """
-    with numba_threads(1):
-        indices, distances = nearest(points, points, k)
-        graph, _, _ = fuzzy_simplicial_set(
-            points,
-            k,
-            np.random.RandomState(0),  # unused: the neighbours are given
-            "euclidean",
-            knn_indices=indices,
-            knn_dists=distances,
-        )
-    graph = graph.tocsr().astype(np.float32)
+    indices, distances = nearest(points, points, k)
+    sigmas, rhos = NEIGHBOUR_SCALES(distances, float(k), 64, 1.0, 1.0)
+    rows, cols, values, _ = MEMBERSHIPS(indices, distances, sigmas, rhos, False, False)
+    size = len(points)
+    one_way = scipy.sparse.coo_matrix((values, (rows, cols)), shape=(size, size)).tocsr()
+    one_way.eliminate_zeros()
+    graph = (one_way + one_way.T - one_way.multiply(one_way.T)).tocsr().astype(np.float32)
     graph.data[graph.data < graph.data.max() / float(epochs)] = 0.0
     graph.eliminate_zeros()
     graph.sort_indices()
@@ -105,28 +116,26 @@ def first_layout(
         (40, 2)
     """
     random = np.random.RandomState(seed)
-    with numba_threads(1):
-        start = spectral_layout(points, graph, 2, random)
+    start = spectral_layout(points, graph, 2, random)
     start = np.nan_to_num(start)
     scale = np.abs(start).max()
     start = start * (INIT_SCALE / scale) if scale > 0 else random.uniform(-10, 10, start.shape)
     layout = np.ascontiguousarray(start, dtype=np.float32)
     coo = graph.tocoo()
-    with numba_threads(1):
-        return optimize_layout_euclidean(
-            layout,
-            layout,
-            coo.row.astype(np.int32),
-            coo.col.astype(np.int32),
-            epochs,
-            len(points),
-            make_epochs_per_sample(coo.data, epochs),
-            A,
-            B,
-            random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64),
-            parallel=False,
-            move_other=True,
-        )
+    return optimize_layout_euclidean(
+        layout,
+        layout,
+        coo.row.astype(np.int32),
+        coo.col.astype(np.int32),
+        epochs,
+        len(points),
+        make_epochs_per_sample(coo.data, epochs),
+        A,
+        B,
+        random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64),
+        parallel=False,
+        move_other=True,
+    )
 
 
 def aligned_layout(
@@ -182,30 +191,29 @@ def aligned_layout(
     negatives = numba.typed.List(negative)
     next_negative = numba.typed.List([n.copy() for n in negative])
     next_sample = numba.typed.List([p.astype(np.float32) for p in per_sample])
-    with numba_threads(1):
-        weights = build_neighborhood_similarities(indptr, indices, relations)
-        for epoch in range(epochs):
-            ALIGNED_EPOCH(
-                layouts,
-                layouts,
-                heads,
-                tails,
-                samples,
-                A,
-                B,
-                weights,
-                relations,
-                state,
-                1.0,  # gamma: the weight of the negative samples
-                alignment,
-                2,
-                False,  # move_other: each edge moves its head; the graph is symmetric
-                1.0 - epoch / epochs,  # the learning rate, falling to zero
-                negatives,
-                next_negative,
-                next_sample,
-                epoch,
-            )
+    weights = NEIGHBOURHOOD_OVERLAP(indptr, indices, relations)
+    for epoch in range(epochs):
+        ALIGNED_EPOCH(
+            layouts,
+            layouts,
+            heads,
+            tails,
+            samples,
+            A,
+            B,
+            weights,
+            relations,
+            state,
+            1.0,  # gamma: the weight of the negative samples
+            alignment,
+            2,
+            False,  # move_other: each edge moves its head; the graph is symmetric
+            1.0 - epoch / epochs,  # the learning rate, falling to zero
+            negatives,
+            next_negative,
+            next_sample,
+            epoch,
+        )
     return np.asarray(layouts[1])
 
 
@@ -222,28 +230,7 @@ def place(queries: np.ndarray, points: np.ndarray, layout: np.ndarray, k: int) -
         [[0.5, 0.0], [5.0, 4.5]]
     """
     indices, distances = nearest(queries, points, k)
-    with numba_threads(1):
-        sigmas, rhos = smooth_knn_dist(distances, float(k))
+    sigmas, rhos = NEIGHBOUR_SCALES(distances, float(k), 64, 1.0, 1.0)
     weights = np.exp(-np.maximum(distances - rhos[:, None], 0.0) / sigmas[:, None])
     weights /= weights.sum(1, keepdims=True)
     return np.einsum("qk,qkd->qd", weights, layout[indices]).astype(np.float32)
-
-
-class numba_threads:  # noqa: N801 - used as a context manager, like a function
-    """Run numba's parallel functions on ``count`` threads within the block (this thread only).
-
-    Example:
-        >>> with numba_threads(1):
-        ...     numba.get_num_threads()
-        1
-    """
-
-    def __init__(self, count: int) -> None:
-        self.count, self.before = count, 0
-
-    def __enter__(self) -> None:
-        self.before = numba.get_num_threads()
-        numba.set_num_threads(min(self.count, numba.config.NUMBA_NUM_THREADS))
-
-    def __exit__(self, *exc: object) -> None:
-        numba.set_num_threads(self.before)

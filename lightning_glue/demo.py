@@ -114,6 +114,7 @@ def callbacks(all_scalars: bool = False) -> list[Any]:
             images_fn=lambda batch: batch[0],
             ids_fn="dataset_index",  # the same 540 digits in every snapshot, with an id column
             aligned_pca=True,  # pca_x/y/z columns and a scatter image per epoch (Images tab)
+            aligned_umap=True,  # umap_x/y columns and a picture: the clusters separating
         ),
     ]
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
+from learnscope.aligned_umap import UMAPSettings, require_umap
 from learnscope.embedding_layout import DEFAULT_MASK, EmbeddingLayout
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
@@ -72,6 +73,12 @@ class EmbeddingProjector(LearnscopeCallback):
             batch, for node embeddings of graph batches that are not PyTorch Geometric's.
         aligned_pca: Add the aligned ``pca_x``, ``pca_y``, ``pca_z`` columns and a scatter
             image per snapshot (:mod:`~learnscope.lightning_glue.snapshot_job`).
+        aligned_umap: Add the aligned UMAP view beside the aligned PCA (which it turns on):
+            ``umap_x``, ``umap_y`` columns, a scatter image per snapshot, and the choice of
+            projection in every view (:mod:`learnscope.aligned_umap`). ``True`` for the
+            default :class:`~learnscope.aligned_umap.UMAPSettings` (at most 5,000 points fitted
+            per snapshot), or settings of your own. Needs ``pip install "learnscope[umap]"``;
+            computed on the writers' thread (the first in a process compiles for tens of seconds).
         gather: Under DDP, one snapshot of every rank's rows (else rank zero's share only).
         spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1:
             ``"mean"``, ``"max"`` (one row per sample) or ``"pixels"`` (one row per position).
@@ -108,6 +115,7 @@ class EmbeddingProjector(LearnscopeCallback):
         tag: str | None = None,
         ids_fn: str | Callable[..., Any] | None = None,
         aligned_pca: bool = False,
+        aligned_umap: bool | UMAPSettings = False,
         gather: bool = False,
         graph_index_fn: Callable[..., Any] | None = None,
         spatial: Literal["mean", "max", "pixels"] | None = None,
@@ -117,6 +125,9 @@ class EmbeddingProjector(LearnscopeCallback):
         self._schedule = CaptureSchedule(stages, every_n_epochs, every_n_train_steps)
         if max_points < 1:
             raise ValueError("every_n_epochs and max_points must be at least 1")
+        umap = UMAPSettings() if aligned_umap is True else aligned_umap or None
+        if umap is not None:
+            require_umap()  # a missing extra is said here, before the fit
         self._reader = reader = RowReader(
             "EmbeddingProjector",
             module,
@@ -131,10 +142,11 @@ class EmbeddingProjector(LearnscopeCallback):
         self.spatial, self.mask_fn, self.ids_fn = reader.spatial, reader.mask_fn, reader.ids_fn
         self.module, self.select, self.tag = module, select, tag or module
         self.metadata_fn, self.images_fn = metadata_fn, images_fn
-        self.graph_index_fn, self.aligned_pca, self.gather = graph_index_fn, aligned_pca, gather
+        self.graph_index_fn, self.gather = graph_index_fn, gather
+        self.aligned_pca, self.aligned_umap = aligned_pca or umap is not None, aligned_umap
         self.stages, self.every_n_epochs = self._schedule.stages, every_n_epochs
         self.every_n_train_steps, self.max_points = every_n_train_steps, max_points
-        self._views = AlignedViews()  # PCA views and frames, shared with the writer thread
+        self._views = AlignedViews(umap)  # the views and frames, shared with the writer thread
         self._names = SnapshotNames()  # never two snapshots under one name
         self._capture: EncoderCapture | None = None  # the module's hook, joined in setup
         self._plan = BatchPlan("validate", 0, False, False, False)  # the current batch's

@@ -14,6 +14,11 @@ distance from the centre) and a frame fixed per tag from its first snapshot (a s
 number of spreads that holds 99% of its points), so that the step slider shows the points
 moving, not the frame. The writers' picture stage (:mod:`learnscope.plugins.pipeline.pictures`)
 draws its scatter, ``~learnscope/embeddings/<tag>/<stage>/pca``, from it.
+
+**The aligned UMAP view.** With UMAP settings in ``views``, every snapshot also gets its aligned
+UMAP view (:mod:`learnscope.aligned_umap`): ``umap_x``, ``umap_y`` columns and its own picture,
+``.../umap``. It is a part of its own (:data:`UMAP_VIEW`): a UMAP that fails leaves the
+snapshot and its PCA view written.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ log = logging.getLogger("learnscope")
 
 SNAPSHOTS = "embedding projector"  # the parts a failure switches off
 COMPARISON = "embedding comparison"
+UMAP_VIEW = "aligned UMAP view"
 
 
 def write_snapshot(
@@ -53,7 +59,8 @@ def write_snapshot(
     Args:
         rows: The epoch's rows (this job's alone).
         writers: The writers, on their worker thread.
-        parts: The callback's parts; :data:`SNAPSHOTS` and :data:`COMPARISON` run here.
+        parts: The callback's parts; :data:`SNAPSHOTS`, :data:`COMPARISON` and
+            :data:`UMAP_VIEW` run here.
         tag: The snapshot's tag.
         module: The module's dotted name, for messages.
         views: The aligned views of the callback; ``None``: no PCA columns and no picture.
@@ -76,6 +83,11 @@ def write_snapshot(
     if views is not None and parts.is_on(COMPARISON):
         with parts.guard(COMPARISON, record):
             snapshot = compare_snapshot(snapshot, rows.final_keys, views)
+    if views is not None and views.umap is not None and parts.is_on(UMAP_VIEW):
+        with parts.guard(UMAP_VIEW, record):
+            ids = rows.final_keys.tolist() if rows.final_keys is not None else None
+            umap = views.add_umap(snapshot.key, torch.as_tensor(snapshot.vectors), ids)
+            snapshot = snapshot.with_view(umap) if umap is not None else snapshot
     writers.write_embedding(snapshot)  # its picture is drawn by the writers' picture stage
     writers.flush()
 
