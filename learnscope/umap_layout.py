@@ -220,17 +220,18 @@ def aligned_layout(
 def place(queries: np.ndarray, points: np.ndarray, layout: np.ndarray, k: int) -> np.ndarray:
     """Each query placed at the mean layout position of its ``k`` nearest ``points``.
 
-    The neighbours are weighted as UMAP weighs them (``exp(-(d - rho) / sigma)``, with each
-    query's own ``rho`` and ``sigma``), as ``umap.UMAP.transform`` starts a new point.
+    Where ``umap.UMAP.transform`` starts a new point: the neighbours weighted
+    ``exp(-d / sigma)``, each query's ``sigma`` found as UMAP finds it (with a local
+    connectivity of zero, as ``transform`` uses).
 
     Example:
-        >>> points = np.array([[0.0], [1.0], [10.0]])
-        >>> layout = np.array([[0.0, 0.0], [1.0, 0.0], [9.0, 9.0]])
-        >>> place(np.array([[0.5], [9.0]]), points, layout, 2).round(1).tolist()
-        [[0.5, 0.0], [5.0, 4.5]]
+        >>> points = np.array([[0.0], [1.0], [2.0], [10.0]])
+        >>> layout = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [9.0, 9.0]])
+        >>> place(np.array([[1.0]]), points, layout, 3).round(3).tolist()
+        [[1.0, 0.0]]
     """
     indices, distances = nearest(queries, points, k)
-    sigmas, rhos = NEIGHBOUR_SCALES(distances, float(k), 64, 1.0, 1.0)
-    weights = np.exp(-np.maximum(distances - rhos[:, None], 0.0) / sigmas[:, None])
+    sigmas, _ = NEIGHBOUR_SCALES(distances, float(k), 64, 0.0, 1.0)
+    weights = np.exp(-distances / sigmas[:, None])
     weights /= weights.sum(1, keepdims=True)
     return np.einsum("qk,qkd->qd", weights, layout[indices]).astype(np.float32)

@@ -1,8 +1,8 @@
-"""The wandb custom chart of an embedding snapshot's aligned PCA view, coloured by label.
+"""The wandb custom charts of an embedding snapshot's aligned views, coloured by label.
 
-The chart is built from the ``pca_x`` and ``pca_y`` columns that
-``EmbeddingProjector(aligned_pca=True)`` adds to a snapshot, and logged with the snapshot's table
-on the trainer step axis.
+A chart is built from the ``pca_x`` and ``pca_y`` columns that
+``EmbeddingProjector(aligned_pca=True)`` adds to a snapshot (and one from ``umap_x``, ``umap_y``
+with ``aligned_umap=True``), and logged with the snapshot's table on the trainer step axis.
 
 Which preset: wandb's ``wandb/scatter/v0`` colours points by their y value (a red gradient) and
 has no colour-by-category field. ``wandb/area-under-curve/v0`` (the preset behind
@@ -23,36 +23,41 @@ PRESET = "wandb/area-under-curve/v0"
 SERIES = "snapshot"  # one constant column, the preset's line-style ("class") field
 
 
-def pca_scatter_chart(
-    wandb: Any, metadata: Mapping[str, Sequence[Any]], title: str, step: int
+def scatter_chart(
+    wandb: Any,
+    metadata: Mapping[str, Sequence[Any]],
+    title: str,
+    step: int,
+    projection: str = "pca",
 ) -> Any | None:
-    """A ``wandb.plot_table`` chart of ``pca_x`` against ``pca_y``, or ``None`` without them.
+    """A ``wandb.plot_table`` chart of ``<projection>_x`` against ``_y``, or ``None`` without them.
 
     Args:
         wandb: The ``wandb`` module.
         metadata: The snapshot's metadata columns as lists (at most 10,000 rows).
         title: Chart title, such as ``"encoder/validate"``.
         step: The trainer step, shown in the chart.
+        projection: Which aligned view: ``"pca"`` or ``"umap"``.
 
     Returns:
-        The custom chart to log, or ``None`` when the snapshot has no PCA columns.
+        The custom chart to log, or ``None`` when the snapshot has no such columns.
 
     Example:
         >>> import wandb
-        >>> chart = pca_scatter_chart(
-        ...     wandb, {"label": [1, 2], "pca_x": [0.0, 1.0], "pca_y": [1.0, 0.0]}, "enc", 3
-        ... )
+        >>> columns = {"label": [1, 2], "umap_x": [0.0, 1.0], "umap_y": [1.0, 0.0]}
+        >>> chart = scatter_chart(wandb, columns, "enc", 3, "umap")
         >>> chart.table.columns
-        ['pca_x', 'pca_y', 'label', 'snapshot']
+        ['umap_x', 'umap_y', 'label', 'snapshot']
     """
-    if "pca_x" not in metadata or "pca_y" not in metadata:
+    x, y = f"{projection}_x", f"{projection}_y"
+    if x not in metadata or y not in metadata:
         return None
-    n = len(metadata["pca_x"])
+    n = len(metadata[x])
     label = label_column(metadata)
     label_name = label or "tag"
     labels = [str(v) for v in metadata[label]] if label else [title] * n
-    columns = ["pca_x", "pca_y", label_name, SERIES]
-    data = [metadata["pca_x"], metadata["pca_y"], labels, [f"step {step}"] * n]
+    columns = [x, y, label_name, SERIES]
+    data = [metadata[x], metadata[y], labels, [f"step {step}"] * n]
     if "id" in metadata:
         columns.append("id")
         data.append([str(v) for v in metadata["id"]])
@@ -60,10 +65,10 @@ def pca_scatter_chart(
     return wandb.plot_table(
         PRESET,
         table,
-        {"x": "pca_x", "y": "pca_y", "groupKeys": label_name, "class": SERIES},
+        {"x": x, "y": y, "groupKeys": label_name, "class": SERIES},
         {
-            "title": f"{title} PCA, step {step}",
-            "x-axis-title": "pca_x",
-            "y-axis-title": "pca_y",
+            "title": f"{title} {projection.upper()}, step {step}",
+            "x-axis-title": x,
+            "y-axis-title": y,
         },
     )

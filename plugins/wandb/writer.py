@@ -21,7 +21,7 @@ from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
-from learnscope.plugins.wandb.scatter import pca_scatter_chart
+from learnscope.plugins.wandb.scatter import scatter_chart
 from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
 
 STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
@@ -75,7 +75,8 @@ class WandbWriter(Writer):
         More than 10,000 rows are subsampled deterministically, with a warning. A snapshot with
         ``pca_x``/``pca_y`` columns also gets a scatter chart
         ``~learnscope/embeddings/<key>/pca_scatter`` coloured by its first metadata column (see
-        ``learnscope.plugins.wandb.scatter``).
+        ``learnscope.plugins.wandb.scatter``), and one with an aligned UMAP view another,
+        ``.../umap_scatter``.
 
         A metadata column named like one of the writer's own columns (``embedding``, ``step``,
         ``stage``, ``image``) would give the table two columns of one name; it is renamed
@@ -127,9 +128,11 @@ class WandbWriter(Writer):
         table = self.wandb.Table(columns=columns, data=rows)
         key = wandb_key(snapshot.key)
         logged: dict[str, Any] = {f"{EMBEDDINGS}/{key}": table, STEP_KEY: snapshot.step}
-        chart = pca_scatter_chart(self.wandb, metadata, key, snapshot.step)
-        if chart is not None:  # snapshots with aligned PCA columns also get a scatter chart
-            logged[f"{EMBEDDINGS}/{key}/pca_scatter"] = chart
+        projections = ("pca", *(view.projection for view in snapshot.projections))
+        for projection in projections:  # each aligned view also gets a scatter chart
+            chart = scatter_chart(self.wandb, metadata, key, snapshot.step, projection)
+            if chart is not None:
+                logged[f"{EMBEDDINGS}/{key}/{projection}_scatter"] = chart
         self.run.log(logged)
         self.record.write_embedding(whole)
 
