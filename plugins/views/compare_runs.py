@@ -7,7 +7,8 @@ A and B may be the same run, on two keys:
 
 * **Aligned views**: each snapshot's aligned PCA view (``xy``), centred on the shared points and
   in units of its spread, and B's rotated onto A's by orthogonal Procrustes (rotation or
-  reflection only, no scaling), so that the two pictures can be read side by side.
+  reflection only, no scaling), so that the two pictures can be read side by side; the same for
+  each further aligned view (``projections``: ``umap``) that both snapshots have.
 * **Neighbourhood overlap**: per shared point, ``|kNN_A ∩ kNN_B| / k`` of its ``k`` nearest
   neighbours (Euclidean, among the shared points) in each run's *full* embedding (the
   snapshot's ``tensor`` file), exact, computed a block of rows at a time so that memory stays
@@ -56,7 +57,11 @@ from learnscope.neighbourhoods import (
     neighbourhood_change,
     procrustes_rotation,
 )
-from learnscope.plugins.views.embedding_fold import subsample_ids
+from learnscope.plugins.views.embedding_fold import (
+    projection_label,
+    projection_views,
+    subsample_ids,
+)
 from learnscope.plugins.views.record_checks import DamagedEntry, array_field, rounded, typed_column
 from learnscope.plugins.views.run_search import run_folder
 from learnscope.plugins.views.run_view import read_record
@@ -158,7 +163,9 @@ def compare_runs(
         run's keys), ``step``, ``steps``, ``points``),
         ``shared`` and ``compared`` (counts), ``ids`` (the compared points), ``xy_a`` and
         ``xy_b`` (base64 ``<f4`` ``x0 y0 x1 y1 ...`` in spreads, B rotated onto A; ``None``
-        without aligned PCA), ``frame``, ``rotation``, ``residual``, ``overlap`` (per point,
+        without aligned PCA), ``frame``, ``rotation``, ``residual``, ``projections`` (the same
+        five of each further aligned view both snapshots have, with its ``name`` and
+        ``label``: ``umap``, ``UMAP``), ``overlap`` (per point,
         the neighbours in common, 0 to ``k``; ``None`` when not computed), ``histogram``
         (points per count 0 to ``k``), ``mean_overlap``, ``differ`` (the points whose
         neighbourhoods differ most, of those that keep fewer than ``k``: ``index``, ``id``,
@@ -244,6 +251,7 @@ def _empty(a: str, b: str, key: str, k: int, key_b: str) -> dict[str, Any]:
         "frame": None,
         "rotation": None,
         "residual": None,
+        "projections": [],
         "overlap": None,
         "histogram": None,
         "mean_overlap": None,
@@ -390,23 +398,49 @@ def _index(ids: Any, points: int) -> dict[str, int]:
 def _aligned_views(
     result: dict[str, Any], entries: list[dict[str, Any]], rows_a: np.ndarray, rows_b: np.ndarray
 ) -> None:
-    """Fill ``xy_a``, ``xy_b`` (B rotated onto A), ``frame``, ``rotation``, ``residual``."""
+    """Fill ``xy_a``, ``xy_b`` (B rotated onto A), ``frame``, ``rotation``, ``residual``.
+
+    And ``projections``: the same of each further view (``umap``) both snapshots have.
+    """
+    rows = (rows_a, rows_b)
     if entries[0].get("xy") is None or entries[1].get("xy") is None:
         result["notes"].append("no aligned PCA view in one of the runs: no pictures")
-        return
-    views = []
-    for entry, rows in zip(entries, (rows_a, rows_b), strict=True):
-        xy = array_field(entry, "xy")
-        if xy.ndim != 2 or xy.shape[1] != 2 or len(xy) <= int(rows.max(initial=-1)):
+    else:
+        result.update(_aligned_pair([array_field(e, "xy") for e in entries], rows))
+    sides = [projection_views(e, _points(e))[0] for e in entries]
+    for name in sides[0]:
+        if name not in sides[1]:
+            continue
+        try:
+            pair = _aligned_pair([side[name].xy for side in sides], rows)
+        except DamagedEntry as error:
+            result["notes"].append(f"no {projection_label(name)} pictures: {error}")
+            continue
+        result["projections"].append({"name": name, "label": projection_label(name), **pair})
+    names = {*sides[0], *sides[1]}
+    for name in sorted(names - (sides[0].keys() & sides[1].keys())):
+        result["notes"].append(
+            f"only one of the snapshots has an aligned {projection_label(name)} view: "
+            f"no {projection_label(name)} pictures"
+        )
+
+
+def _aligned_pair(views: list[np.ndarray], rows: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """One view of A and B on the shared ``rows``: B rotated onto A, in spreads, encoded."""
+    shared = []
+    for xy, chosen in zip(views, rows, strict=True):
+        if xy.ndim != 2 or xy.shape[1] != 2 or len(xy) <= int(chosen.max(initial=-1)):
             raise DamagedEntry(f"xy has shape {list(xy.shape)}, not [points, 2]")
-        views.append(in_spreads(xy[rows].astype(np.float64)))
-    rotation = procrustes_rotation(views[1], views[0])
-    rotated = views[1] @ rotation
-    result["xy_a"] = _encoded(views[0])
-    result["xy_b"] = _encoded(rotated)
-    result["frame"] = list(frame_limits(np.vstack([views[0], rotated])))
-    result["rotation"] = rotation.tolist()
-    result["residual"] = rounded(float(np.sqrt(((views[0] - rotated) ** 2).sum(1).mean())), 6)
+        shared.append(in_spreads(xy[chosen].astype(np.float64)))
+    rotation = procrustes_rotation(shared[1], shared[0])
+    rotated = shared[1] @ rotation
+    return {
+        "xy_a": _encoded(shared[0]),
+        "xy_b": _encoded(rotated),
+        "frame": list(frame_limits(np.vstack([shared[0], rotated]))),
+        "rotation": rotation.tolist(),
+        "residual": rounded(float(np.sqrt(((shared[0] - rotated) ** 2).sum(1).mean())), 6),
+    }
 
 
 def _encoded(xy: np.ndarray) -> str:

@@ -5,6 +5,13 @@ from the centre) as float16; the points shown are those present in every snapsho
 id, at most ``max_points`` of them (a fixed subsample by a hash of the id). A snapshot's
 coordinates are base64-encoded once for the shown ids and kept, so a view refreshed after a new
 snapshot encodes only that one. Nothing here imports torch.
+
+A snapshot's further aligned views (its ``projections``: ``umap``) are kept the same way, beside
+its PCA view, which stays the key's base: the snapshots of a key are those with a PCA view, and
+a projection is offered for the key when at least one of them has it; the snapshots without it
+are said (``2 of 5 snapshots without the aligned UMAP view``) and the projection shows the
+others. A damaged view of a projection leaves that snapshot without it (and is said); the
+snapshot's PCA view still shows.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -80,7 +88,25 @@ def snapshot_fields(entry: Mapping[str, Any]) -> tuple[str, np.ndarray | None, l
         if not isinstance(ids, list) or len(ids) != len(xy):
             raise DamagedEntry(f"ids is not a list of {len(xy)} ids")
         ids = [i if isinstance(i, str) else json.dumps(i) for i in ids]
-    frame = entry.get("frame")
+    check_frame(entry.get("frame"))
+    for column in list_field(entry, "columns", required=False):
+        typed_column(column, len(xy), [])  # checked now: a damaged one skips the snapshot
+    sprite = entry.get("sprite")
+    if sprite is not None:
+        sprite_fields(sprite)
+    return key, xy, ids
+
+
+def check_frame(frame: Any) -> None:
+    """Check a view's ``frame``: ``None``, or ``[xmin, xmax, ymin, ymax]``, finite and ordered.
+
+    Raises:
+        DamagedEntry: Naming what is wrong.
+
+    Example:
+        >>> check_frame([-1, 1, -2, 2]), check_frame(None)
+        (None, None)
+    """
     if frame is not None and not (
         isinstance(frame, list)
         and len(frame) == 4
@@ -89,12 +115,118 @@ def snapshot_fields(entry: Mapping[str, Any]) -> tuple[str, np.ndarray | None, l
         and frame[2] < frame[3]
     ):
         raise DamagedEntry(f"frame {frame!r} is not [xmin, xmax, ymin, ymax]")
-    for column in list_field(entry, "columns", required=False):
-        typed_column(column, len(xy), [])  # checked now: a damaged one skips the snapshot
-    sprite = entry.get("sprite")
-    if sprite is not None:
-        sprite_fields(sprite)
-    return key, xy, ids
+
+
+@dataclass(frozen=True)
+class ProjectionView:
+    """One further aligned view of a snapshot entry (an entry of its ``projections``), checked.
+
+    ``xy`` in the embedding's own units, ``spread`` (``None`` when the entry gives none),
+    ``frame`` (in spreads, or ``None``) and ``fitted`` (the points the projection was fitted
+    on, when fewer than all; else ``None``).
+    """
+
+    xy: np.ndarray
+    spread: float | None
+    frame: list[float] | None
+    fitted: int | None
+
+
+def projection_views(
+    entry: Mapping[str, Any], points: int
+) -> tuple[dict[str, ProjectionView], list[str]]:
+    """The views of a ``snapshot`` entry's ``projections`` that are sound, and what is wrong.
+
+    Each view is checked as the entry's own ``xy`` is, against the entry's ``points`` rows; a
+    damaged one is left out and named in the second list, the others are kept.
+
+    Example:
+        >>> from learnscope.run_record import encode_array
+        >>> good = {"xy": encode_array(np.ones((2, 2), np.float32)), "spread": 2.0,
+        ...         "frame": [-1, 1, -1, 1], "fitted": None}
+        >>> views, problems = projection_views(
+        ...     {"projections": {"umap": good, "tsne": {"xy": "?"}}}, 2)
+        >>> list(views), views["umap"].spread, problems
+        (['umap'], 2.0, ['its tsne view: xy is not an array'])
+    """
+    projections = entry.get("projections")
+    if projections is None:
+        return {}, []
+    if not isinstance(projections, Mapping):
+        return {}, [f"projections is {type(projections).__name__}, not an object of views"]
+    views, problems = {}, []
+    for name, view in projections.items():
+        try:
+            views[name] = _projection_view(name, view, points)
+        except DamagedEntry as error:
+            problems.append(f"its {name} view: {error}")
+    return views, problems
+
+
+def _projection_view(name: Any, view: Any, points: int) -> ProjectionView:
+    if not isinstance(name, str) or not name.isidentifier() or name == "pca":
+        raise DamagedEntry(f"{name!r} is not the name of a projection other than PCA")
+    if not isinstance(view, Mapping):
+        raise DamagedEntry("it is not an object with xy, spread, frame and fitted")
+    xy = array_field(view, "xy")
+    if xy.ndim != 2 or xy.shape[1] != 2 or not np.issubdtype(xy.dtype, np.floating):
+        raise DamagedEntry(f"xy has shape {list(xy.shape)} ({xy.dtype}), not [points, 2]")
+    if len(xy) != points:
+        raise DamagedEntry(f"xy has {len(xy)} points, the snapshot {points}")
+    spread = view.get("spread")
+    if spread is not None and not (is_number(spread) and math.isfinite(spread) and spread > 0):
+        raise DamagedEntry(f"spread {spread!r} is not a positive number")
+    frame = view.get("frame")
+    check_frame(frame)
+    fitted = view.get("fitted")
+    if fitted is not None and not (
+        isinstance(fitted, int) and not isinstance(fitted, bool) and 0 < fitted <= points
+    ):
+        raise DamagedEntry(f"fitted {fitted!r} is not a number of points from 1 to {points}")
+    return ProjectionView(
+        xy,
+        None if spread is None else float(spread),
+        None if frame is None else [float(v) for v in frame],
+        fitted,
+    )
+
+
+NO_PROJECTIONS: Mapping[str, ProjectionView] = MappingProxyType({})
+
+
+def projection_label(name: str) -> str:
+    """How the page names projection ``name``.
+
+    Example:
+        >>> projection_label("umap"), projection_label("pca")
+        ('UMAP', 'PCA')
+    """
+    return name.upper()
+
+
+def in_spread_units(xy: np.ndarray, spread: Any) -> tuple[np.ndarray, float]:
+    """``xy`` in units of ``spread`` (its own when ``spread`` is no positive number), float16.
+
+    Example:
+        >>> scaled, spread = in_spread_units(np.array([[3.0, 4.0], [-3.0, -4.0]]), None)
+        >>> scaled.astype(float).round(3).tolist(), spread
+        ([[0.6, 0.8], [-0.6, -0.8]], 5.0)
+    """
+    if not (is_number(spread) and math.isfinite(spread) and spread > 0):
+        spread = view_spread(xy) or 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = (xy.astype(np.float64) / spread).astype("<f2")
+    return scaled, float(spread)
+
+
+@dataclass
+class ScaledView:
+    """A further aligned view of one snapshot in units of its spread, and its encoding."""
+
+    xy: np.ndarray  # [n, 2] float16, in units of the view's spread, rows in snapshot order
+    spread: float
+    fitted: int | None
+    encoded: tuple[int, str] | None = None  # (version of the shown ids, base64 of their xy)
 
 
 @dataclass
@@ -121,6 +253,19 @@ class ScaledSnapshot:
     xy: np.ndarray  # [n, 2] float16, in units of the snapshot's spread, rows in snapshot order
     spread: float
     encoded: tuple[int, str] | None = None  # (version of the shown ids, base64 of their xy)
+    projections: dict[str, ScaledView] = field(default_factory=dict)  # further views, by name
+
+    def encode(self, view: ScaledSnapshot | ScaledView, ids: list[str], version: int) -> bool:
+        """Encode ``view`` (this snapshot or one of its projections) for the shown ``ids``.
+
+        Nothing is done when it already is for ``version``; whether it was done.
+        """
+        if view.encoded is not None and view.encoded[0] == version:
+            return False
+        rows = self.order.rows_of(ids, version)
+        data = np.ascontiguousarray(view.xy[rows], "<f2").tobytes()
+        view.encoded = (version, base64.b64encode(data).decode("ascii"))
+        return True
 
 
 @dataclass
@@ -144,9 +289,18 @@ class EmbeddingEvolution:
     last: Mapping[str, Any] | None = None  # the newest snapshot's entry (columns, sprite)
     version: int = 0  # changes whenever the shown ids may have changed
     shown: tuple[int, list[str], int] | None = None  # (version, ids shown, ids in common)
+    projection_frames: dict[str, list[float]] = field(default_factory=dict)  # newest, by name
 
-    def add(self, entry: Mapping[str, Any], xy: np.ndarray, ids: list[str] | None) -> None:
-        """Fold one snapshot (``entry`` with its checked ``xy`` and ``ids``) in.
+    def add(
+        self,
+        entry: Mapping[str, Any],
+        xy: np.ndarray,
+        ids: list[str] | None,
+        projections: Mapping[str, ProjectionView] = NO_PROJECTIONS,
+    ) -> None:
+        """Fold one snapshot in: ``entry`` with its checked ``xy``, ``ids`` and ``projections``.
+
+        ``projections`` are its further views, as :func:`projection_views` checks them.
 
         Raises:
             DamagedEntry: When its ids do not fit the key's other snapshots.
@@ -171,12 +325,11 @@ class EmbeddingEvolution:
             if len(index) != len(ids):
                 raise DamagedEntry("its ids are not unique")
             order = RowOrder(ids, index)
-        spread = entry.get("spread")
-        if not (is_number(spread) and math.isfinite(spread) and spread > 0):
-            spread = view_spread(xy) or 1.0
-        with np.errstate(over="ignore", invalid="ignore"):
-            scaled = (xy.astype(np.float64) / spread).astype("<f2")
-        snapshot = ScaledSnapshot(step, order, scaled, float(spread))
+        scaled, spread = in_spread_units(xy, entry.get("spread"))
+        snapshot = ScaledSnapshot(step, order, scaled, spread)
+        for name, view in projections.items():
+            coords, units = in_spread_units(view.xy, view.spread)
+            snapshot.projections[name] = ScaledView(coords, units, view.fitted)
         steps = [s.step for s in self.snapshots]
         if not steps or step > steps[-1]:
             self.snapshots.append(snapshot)
@@ -205,6 +358,9 @@ class EmbeddingEvolution:
         frame = entry.get("frame")
         if frame is not None:
             self.frame = [float(v) for v in frame]
+        for name, view in projections.items():
+            if view.frame is not None:
+                self.projection_frames[name] = view.frame
 
     def shown_ids(self, max_points: int) -> tuple[list[str], int]:
         """The ids drawn (in the first snapshot's order) and how many are in every snapshot."""
@@ -242,15 +398,23 @@ class EmbeddingEvolution:
             notes.append(f"{len(ids):,} of {total:,} points shown (a fixed subsample by id)")
         if len(self.snapshots) == 1:
             notes.append("one snapshot only: nothing moves yet")
-        notes.extend(more_notes)
         xy, encoded = [], 0
         for snapshot in self.snapshots:
-            if snapshot.encoded is None or snapshot.encoded[0] != version:
-                rows = snapshot.order.rows_of(ids, version)
-                data = np.ascontiguousarray(snapshot.xy[rows], "<f2").tobytes()
-                snapshot.encoded = (version, base64.b64encode(data).decode("ascii"))
-                encoded += 1
-            xy.append(snapshot.encoded[1])
+            encoded += snapshot.encode(snapshot, ids, version)
+            xy.append(snapshot.encoded[1])  # type: ignore[index]
+        projections = []
+        for name in dict.fromkeys(n for s in self.snapshots for n in s.projections):
+            projection, count = self._projection(name, ids, version)
+            encoded += count
+            projections.append(projection)
+            missing = len(self.snapshots) - len(projection["steps"])
+            if missing:
+                label = projection["label"]
+                notes.append(
+                    f"{missing} of {len(self.snapshots)} snapshots without the aligned {label} "
+                    f"view: {label} shows the other {len(projection['steps'])}"
+                )
+        notes.extend(more_notes)
         last = self.snapshots[-1]
         rows = last.order.rows_of(ids, version)
         entry = self.last or {}
@@ -258,7 +422,9 @@ class EmbeddingEvolution:
             typed_column(c, len(last.order.ids), rows)
             for c in list_field(entry, "columns", required=False)
         ]
-        columns = [c for c in columns if c["name"] not in ("id", "pca_x", "pca_y", "pca_z")]
+        views = ("pca", *(p["name"] for p in projections))
+        coordinates = {"id", *(f"{v}_{axis}" for v in views for axis in "xyz")}
+        columns = [c for c in columns if c["name"] not in coordinates]
         view = {
             "key": self.key,
             "steps": [s.step for s in self.snapshots],
@@ -268,6 +434,7 @@ class EmbeddingEvolution:
             "units": "spread",
             "spreads": [rounded(s.spread, 6) for s in self.snapshots],
             "frame": self.frame,
+            "projections": projections,
             "columns": columns,
             "points_total": total,
             "points_shown": len(ids),
@@ -276,3 +443,31 @@ class EmbeddingEvolution:
             "notes": notes,
         }
         return view, encoded
+
+    def _projection(self, name: str, ids: list[str], version: int) -> tuple[dict[str, Any], int]:
+        """Projection ``name``'s part of the key's view, and how many snapshots were encoded.
+
+        Its snapshots are those of the key that have it.
+        """
+        steps, xy, spreads, fitted, points, encoded = [], [], [], [], [], 0
+        for snapshot in self.snapshots:
+            view = snapshot.projections.get(name)
+            if view is None:
+                continue
+            encoded += snapshot.encode(view, ids, version)
+            steps.append(snapshot.step)
+            xy.append(view.encoded[1])  # type: ignore[index]
+            spreads.append(rounded(view.spread, 6))
+            fitted.append(view.fitted)
+            points.append(len(snapshot.order.ids))
+        projection = {
+            "name": name,
+            "label": projection_label(name),
+            "steps": steps,
+            "xy": xy,
+            "spreads": spreads,
+            "frame": self.projection_frames.get(name),
+            "fitted": fitted,
+            "points": points,
+        }
+        return projection, encoded

@@ -12,12 +12,14 @@ model holds:
 
 * **Embedding evolution**: per key (``encoder/validate``), the snapshots in step order, their
   aligned PCA view in units of each snapshot's spread (root-mean-square distance from the
-  centre), the record's fixed frame for the key, the metadata columns of the newest snapshot
-  (typed by the record: categories with a code per point, or numbers for a colour bar), and its
-  thumbnails. The points shown are those present in every snapshot, matched by id; at most
-  ``max_points``, a fixed subsample chosen by a hash of the id. Coordinates travel as
-  little-endian float16, base64-encoded, ``x0 y0 x1 y1 ...`` per snapshot, in the order of
-  ``ids`` (:mod:`learnscope.plugins.views.embedding_fold`).
+  centre), the record's fixed frame for the key, each further aligned view the snapshots carry
+  (``projections``: ``umap``, with its own steps, spreads, frame and ``fitted`` counts; a
+  damaged one is named in ``messages`` and the snapshot shows without it), the metadata
+  columns of the newest snapshot (typed by the record: categories with a code per point, or
+  numbers for a colour bar), and its thumbnails. The points shown are those present in every
+  snapshot, matched by id; at most ``max_points``, a fixed subsample chosen by a hash of the
+  id. Coordinates travel as little-endian float16, base64-encoded, ``x0 y0 x1 y1 ...`` per
+  snapshot, in the order of ``ids`` (:mod:`learnscope.plugins.views.embedding_fold`).
 * **Autocorrelation**: per kind (``params``, ``grads``), groups x lags at each analysis step,
   and the median lag-1 autocorrelation of each group over the steps
   (:mod:`learnscope.plugins.views.autocorrelation_fold`).
@@ -41,7 +43,11 @@ from learnscope.plugins.views.autocorrelation_fold import (
     AutocorrelationSeries,
     fold_autocorrelation,
 )
-from learnscope.plugins.views.embedding_fold import EmbeddingEvolution, snapshot_fields
+from learnscope.plugins.views.embedding_fold import (
+    EmbeddingEvolution,
+    projection_views,
+    snapshot_fields,
+)
 from learnscope.plugins.views.record_checks import (
     DamagedEntry,
     describe_entry,
@@ -206,10 +212,14 @@ class RunView:
             if xy is None:
                 self._without_pca[key] = self._without_pca.get(key, 0) + 1
                 return
+            projections, problems = projection_views(entry, len(xy))
             embedding = self._embeddings.get(key)
             if embedding is None:
-                embedding = self._embeddings[key] = EmbeddingEvolution(key)
-            embedding.add(entry, xy, ids)
+                embedding = EmbeddingEvolution(key)
+            embedding.add(entry, xy, ids, projections)
+            self._embeddings[key] = embedding
+            for problem in problems:  # said once the rest of the snapshot is folded
+                self._damage.add(f"{describe_entry(entry)}: {problem}; shown without it")
         elif kind == "autocorrelation":
             fold_autocorrelation(self._autocorrelation, entry)
         elif kind == "findings":

@@ -50,16 +50,24 @@ def thin_snapshots(view: dict[str, Any], most: int) -> dict[str, Any]:
         keep = sorted({round(i * (count - 1) / (max(most, 2) - 1)) for i in range(max(most, 2))})
         note = f"{len(keep)} of {count} snapshots shown (evenly spaced)"
         messages.append(f"{embedding['key']}: {note}")
+        steps = {embedding["steps"][i] for i in keep}
         embeddings.append(
             {
-                **embedding,
-                "steps": [embedding["steps"][i] for i in keep],
-                "xy": [embedding["xy"][i] for i in keep],
-                "spreads": [embedding["spreads"][i] for i in keep],
+                **_thinned(embedding, keep),
+                "projections": [
+                    _thinned(p, [i for i, s in enumerate(p["steps"]) if s in steps])
+                    for p in embedding.get("projections", ())
+                ],
                 "notes": [*embedding["notes"], note],
             }
         )
     return {**view, "embeddings": embeddings, "messages": messages}
+
+
+def _thinned(view: dict[str, Any], keep: list[int]) -> dict[str, Any]:
+    """``view`` (a key's or a projection's) with its snapshots ``keep`` only."""
+    per_snapshot = ("steps", "xy", "spreads", "fitted", "points")
+    return {**view, **{f: [view[f][i] for i in keep] for f in per_snapshot if f in view}}
 
 
 def module_source() -> str:

@@ -160,7 +160,12 @@ class ViewPage:
             return page
         # One more page at most: the snapshots' coordinates are what grows with them, so the
         # rest of the page stays and the snapshots kept share the room left.
-        coordinates = sum(len(xy) for e in view["embeddings"] for xy in e["xy"])
+        coordinates = sum(
+            len(xy)
+            for e in view["embeddings"]
+            for shown in (e, *e.get("projections", ()))
+            for xy in shown["xy"]
+        )
         room = max(MAX_BYTES - (size - coordinates), 0) * 0.95
         most = max(2, int(most * room / coordinates)) if coordinates else 2
         return page_html([(name, thin_snapshots(view, most))])
