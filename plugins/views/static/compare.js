@@ -17,6 +17,18 @@ export function overlapColour(t) {
   return `hsl(${Math.round(120 * t)}, 70%, 42%)`;
 }
 
+/**
+ * The views of comparison ``data`` to draw: its aligned PCA one (when both runs have it), then
+ * each further one both have (``projections``: aligned UMAP), as {name, label, xy_a, xy_b,
+ * frame, residual}.
+ */
+export function compareViews(data) {
+  const pca = data.xy_a && data.xy_b ? [{ name: 'pca', label: 'PCA', xy_a: data.xy_a,
+    xy_b: data.xy_b, frame: data.frame, residual: data.residual }] : [];
+  return pca.concat((data.projections || []).filter((p) => p.xy_a && p.xy_b)
+    .map((p) => ({ ...p, label: p.label || p.name.toUpperCase() })));
+}
+
 /** The name of side ``side`` ({run, key}) of ``data``: its run, and its tag when the tags differ. */
 function sideName(data, side) {
   return data.a.key === data.b.key || !side.key ? side.run : `${side.run} ${side.key}`;
@@ -26,7 +38,8 @@ function sideName(data, side) {
  * The comparison ``data`` as a section. ``state`` (for tests): runs, tags (key: A's, keyB: B's),
  * steps, shared and compared counts, k, histogram, mean overlap, the ids listed, hovered and
  * pinned point (index into ``data.ids``), the tooltip text, the points drawn in each canvas,
- * the messages shown, whether A and B are identical and the verdict that says so.
+ * the messages shown, whether A and B are identical and the verdict that says so, the
+ * projection drawn ('pca', 'umap': a choice where both runs have more than one) and its residual.
  * ``chooseSteps(stepA, stepB)``, when given, asks for other steps.
  */
 export class ComparePanel {
@@ -41,7 +54,7 @@ export class ComparePanel {
       histogram: data.histogram, meanOverlap: data.mean_overlap,
       listed: data.differ.map((d) => d.id), hovered: null, pinned: null, tooltip: '',
       drawn: [0, 0], colourBy: 'overlap', messages: data.messages.slice(),
-      identical: !!data.identical, verdict: data.verdict || null,
+      identical: !!data.identical, verdict: data.verdict || null, projection: null, residual: null,
     };
     this.element = el('section', { 'data-role': 'compare' });
     const heading = keyB === data.key ? `Compare ${data.a.run} (A) with ${data.b.run} (B): ${data.key}`
@@ -53,8 +66,10 @@ export class ComparePanel {
     for (const m of data.messages) this.element.append(el('div', { class: 'ls-msg', 'data-role': 'compare-message', text: m }));
     if (data.verdict) this.element.append(el('div', { class: 'ls-msg', 'data-role': 'compare-verdict', text: data.verdict }));
     for (const m of data.notes) this.element.append(el('div', { class: 'ls-hint', text: m }));
+    this.views = compareViews(data);
     this.element.append(this.stepBar(chooseSteps));
-    this.frames = data.xy_a && data.xy_b && n ? [decodeFloat32(data.xy_a), decodeFloat32(data.xy_b)] : null;
+    this.frames = null;
+    if (this.views.length && n) this.showProjection(this.views[0].name, false);
     if (this.frames) this.buildPictures();
     const side = el('div', { class: 'ls-side' }, [this.summary(), this.histogram(), this.differList()]);
     this.row = el('div', { class: 'ls-row' }, [...(this.canvases || []), side]);
@@ -76,6 +91,14 @@ export class ComparePanel {
     if (chooseSteps) {
       for (const s of picks) s.addEventListener('change', () => chooseSteps(+picks[0].value, +picks[1].value));
     }
+    this.projectionSelect = el('select', { 'aria-label': 'compare projection',
+      onchange: () => this.showProjection(this.projectionSelect.value) },
+    this.views.map((v) => el('option', { value: v.name, text: v.label })));
+    if (this.views.length > 1) {
+      bar.append(el('label', { 'data-role': 'compare-projection', title: 'The pictures: both ' +
+        "runs' aligned PCA views, or both runs' aligned UMAP views, B's turned onto A's" },
+      ['projection ', this.projectionSelect]));
+    }
     this.colourSelect = el('select', { 'aria-label': 'compare colour by', onchange: () => this.colourBy(+this.colourSelect.value) },
       [el('option', { value: OVERLAP_COLOURING, text: 'neighbourhood overlap' }),
         ...this.data.columns.map((c, i) => el('option', { value: i, text: c.name }))]);
@@ -83,13 +106,26 @@ export class ComparePanel {
     return bar;
   }
 
+  /**
+   * Draw the two runs in projection ``name`` (one of ``views``): A's view and B's turned onto
+   * it; the pinned point and the colours stay. ``draw``: draw now.
+   */
+  showProjection(name, draw = true) {
+    const view = this.views.find((v) => v.name === name) || this.views[0];
+    this.frames = [decodeFloat32(view.xy_a), decodeFloat32(view.xy_b)];
+    this.frame = view.frame;
+    const mapping = frameMapping(view.frame, COMPARE_SIDE, COMPARE_SIDE);
+    this.positions = this.frames.map((frame) =>
+      screenPositions({ ids: this.data.ids, frames: [frame], bounds: view.frame }, 0, mapping));
+    Object.assign(this.state, { projection: view.name, residual: view.residual });
+    if (this.projectionSelect) this.projectionSelect.value = view.name;
+    if (draw) this.draw();
+  }
+
   buildPictures() {
     const n = this.data.ids.length;
-    const mapping = frameMapping(this.data.frame, COMPARE_SIDE, COMPARE_SIDE);
     this.canvases = [];
     this.contexts = [];
-    this.positions = this.frames.map((frame) =>
-      screenPositions({ ids: this.data.ids, frames: [frame], bounds: this.data.frame }, 0, mapping));
     ['A', 'B'].forEach((name, side) => {
       const canvas = el('canvas', { 'data-role': `compare-${name}`, class: 'ls-pick' });
       this.contexts.push(setupCanvas(canvas, COMPARE_SIDE, COMPARE_SIDE));

@@ -3,6 +3,7 @@
 import { OTHER_COLOUR, colourScheme, viridis } from './colours.js';
 import { shownIndex } from './cursor.js';
 import { el, panelSection, setupCanvas } from './dom.js';
+import { prepareEmbedding } from './model.js';
 import { MoversList } from './movers.js';
 import { PointCard } from './point_card.js';
 import { ScatterBar } from './scatter_bar.js';
@@ -10,6 +11,42 @@ import { ScatterCanvas } from './scatter_canvas.js';
 
 const SECONDS_PER_SNAPSHOT = 0.8;
 const SCATTER_WIDTH = 640, SCATTER_HEIGHT = 480;
+const PIN_HINT = 'Click a dot to pin it: its path, ■ at its start.';
+// What each projection's picture means (one without its own words gets projectionHint's).
+const PROJECTION_HINTS = {
+  pca: 'Each dot is one input at this step. Good: the clusters of each label pull apart ' +
+    'over the steps; bad: everything folds into one blob or a line (collapse). ' + PIN_HINT,
+  umap: 'Each dot is one input at this step, placed by aligned UMAP: dots near each other had ' +
+    'near embeddings (the distances between clusters mean less than in PCA). Good: the ' +
+    'clusters of each label pull apart over the steps; bad: they melt into one another ' +
+    '(collapse). ' + PIN_HINT,
+};
+
+/** The hint of projection ``name`` (``label``: how the page names it). */
+function projectionHint(name, label) {
+  return PROJECTION_HINTS[name] || `Each dot is one input at this step, placed by aligned ${label}. ` +
+    'Good: the clusters of each label pull apart over the steps. ' + PIN_HINT;
+}
+
+/**
+ * The projections embedding ``e`` (prepared) can be shown in: PCA (``e`` itself), then each of
+ * its ``projections`` (aligned UMAP, ...), as [{name, label}].
+ */
+export function projectionChoices(e) {
+  return [{ name: 'pca', label: 'PCA' },
+    ...(e.projections || []).map((p) => ({ name: p.name, label: p.label || p.name.toUpperCase() }))];
+}
+
+/**
+ * Embedding ``e`` (prepared) in projection ``name``: ``e`` itself for PCA, else ``e`` with the
+ * projection's snapshots (steps, frames, spreads, frame, fitted and points per snapshot).
+ */
+export function inProjection(e, name) {
+  const p = name === 'pca' ? null : (e.projections || []).find((q) => q.name === name);
+  if (!p) return e;
+  return prepareEmbedding({ ...e, projection: p.name, label: p.label, steps: p.steps, xy: p.xy,
+    spreads: p.spreads, frame: p.frame, fitted: p.fitted, pointsAt: p.points });
+}
 
 /** The renderer the page asks for (``?renderer=canvas`` in its address), else WebGL. */
 function askedRenderer() {
@@ -34,9 +71,10 @@ export class EmbeddingPanel {
     this.element = panelSection(view, 'embeddings', {
       title: 'Embedding evolution (aligned PCA)', has: embeddings.length > 0,
       empty: 'No embedding snapshots with aligned PCA coordinates.',
-      hint: 'Each dot is one input at this step. Good: the clusters of each label pull apart ' +
-        'over the steps; bad: everything folds into one blob or a line (collapse). Click a dot ' +
-        'to pin it: its path, ■ at its start.' });
+      hint: projectionHint('pca', 'PCA') });
+    this.title = this.element.querySelector('h2');
+    this.hint = this.element.querySelector('[data-role="hint-embeddings"]');
+    this.projection = 'pca'; // the projection asked for: kept from key to key where it can be
     if (!embeddings.length) return;
     this.build(tip);
     this.selectTag(0);
@@ -46,6 +84,7 @@ export class EmbeddingPanel {
   build(tip) {
     this.bar = new ScatterBar(this.embeddings.map((e) => e.key), {
       tag: (i) => this.selectTag(i),
+      projection: (name) => this.showProjection(name),
       colour: (i) => this.colourBy(i),
       playPause: () => (this.state.playing ? this.pause() : this.play()),
       seek: (p) => { this.pause(); this.setPosition(p); },
@@ -57,8 +96,12 @@ export class EmbeddingPanel {
     this.note = el('div', { style: 'color:#616161', 'data-role': 'points-note',
       title: 'The points drawn (each one input, the same ones in every snapshot, matched by id) ' +
         'and the snapshots of this embedding' });
+    this.fitted = el('div', { style: 'color:#616161', 'data-role': 'projection-note',
+      title: 'The projection was fitted on some of the points only (they cost it time); each ' +
+        'of the others is placed by its nearest fitted points' });
     this.movers = new MoversList((k) => this.pin(k), () => this.findMovers());
-    const side = el('div', { class: 'ls-side' }, [this.note, this.legend, this.card.element, ...this.movers.nodes]);
+    const side = el('div', { class: 'ls-side' },
+      [this.note, this.fitted, this.legend, this.card.element, ...this.movers.nodes]);
     this.scatter = this.newScatter(askedRenderer());
     this.element.append(el('div', { class: 'ls-row' }, [this.scatter.element, side]));
   }
@@ -96,19 +139,49 @@ export class EmbeddingPanel {
   selectTag(index) {
     this.pause();
     const e = this.embeddings[index];
-    this.current = e;
-    const n = e.ids.length;
-    Object.assign(this.state, { key: e.key, points: n, pointsTotal: e.points_total, steps: e.steps,
+    const choices = projectionChoices(e);
+    const name = choices.some((c) => c.name === this.projection) ? this.projection : 'pca';
+    this.views = new Map(); // the key in each projection shown so far, by name
+    this.current = null;
+    Object.assign(this.state, { key: e.key, points: e.ids.length, pointsTotal: e.points_total,
       hovered: null, pinned: null, movers: [] });
-    this.bar.showEmbedding(e);
-    this.movers.showSteps(e.steps, e.neighbours);
+    this.bar.showEmbedding(e, choices, name);
+    this.card.showEmbedding(e);
+    this.tagIndex = index;
+    this.showProjection(name, false);
+    this.colourBy(e.columns.length ? 0 : -1);
+  }
+
+  /**
+   * Show the key in projection ``name`` ('pca', 'umap'; one the key has): the same points,
+   * colours, pinned point, trails and step cursor, the snapshot shown being the projection's
+   * newest at or before the cursor; movers listed are found again in it, between the same
+   * steps where it has them. ``draw``: draw now (false while the key is being set up).
+   */
+  showProjection(name, draw = true) {
+    this.pause();
+    const base = this.embeddings[this.tagIndex];
+    if (!this.views.has(name)) this.views.set(name, inProjection(base, name));
+    const e = this.views.get(name);
+    const before = this.current && this.movers.chosenSteps(this.current.steps);
+    const movers = this.state.movers.length > 0;
+    const label = name === 'pca' ? 'PCA' : e.label || name.toUpperCase();
+    this.current = e;
+    this.projection = name;
+    Object.assign(this.state, { projection: name, steps: e.steps, hovered: null });
+    this.bar.showSteps(e, name);
+    this.movers.showSteps(e.steps, e.neighbours, before && before.map((step) => shownIndex(e.steps, step)));
+    const n = e.ids.length;
     this.note.textContent = `${n.toLocaleString()} points` +
       (e.points_total > n ? ` of ${e.points_total.toLocaleString()} (a fixed subsample by id)` : '') +
-      `, ${e.steps.length} snapshot${e.steps.length === 1 ? '' : 's'}`;
-    this.card.showEmbedding(e);
-    this.colourBy(e.columns.length ? 0 : -1);
-    if (this.cursor.step == null) this.setPosition(e.steps.length - 1, false);
-    else this.goToStep(this.cursor.step);
+      `, ${e.steps.length} snapshot${e.steps.length === 1 ? '' : 's'}` +
+      (name === 'pca' ? '' : ` with ${label}`);
+    this.title.textContent = `Embedding evolution (aligned ${label})`;
+    this.hint.textContent = projectionHint(name, label);
+    this.label = label;
+    if (this.cursor.step == null) this.setPosition(e.steps.length - 1, false, draw);
+    else this.goToStep(this.cursor.step, draw);
+    if (movers) this.findMovers();
   }
   colourBy(index) {
     const e = this.current;
@@ -137,20 +210,33 @@ export class EmbeddingPanel {
    * Show the fractional snapshot index ``p`` (clamped); with ``move`` (the user's slider, play)
    * the cursor goes to the step of the snapshot shown when that changed.
    */
-  setPosition(p, move = true) {
+  setPosition(p, move = true, draw = true) {
     const e = this.current;
     const last = e.steps.length - 1;
     this.state.position = Math.max(0, Math.min(last, p));
-    const step = e.steps[Math.round(this.state.position)];
+    const i = Math.round(this.state.position);
+    const step = e.steps[i];
     if (move && step !== this.cursor.step) this.cursor.set(step, this);
     this.bar.showPosition(e, this.state.position, this.cursor.step);
-    this.draw();
+    this.showFitted(e, i);
+    if (draw) this.draw();
+  }
+
+  /** Say how many points snapshot ``i`` of ``e``'s projection was fitted on, when not all. */
+  showFitted(e, i) {
+    const fitted = e.fitted ? e.fitted[i] : null;
+    const points = e.pointsAt ? e.pointsAt[i] : null;
+    const text = fitted != null && points != null ? `${this.label} fitted on ` +
+      `${fitted.toLocaleString()} of ${points.toLocaleString()} points; the others placed by ` +
+      'their nearest fitted points' : '';
+    if (this.fitted.textContent !== text) this.fitted.textContent = text;
+    this.fitted.style.display = text ? '' : 'none';
   }
 
   /** Show the newest snapshot at or before trainer step ``step`` (else the first). */
-  goToStep(step) {
+  goToStep(step, draw = true) {
     this.pause();
-    this.setPosition(shownIndex(this.current.steps, step), false);
+    this.setPosition(shownIndex(this.current.steps, step), false, draw);
   }
 
   play() {

@@ -38,7 +38,7 @@ export class LearnscopeView {
     this.state = {
       ready: false, run: null, key: null, points: 0, pointsTotal: 0, steps: [], position: 0,
       playing: false, frames: 0, drawnPoints: 0, hovered: null, pinned: null, pathStart: null,
-      colourBy: null, movers: [], error: null,
+      colourBy: null, movers: [], error: null, projection: 'pca',
       renderer: null, // what draws the scatter's points: 'webgl', or 'canvas' where WebGL is missing
     };
     this.embedding = null;
@@ -88,7 +88,7 @@ export class LearnscopeView {
     this.embedding = null;
     Object.assign(this.state, { ready: false, run, key: null, points: 0, pointsTotal: 0, steps: [],
       position: 0, drawnPoints: 0, hovered: null, pinned: null, pathStart: null, colourBy: null,
-      movers: [] });
+      movers: [], projection: 'pca' });
     this.body.textContent = 'Loading…';
     const view = await this.source.view(run);
     this.view = view;

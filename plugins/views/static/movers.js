@@ -87,8 +87,11 @@ export class MoversList {
     ];
   }
 
-  /** Offer the snapshots of ``steps`` (from the one before the last to the last), ``k`` neighbours. */
-  showSteps(steps, k) {
+  /**
+   * Offer the snapshots of ``steps``, ``k`` neighbours: from the one before the last to the
+   * last, or the snapshots of indices ``chosen`` [from, to].
+   */
+  showSteps(steps, k, chosen = null) {
     this.k = k;
     this.title.textContent = `Movers: ${k} nearest neighbours replaced`;
     this.title.title = `The points whose ${k} nearest neighbours in the 2-D view changed most`;
@@ -96,9 +99,14 @@ export class MoversList {
       s.textContent = '';
       steps.forEach((step, i) => s.append(el('option', { value: i, text: `step ${step}` })));
     }
-    this.from.value = Math.max(0, steps.length - 2);
-    this.to.value = steps.length - 1;
+    this.from.value = chosen ? chosen[0] : Math.max(0, steps.length - 2);
+    this.to.value = chosen ? chosen[1] : steps.length - 1;
     this.list.textContent = '';
+  }
+
+  /** The trainer steps [from, to] chosen among ``steps`` (those offered). */
+  chosenSteps(steps) {
+    return [steps[+this.from.value], steps[+this.to.value]];
   }
 
   /**

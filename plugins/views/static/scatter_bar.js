@@ -10,7 +10,8 @@ const SPREAD_TITLE = "spread: how far this snapshot's points lie from their cent
 
 /**
  * The bar for the embeddings ``keys``; ``on`` is told what the user does: ``tag(index)``,
- * ``colour(index)``, ``playPause()``, ``seek(position)`` (the slider), ``trails()``.
+ * ``projection(name)``, ``colour(index)``, ``playPause()``, ``seek(position)`` (the slider),
+ * ``trails()``. The projection choice shows only for a key with more than one.
  */
 export class ScatterBar {
   constructor(keys, on) {
@@ -18,6 +19,13 @@ export class ScatterBar {
       title: 'The embedding shown: the tag of an EmbeddingProjector and the loop it captured ' +
         '(module/stage)' },
     keys.map((key, i) => el('option', { value: i, text: key })));
+    this.projection = el('select', { 'aria-label': 'projection',
+      onchange: () => on.projection(this.projection.value),
+      title: 'The picture of the points: aligned PCA (distances and directions of the ' +
+        'embedding, flattened) or aligned UMAP (neighbours kept near); both follow the same ' +
+        'step cursor, points and colours' });
+    this.projectionLabel = el('label', { title: this.projection.title, 'data-role': 'projection-choice' },
+      ['projection ', this.projection]);
     this.colour = el('select', { 'aria-label': 'colour by', onchange: () => on.colour(+this.colour.value),
       title: 'The metadata column that colours the points (a legend for categories, a colour ' +
         'bar for numbers)' });
@@ -35,17 +43,30 @@ export class ScatterBar {
     this.trails = el('input', { type: 'checkbox', onchange: () => on.trails(),
       title: 'Draw a short trail behind each point: where it was over the last snapshots' });
     this.element = el('div', { class: 'ls-bar' }, [
-      el('label', {}, ['embedding ', this.tag]), el('label', {}, ['colour by ', this.colour]),
+      el('label', {}, ['embedding ', this.tag]), this.projectionLabel,
+      el('label', {}, ['colour by ', this.colour]),
       this.play, this.slider, el('span', {}, [this.step, this.comma, this.spread]),
       el('label', { title: this.trails.title }, [this.trails, ' trails']),
     ]);
   }
 
-  /** Offer embedding ``e``'s columns to colour by (or none) and its snapshots on the slider. */
-  showEmbedding(e) {
+  /**
+   * Offer embedding ``e``'s columns to colour by (or none), its projections ``choices``
+   * ([{name, label}], ``name`` chosen; no choice for one) and its snapshots on the slider.
+   */
+  showEmbedding(e, choices = [], name = 'pca') {
     this.colour.textContent = '';
     e.columns.forEach((c, i) => this.colour.append(el('option', { value: i, text: c.name })));
     if (!e.columns.length) this.colour.append(el('option', { value: -1, text: '(none)' }));
+    this.projection.textContent = '';
+    for (const c of choices) this.projection.append(el('option', { value: c.name, text: c.label }));
+    this.projectionLabel.style.display = choices.length > 1 ? '' : 'none';
+    this.showSteps(e, name);
+  }
+
+  /** Put the snapshots of ``e`` (in projection ``name``) on the slider. */
+  showSteps(e, name = 'pca') {
+    if (this.projection.value !== name && this.projection.options.length) this.projection.value = name;
     this.slider.max = e.steps.length - 1;
   }
 
