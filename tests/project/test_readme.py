@@ -35,7 +35,10 @@ PLAIN_LOOP = DOCS / "without_lightning.md"
 FINDINGS_PAGE = DOCS / "reading.md"  # "What each finding means"
 # ```python blocks that are fragments of a larger program, not meant to run on their own: the
 # page and a line of the block.
-FRAGMENTS = {("docs/sharded.md", "history.record()  # local views, no communication")}
+FRAGMENTS = {
+    ("docs/sharded.md", "history.record()  # local views, no communication"),
+    ("docs/aligned_umap.md", "aligned_umap=True,  # or UMAPSettings"),
+}
 
 
 def python_blocks(page: Path) -> list[str]:
@@ -282,6 +285,7 @@ SHOWN = {
         "max_points",
         "ids_fn",
         "aligned_pca",
+        "aligned_umap",
         "metadata_fn",
         "images_fn",
         "mask_fn",
