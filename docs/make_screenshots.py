@@ -14,6 +14,8 @@ It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debi
 * ``custom_scalars.png``: the Custom Scalars tab with "Ignore outliers in chart scaling" on,
 * ``text.png``: the Text tab (the findings table),
 * ``learnscope_tab.png``: the learnscope tab, a point pinned and a heatmap cell selected,
+* ``learnscope_umap.png``: the same, in the aligned UMAP view at the first and the last step,
+  side by side (the clusters separating over training),
 * ``compare.png``: the learnscope tab comparing the last two demo runs, the newest (A) beside
   the one before it (B), the point that differs most pinned. Two runs of one seed are identical
   (the panel says so): run ``learnscope demo --seed 1`` and then ``learnscope demo``, so that the
@@ -270,6 +272,55 @@ def learnscope_tab(driver: Any, base: str, out: Path) -> None:
     time.sleep(1)
     driver.switch_to.default_content()
     driver.save_screenshot(str(out / "learnscope_tab.png"))
+    umap_steps(driver, out)
+
+
+# In the learnscope tab's iframe: the aligned UMAP view, the step cursor at ``arguments[0]``.
+_UMAP_AT = """
+const choose = document.querySelector('select[aria-label="projection"]');
+if (!choose) return false;
+choose.value = 'umap'; choose.dispatchEvent(new Event('change'));
+const slide = document.querySelector('input[aria-label="step"]');
+slide.value = arguments[0] < 0 ? slide.max : arguments[0];
+slide.dispatchEvent(new Event('input'));
+const scatter = document.querySelector('section canvas');
+return scatter ? scatter.getBoundingClientRect().toJSON() : false;
+"""
+
+
+def umap_steps(driver: Any, out: Path) -> None:
+    """Save ``learnscope_umap.png``: the tab's UMAP scatter at the first and the last step."""
+    from PIL import Image
+
+    shots = []
+    for position in (0, -1):
+        driver.switch_to.default_content()
+        box = None
+        for frame in driver.execute_script(_DEEP_FIND_ALL, "iframe"):
+            frame_box = frame.rect
+            driver.switch_to.frame(frame)
+            box = driver.execute_script(_UMAP_AT, position)
+            if box:
+                break
+            driver.switch_to.default_content()
+        if not box:
+            raise SystemExit("the learnscope tab offers no UMAP view: run the demo again")
+        time.sleep(1)
+        driver.switch_to.default_content()
+        path = out / f"_umap_{position}.png"
+        driver.save_screenshot(str(path))
+        left, top = frame_box["x"] + box["left"], frame_box["y"] + box["top"]
+        shots.append(
+            Image.open(path).crop(
+                (int(left), int(top) - 30, int(left + box["width"]), int(top + box["height"]))
+            )
+        )
+        path.unlink()
+    width = sum(shot.width for shot in shots) + 16
+    joined = Image.new("RGB", (width, max(shot.height for shot in shots)), "white")
+    joined.paste(shots[0], (0, 0))
+    joined.paste(shots[1], (shots[0].width + 16, 0))
+    joined.save(out / "learnscope_umap.png")
 
 
 # In the learnscope tab's iframe: once the comparison is drawn, pin the point that differs most.
