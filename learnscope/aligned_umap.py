@@ -244,18 +244,9 @@ def shared_rows(
         >>> [side.tolist() for side in shared_rows(layout, ["b", "c"])]
         [[1], [0]]
     """
-    if previous is None:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    row_of = {key: row for row, key in enumerate(previous.ids)}
+    row_of = {key: row for row, key in enumerate(previous.ids)} if previous else {}
     pairs = [(row_of[key], new) for new, key in enumerate(ids) if key in row_of]
-    old, new = (
-        (np.array(side, dtype=np.int64) for side in zip(*pairs, strict=True))
-        if pairs
-        else (
-            np.zeros(0, np.int64),
-            np.zeros(0, np.int64),
-        )
-    )
+    old, new = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
     return old, new
 
 

@@ -25,8 +25,7 @@ import numba
 import numpy as np
 import scipy.sparse
 import torch
-from umap.aligned_umap import build_neighborhood_similarities
-from umap.layouts import _optimize_layout_aligned_euclidean_single_epoch, optimize_layout_euclidean
+from umap.layouts import _optimize_layout_aligned_euclidean_single_epoch
 from umap.spectral import spectral_layout
 from umap.umap_ import (
     compute_membership_strengths,
@@ -37,15 +36,17 @@ from umap.umap_ import (
 
 MIN_DIST = 0.1  # UMAP's defaults: how tightly points may pack, and the scale of the layout
 A, B = find_ab_params(1.0, MIN_DIST)
-# umap's kernels, compiled on one thread (the layout leaves the cores to training, and is
-# reproducible) and kept in numba's cache on disk, beside umap's own files: the first process
-# on a machine compiles them (about 15 s), the next ones load them (about 1 s).
+# umap's kernels, compiled for one thread (the layout leaves the cores to training, and is
+# reproducible), releasing the GIL while they run (the training thread's Python goes on), and
+# kept in numba's cache on disk, beside umap's own files: the first process on a machine
+# compiles them (about 15 s), the next ones load them (about 1 s).
 ALIGNED_EPOCH = numba.njit(
-    _optimize_layout_aligned_euclidean_single_epoch, fastmath=True, cache=True
+    _optimize_layout_aligned_euclidean_single_epoch, fastmath=True, nogil=True, cache=True
 )
-NEIGHBOURHOOD_OVERLAP = numba.njit(build_neighborhood_similarities.py_func, cache=True)
-NEIGHBOUR_SCALES = numba.njit(smooth_knn_dist.py_func, fastmath=True, cache=True)
-MEMBERSHIPS = numba.njit(compute_membership_strengths.py_func, fastmath=True, cache=True)
+NEIGHBOUR_SCALES = numba.njit(smooth_knn_dist.py_func, fastmath=True, nogil=True, cache=True)
+MEMBERSHIPS = numba.njit(
+    compute_membership_strengths.py_func, fastmath=True, nogil=True, cache=True
+)
 INIT_SCALE = 10.0  # UMAP scales its first layout to this half-width
 
 
@@ -120,22 +121,10 @@ def first_layout(
     start = np.nan_to_num(start)
     scale = np.abs(start).max()
     start = start * (INIT_SCALE / scale) if scale > 0 else random.uniform(-10, 10, start.shape)
-    layout = np.ascontiguousarray(start, dtype=np.float32)
-    coo = graph.tocoo()
-    return optimize_layout_euclidean(
-        layout,
-        layout,
-        coo.row.astype(np.int32),
-        coo.col.astype(np.int32),
-        epochs,
-        len(points),
-        make_epochs_per_sample(coo.data, epochs),
-        A,
-        B,
-        random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64),
-        parallel=False,
-        move_other=True,
-    )
+    size = len(points)
+    nowhere = np.full((1, 3, size), -1, dtype=np.int32)  # one snapshot: nothing to align to
+    no_pull = np.zeros((1, 3, size), dtype=np.float32)
+    return optimise([start], [graph], nowhere, no_pull, epochs, 0.0, seed, move_other=True)
 
 
 def aligned_layout(
@@ -173,29 +162,87 @@ def aligned_layout(
     relations = np.full((2, 3, size), -1, dtype=np.int32)  # [slice, offset + 1, row]
     relations[0, 2, old_rows] = new_rows
     relations[1, 0, new_rows] = old_rows
-    graphs = (previous_graph, graph)
-    indptr = numba.typed.List([g.indptr.astype(np.int32) for g in graphs])
-    indices = numba.typed.List([g.indices.astype(np.int32) for g in graphs])
-    coo = graph.tocoo()
-    nothing = np.zeros(0, dtype=np.int32)  # the previous slice has no edges: it stays put
-    heads = numba.typed.List([nothing, coo.row.astype(np.int32)])
-    tails = numba.typed.List([nothing, coo.col.astype(np.int32)])
-    per_sample = [np.zeros(0, dtype=np.float64), make_epochs_per_sample(coo.data, epochs)]
-    layouts = numba.typed.List(
-        [np.ascontiguousarray(x, dtype=np.float32) for x in (previous, start)]
+    weights = np.zeros((2, 3, size), dtype=np.float32)
+    weights[1, 0, new_rows] = neighbourhood_overlap(previous_graph, graph, pairs)
+    layouts = [previous, start]
+    return optimise(layouts, [None, graph], relations, weights, epochs, alignment, seed, False)
+
+
+def neighbourhood_overlap(
+    previous_graph: scipy.sparse.csr_matrix,
+    graph: scipy.sparse.csr_matrix,
+    pairs: tuple[np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """How much of its neighbourhood each shared point kept: the Jaccard index of its neighbours.
+
+    ``umap.aligned_umap.build_neighborhood_similarities``' measure, from sparse products in
+    ``O(edges)`` (umap's builds a set of every point for each point): of each shared point, its
+    neighbours among the shared points in the new graph and in the previous one, compared;
+    ``1`` when it has none in either.
+
+    Args:
+        previous_graph: ``[P, P]`` the previous neighbour graph.
+        graph: ``[N, N]`` the new one.
+        pairs: ``(previous rows, new rows)`` of the shared points.
+
+    Returns:
+        ``[len(pairs[0])]`` float32, in the order of ``pairs``.
+
+    Example:
+        >>> import scipy.sparse
+        >>> ring = scipy.sparse.csr_matrix(np.roll(np.eye(4), 1, 1) + np.roll(np.eye(4), -1, 1))
+        >>> same = (np.arange(4), np.arange(4))
+        >>> neighbourhood_overlap(ring, ring, same).tolist()
+        [1.0, 1.0, 1.0, 1.0]
+    """
+    old_rows, new_rows = pairs
+    to_old = scipy.sparse.csr_matrix(
+        (np.ones(len(new_rows)), (new_rows, old_rows)),
+        shape=(graph.shape[0], len(previous_graph.indptr) - 1),
     )
-    negative = [(p / 5.0).astype(np.float32) for p in per_sample]
-    random = np.random.RandomState(seed)
-    state = random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64)
-    samples = numba.typed.List(per_sample)
-    negatives = numba.typed.List(negative)
+    shared = np.zeros(to_old.shape[1])
+    shared[old_rows] = 1.0
+    now = ((graph[new_rows] != 0).astype(np.float64) @ to_old) != 0  # in previous rows' numbers
+    before = (previous_graph[old_rows] != 0).multiply(shared[None, :]).tocsr() != 0
+    both = np.asarray(now.multiply(before).sum(1)).ravel()
+    either = np.asarray(now.sum(1)).ravel() + np.asarray(before.sum(1)).ravel() - both
+    return np.where(either > 0, both / np.maximum(either, 1), 1.0).astype(np.float32)
+
+
+def optimise(
+    layouts: list[np.ndarray],
+    graphs: list[scipy.sparse.csr_matrix | None],
+    relations: np.ndarray,
+    weights: np.ndarray,
+    epochs: int,
+    alignment: float,
+    seed: int,
+    move_other: bool,
+) -> np.ndarray:
+    """UMAP's aligned optimisation of the last of ``layouts``; the others stay where they are.
+
+    ``umap.layouts.optimize_layout_aligned_euclidean``'s loop over epochs (the learning rate
+    falling from 1 to 0), on :data:`ALIGNED_EPOCH`. A layout whose graph is ``None`` has no
+    edges: nothing moves it, and the pull of ``relations`` and ``weights`` is towards it.
+
+    Returns:
+        The last layout, optimised (float32).
+    """
+    edges = [g.tocoo() if g is not None else scipy.sparse.coo_matrix((0, 0)) for g in graphs]
+    heads = numba.typed.List([e.row.astype(np.int32) for e in edges])
+    tails = numba.typed.List([e.col.astype(np.int32) for e in edges])
+    per_sample = [make_epochs_per_sample(e.data, epochs) if e.nnz else np.zeros(0) for e in edges]
+    negative = [(p / 5.0).astype(np.float32) for p in per_sample]  # 5 negatives per edge
+    samples, negatives = numba.typed.List(per_sample), numba.typed.List(negative)
     next_negative = numba.typed.List([n.copy() for n in negative])
     next_sample = numba.typed.List([p.astype(np.float32) for p in per_sample])
-    weights = NEIGHBOURHOOD_OVERLAP(indptr, indices, relations)
+    moving = numba.typed.List([np.ascontiguousarray(x, dtype=np.float32) for x in layouts])
+    random = np.random.RandomState(seed)
+    state = random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64)
     for epoch in range(epochs):
         ALIGNED_EPOCH(
-            layouts,
-            layouts,
+            moving,
+            moving,
             heads,
             tails,
             samples,
@@ -207,14 +254,14 @@ def aligned_layout(
             1.0,  # gamma: the weight of the negative samples
             alignment,
             2,
-            False,  # move_other: each edge moves its head; the graph is symmetric
+            move_other,
             1.0 - epoch / epochs,  # the learning rate, falling to zero
             negatives,
             next_negative,
             next_sample,
             epoch,
         )
-    return np.asarray(layouts[1])
+    return np.asarray(moving[-1])
 
 
 def place(queries: np.ndarray, points: np.ndarray, layout: np.ndarray, k: int) -> np.ndarray:

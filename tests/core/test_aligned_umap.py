@@ -20,7 +20,7 @@ from sklearn.manifold import trustworthiness
 from learnscope.aligned_umap import MISSING, UMAPSettings, aligned_umap
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.lightning_glue.aligned_views import AlignedViews
-from learnscope.umap_layout import neighbour_graph, place
+from learnscope.umap_layout import neighbour_graph, neighbourhood_overlap, place
 
 FAST = UMAPSettings(epochs=100)
 
@@ -89,6 +89,29 @@ def test_the_neighbour_graph_is_umaps_fuzzy_graph() -> None:
     umaps = umaps.toarray()
     umaps[umaps < umaps.max() / 200] = 0.0
     np.testing.assert_allclose(graph, umaps, atol=1e-6)
+
+
+def test_the_pull_of_each_point_is_umaps_neighbourhood_overlap() -> None:
+    """The Jaccard weights, against umap-learn's own build_neighborhood_similarities."""
+    import numba
+    from umap.aligned_umap import build_neighborhood_similarities
+
+    x, _ = clusters(200)
+    later = x + np.random.default_rng(5).normal(scale=1.0, size=x.shape)
+    kept = np.random.default_rng(6).permutation(200)[:150]  # 150 of the points, reordered
+    before, after = neighbour_graph(x, 15, 200), neighbour_graph(later[kept], 15, 200)
+    relations = np.full((2, 3, 200), -1, dtype=np.int32)
+    relations[0, 2, kept] = np.arange(150)
+    relations[1, 0, :150] = kept
+    graphs = (before, after)
+    umaps = build_neighborhood_similarities(
+        numba.typed.List([g.indptr.astype(np.int32) for g in graphs]),
+        numba.typed.List([g.indices.astype(np.int32) for g in graphs]),
+        relations,
+    )
+    ours = neighbourhood_overlap(before, after, (kept, np.arange(150)))
+    np.testing.assert_allclose(ours, umaps[1, 0, :150], atol=1e-6)
+    assert 0.2 < ours.mean() < 0.95  # some neighbourhoods kept, not all
 
 
 def test_an_unchanged_snapshot_moves_no_point() -> None:
