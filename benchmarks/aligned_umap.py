@@ -28,8 +28,8 @@
    ``on_train_end`` to the return of ``fit``: the writers finishing the queued snapshots).
 
 Run: ``python benchmarks/aligned_umap.py [--sizes 1000 10000 50000] [--repeats 2]``
-(about 10 minutes on 2 cores); ``--quick`` for 1,000 and 10,000 points, one repeat, and one fit
-of each kind (about 3 minutes). Not part of the test suite.
+(about 15 minutes on 2 cores; ``--parts cost`` or ``--parts fit`` for one half); ``--quick``
+for 1,000 and 10,000 points, one repeat, and one fit of each kind. Not part of the test suite.
 """
 
 from __future__ import annotations
