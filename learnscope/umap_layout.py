@@ -11,10 +11,13 @@ is computed (on the writers' thread), never by ``import learnscope``. What it ad
   optimised by UMAP's aligned objective against the previous snapshot's layout, which stays
   fixed, so a snapshot costs the same at step 100 as at step 1 and memory holds one layout per
   key (``umap.AlignedUMAP.update`` keeps every slice and re-reads them all);
-* **compiled once per machine**: ``umap.layouts.optimize_layout_aligned_euclidean`` compiles its
-  epoch function anew at every call (seconds each), and umap's other kernels at every process;
-  here they are compiled once into numba's cache on disk, for one thread (numba's threads would
-  compete with training for the cores).
+* **one kernel, compiled once per machine** (:func:`optimise`): UMAP's epoch with the aligned
+  objective's pull, for two dimensions and plain arrays. ``umap.layouts``' aligned epoch reads
+  every edge through numba typed lists of slices (about 7 times the time of UMAP's own epoch)
+  and is compiled anew at every call; this one runs all epochs in one call, on one thread (the
+  layout leaves the cores to training, and is reproducible), releasing the GIL, and is kept in
+  numba's cache on disk with the other kernels: the first process on a machine compiles them
+  (about 20 s), the next ones load them (about 2 s).
 
 Every function is deterministic: the same points, graph and seed give the same layout.
 """
@@ -25,7 +28,7 @@ import numba
 import numpy as np
 import scipy.sparse
 import torch
-from umap.layouts import _optimize_layout_aligned_euclidean_single_epoch
+from umap.layouts import clip
 from umap.spectral import spectral_layout
 from umap.umap_ import (
     compute_membership_strengths,
@@ -33,16 +36,12 @@ from umap.umap_ import (
     make_epochs_per_sample,
     smooth_knn_dist,
 )
+from umap.utils import tau_rand_int
 
 MIN_DIST = 0.1  # UMAP's defaults: how tightly points may pack, and the scale of the layout
 A, B = find_ab_params(1.0, MIN_DIST)
-# umap's kernels, compiled for one thread (the layout leaves the cores to training, and is
-# reproducible), releasing the GIL while they run (the training thread's Python goes on), and
-# kept in numba's cache on disk, beside umap's own files: the first process on a machine
-# compiles them (about 15 s), the next ones load them (about 1 s).
-ALIGNED_EPOCH = numba.njit(
-    _optimize_layout_aligned_euclidean_single_epoch, fastmath=True, nogil=True, cache=True
-)
+NEGATIVES = 5  # UMAP's negative samples per edge sample
+# umap's kernels, compiled as :func:`optimise` is (one thread, the GIL released, numba's cache)
 NEIGHBOUR_SCALES = numba.njit(smooth_knn_dist.py_func, fastmath=True, nogil=True, cache=True)
 MEMBERSHIPS = numba.njit(
     compute_membership_strengths.py_func, fastmath=True, nogil=True, cache=True
@@ -73,10 +72,13 @@ def nearest(
     indices, distances = [], []
     for start in range(0, len(queries), rows):
         block = torch.as_tensor(queries[start : start + rows], dtype=torch.float64)
-        d = torch.cdist(block, target, compute_mode="donot_use_mm_for_euclid_dist")
-        found = torch.topk(d, k, dim=1, largest=False, sorted=True)
-        indices.append(found.indices.numpy().astype(np.int32))
-        distances.append(found.values.numpy().astype(np.float32))
+        # Chosen by matrix products (fast), then measured exactly: a point is at distance 0
+        # from itself, and the same points give the same distances whatever their order.
+        chosen = torch.topk(torch.cdist(block, target), k, dim=1, largest=False).indices
+        exact = (block[:, None, :] - target[chosen]).square().sum(-1).sqrt()
+        exact, order = exact.sort(dim=1, stable=True)
+        indices.append(chosen.gather(1, order).numpy().astype(np.int32))
+        distances.append(exact.numpy().astype(np.float32))
     return np.concatenate(indices), np.concatenate(distances)
 
 
@@ -121,10 +123,8 @@ def first_layout(
     start = np.nan_to_num(start)
     scale = np.abs(start).max()
     start = start * (INIT_SCALE / scale) if scale > 0 else random.uniform(-10, 10, start.shape)
-    size = len(points)
-    nowhere = np.full((1, 3, size), -1, dtype=np.int32)  # one snapshot: nothing to align to
-    no_pull = np.zeros((1, 3, size), dtype=np.float32)
-    return optimise([start], [graph], nowhere, no_pull, epochs, 0.0, seed, move_other=True)
+    nothing = np.zeros(len(points), dtype=np.float32)  # no previous layout: no pull
+    return optimise(start, graph, start, nothing, epochs, seed, move_other=True)
 
 
 def aligned_layout(
@@ -158,14 +158,11 @@ def aligned_layout(
         ``[N, 2]`` float32 layout.
     """
     old_rows, new_rows = pairs
-    size = max(len(previous), len(start))
-    relations = np.full((2, 3, size), -1, dtype=np.int32)  # [slice, offset + 1, row]
-    relations[0, 2, old_rows] = new_rows
-    relations[1, 0, new_rows] = old_rows
-    weights = np.zeros((2, 3, size), dtype=np.float32)
-    weights[1, 0, new_rows] = neighbourhood_overlap(previous_graph, graph, pairs)
-    layouts = [previous, start]
-    return optimise(layouts, [None, graph], relations, weights, epochs, alignment, seed, False)
+    anchors = np.zeros((len(start), 2), dtype=np.float32)
+    anchors[new_rows] = previous[old_rows]
+    pulls = np.zeros(len(start), dtype=np.float32)
+    pulls[new_rows] = alignment * neighbourhood_overlap(previous_graph, graph, pairs)
+    return optimise(start, graph, anchors, pulls, epochs, seed, move_other=False)
 
 
 def neighbourhood_overlap(
@@ -210,58 +207,100 @@ def neighbourhood_overlap(
 
 
 def optimise(
-    layouts: list[np.ndarray],
-    graphs: list[scipy.sparse.csr_matrix | None],
-    relations: np.ndarray,
-    weights: np.ndarray,
+    start: np.ndarray,
+    graph: scipy.sparse.csr_matrix,
+    anchors: np.ndarray,
+    pulls: np.ndarray,
     epochs: int,
-    alignment: float,
     seed: int,
     move_other: bool,
 ) -> np.ndarray:
-    """UMAP's aligned optimisation of the last of ``layouts``; the others stay where they are.
+    """UMAP's optimisation of a layout, each point pulled towards its anchor.
 
-    ``umap.layouts.optimize_layout_aligned_euclidean``'s loop over epochs (the learning rate
-    falling from 1 to 0), on :data:`ALIGNED_EPOCH`. A layout whose graph is ``None`` has no
-    edges: nothing moves it, and the pull of ``relations`` and ``weights`` is towards it.
+    UMAP's stochastic gradient descent (``umap.layouts``' epoch: each edge sampled in
+    proportion to its strength, :data:`NEGATIVES` negative samples per sample, the learning rate
+    falling from 1 to 0), with ``umap.AlignedUMAP``'s pull added to every step of a point:
+    ``-pull * (position - anchor)``.
+
+    Args:
+        start: ``[N, 2]`` where the points start.
+        graph: ``[N, N]`` their neighbour graph.
+        anchors: ``[N, 2]`` where each point is pulled to.
+        pulls: ``[N]`` how hard (zero: not at all).
+        epochs: Epochs.
+        seed: Seed of the negative samples.
+        move_other: Whether an edge moves its tail too (UMAP's own layout), or its head only.
 
     Returns:
-        The last layout, optimised (float32).
+        ``[N, 2]`` float32 layout.
     """
-    edges = [g.tocoo() if g is not None else scipy.sparse.coo_matrix((0, 0)) for g in graphs]
-    heads = numba.typed.List([e.row.astype(np.int32) for e in edges])
-    tails = numba.typed.List([e.col.astype(np.int32) for e in edges])
-    per_sample = [make_epochs_per_sample(e.data, epochs) if e.nnz else np.zeros(0) for e in edges]
-    negative = [(p / 5.0).astype(np.float32) for p in per_sample]  # 5 negatives per edge
-    samples, negatives = numba.typed.List(per_sample), numba.typed.List(negative)
-    next_negative = numba.typed.List([n.copy() for n in negative])
-    next_sample = numba.typed.List([p.astype(np.float32) for p in per_sample])
-    moving = numba.typed.List([np.ascontiguousarray(x, dtype=np.float32) for x in layouts])
-    random = np.random.RandomState(seed)
-    state = random.randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3).astype(np.int64)
+    edges = graph.tocoo()
+    per_sample = make_epochs_per_sample(edges.data, epochs)
+    layout = np.array(start, dtype=np.float32, order="C")
+    state = np.random.RandomState(seed).randint(-(2**31) + 1, 2**31 - 1, 3).astype(np.int64)
+    _optimise(
+        layout,
+        np.ascontiguousarray(anchors, dtype=np.float32),
+        np.ascontiguousarray(pulls, dtype=np.float32),
+        edges.row.astype(np.int32),
+        edges.col.astype(np.int32),
+        per_sample,
+        epochs,
+        state,
+        move_other,
+    )
+    return layout
+
+
+@numba.njit(fastmath=True, nogil=True, cache=True)
+def _optimise(
+    layout: np.ndarray,
+    anchors: np.ndarray,
+    pulls: np.ndarray,
+    heads: np.ndarray,
+    tails: np.ndarray,
+    per_sample: np.ndarray,
+    epochs: int,
+    state: np.ndarray,
+    move_other: bool,
+) -> None:  # pragma: no cover - compiled by numba
+    per_negative = per_sample / NEGATIVES
+    next_sample = per_sample.copy()
+    next_negative = per_negative.copy()
+    size = layout.shape[0]
     for epoch in range(epochs):
-        ALIGNED_EPOCH(
-            moving,
-            moving,
-            heads,
-            tails,
-            samples,
-            A,
-            B,
-            weights,
-            relations,
-            state,
-            1.0,  # gamma: the weight of the negative samples
-            alignment,
-            2,
-            move_other,
-            1.0 - epoch / epochs,  # the learning rate, falling to zero
-            negatives,
-            next_negative,
-            next_sample,
-            epoch,
-        )
-    return np.asarray(moving[-1])
+        alpha = 1.0 - epoch / epochs
+        for i in range(heads.shape[0]):
+            if next_sample[i] > epoch:
+                continue
+            j, k = heads[i], tails[i]
+            dx, dy = layout[j, 0] - layout[k, 0], layout[j, 1] - layout[k, 1]
+            near = dx * dx + dy * dy
+            coeff = 0.0
+            if near > 0.0:
+                coeff = -2.0 * A * B * near ** (B - 1.0) / (A * near**B + 1.0)
+            gx, gy = clip(coeff * dx), clip(coeff * dy)
+            layout[j, 0] += clip(gx - clip(pulls[j] * (layout[j, 0] - anchors[j, 0]))) * alpha
+            layout[j, 1] += clip(gy - clip(pulls[j] * (layout[j, 1] - anchors[j, 1]))) * alpha
+            if move_other:
+                layout[k, 0] -= gx * alpha
+                layout[k, 1] -= gy * alpha
+            next_sample[i] += per_sample[i]
+            negatives = int((epoch - next_negative[i]) / per_negative[i])
+            for _ in range(negatives):
+                k = tau_rand_int(state) % size
+                dx, dy = layout[j, 0] - layout[k, 0], layout[j, 1] - layout[k, 1]
+                near = dx * dx + dy * dy
+                if near > 0.0:
+                    coeff = 2.0 * B / ((0.001 + near) * (A * near**B + 1.0))
+                    gx, gy = clip(coeff * dx), clip(coeff * dy)
+                elif j == k:
+                    continue
+                else:
+                    gx, gy = 0.0, 0.0
+                layout[j, 0] += clip(gx - clip(pulls[j] * (layout[j, 0] - anchors[j, 0]))) * alpha
+                layout[j, 1] += clip(gy - clip(pulls[j] * (layout[j, 1] - anchors[j, 1]))) * alpha
+            next_negative[i] += negatives * per_negative[i]
 
 
 def place(queries: np.ndarray, points: np.ndarray, layout: np.ndarray, k: int) -> np.ndarray:
