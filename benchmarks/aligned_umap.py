@@ -6,9 +6,7 @@
    10 Gaussian clusters in 64 dimensions that drift over 3 snapshots (the same ids), then the
    last snapshot again (identical). Seconds per snapshot, and the peak memory of the process
    (``ru_maxrss``) above a baseline taken after the imports and the data. Every size and
-   method runs in a process of its own, ``--repeats`` times (medians shown); the UMAP also with
-   ``NUMBA_NUM_THREADS=1`` (umap's ``in1d``, called for every point by the neighbourhood overlap
-   of an aligned snapshot, is a parallel numba function). Numba's compile:
+   method runs in a process of its own, ``--repeats`` times (medians shown). Numba's compile:
    a process with ``NUMBA_CACHE_DIR`` pointing at an empty folder (cold) against one with the
    cache on disk (warm), for the import of the UMAP module and a first tiny view.
 2. **Quality**, for the demo (an MLP on the digits, 3-dim embedding) and a small CNN on the
@@ -169,7 +167,7 @@ def cost(sizes: list[int], repeats: int) -> None:
         "| peak memory above baseline (MB) | identical: largest move |"
     )
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    names = {"pca": "PCA", "umap": "UMAP", "umap1": "UMAP, `NUMBA_NUM_THREADS=1`"}
+    names = {"pca": "PCA", "umap": "UMAP"}
     folder = Path(tempfile.mkdtemp(prefix="aligned_umap_data_"))
     for points in sizes:
         data = folder / f"{points}.npz"
@@ -177,8 +175,7 @@ def cost(sizes: list[int], repeats: int) -> None:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
         for _ in range(repeats):
             for method in runs:  # side by side, interleaved
-                env = {"NUMBA_NUM_THREADS": "1"} if method == "umap1" else {}
-                runs[method].append(in_process(["--worker", f"cost:{method}:{data}"], env))
+                runs[method].append(in_process(["--worker", f"cost:{method}:{data}"], {}))
         for method, results in runs.items():
             med = {k: statistics.median(r[k] for r in results) for k in results[0] if k != "fitted"}
             fitted = results[0]["fitted"]

@@ -21,8 +21,8 @@ neighbourhood that it kept. So:
   fitted.
 
 ``umap-learn`` is an optional extra (``pip install "learnscope[umap]"``); :func:`require_umap`
-says so before a fit starts. It compiles with numba at its first call in a process (tens of
-seconds), which runs on the writers' thread.
+says so before a fit starts. Its kernels (:mod:`learnscope.umap_layout`) are compiled by numba
+once per machine and loaded from numba's cache by every later process, on the writers' thread.
 
 Example:
     >>> import numpy as np
@@ -301,37 +301,3 @@ def starting_layout(
         guess = np.random.default_rng(seed).uniform(low, high, (len(fresh), 2))
         start[fresh] = np.where(total[:, None] > 0, placed, guess)
     return start.astype(np.float32)
-
-
-class AlignedUMAP:
-    """Aligned UMAP views of successive snapshots of each tag (:func:`aligned_umap`).
-
-    Args:
-        settings: How the views are computed.
-
-    Example:
-        >>> import numpy as np
-        >>> views = AlignedUMAP(UMAPSettings(epochs=20))
-        >>> x = np.random.default_rng(0).normal(size=(50, 4))
-        >>> first = views.fit_transform("encoder", x, ids=range(50))
-        >>> np.array_equal(first, views.fit_transform("encoder", x, ids=range(50)))
-        True
-    """
-
-    def __init__(self, settings: UMAPSettings | None = None) -> None:
-        require_umap()
-        self.settings = settings or UMAPSettings()
-        self._layouts: dict[str, UMAPLayout] = {}
-
-    def fit_transform(
-        self, tag: str, vectors: np.ndarray | torch.Tensor, ids: Sequence[Hashable] | None = None
-    ) -> np.ndarray | None:
-        """The view of ``vectors`` (``[N, 2]``), aligned to ``tag``'s last layout.
-
-        ``None`` for fewer than :data:`MIN_POINTS` points.
-        """
-        view = aligned_umap(vectors, ids, self._layouts.get(tag), self.settings)
-        if view is None:
-            return None
-        self._layouts[tag] = view.layout
-        return view.coords
