@@ -61,6 +61,22 @@ def require_umap() -> None:
         raise ImportError(MISSING)
 
 
+def load_umap() -> None:
+    """Import umap-learn and load its kernels (compiled once per machine) on a few points.
+
+    Run it on the thread that will lay out the snapshots, before the first one: the first
+    view then costs only its layout.
+
+    Example:
+        >>> load_umap()
+    """
+    x = np.random.default_rng(0).normal(size=(24, 3))
+    settings = UMAPSettings(epochs=2)
+    first = aligned_umap(x, None, None, settings)
+    assert first is not None
+    aligned_umap(x * np.array([1.0, 2.0, 3.0]), None, first.layout, settings)  # the aligned path
+
+
 @dataclass(frozen=True)
 class UMAPSettings:
     """How the aligned UMAP view is computed.

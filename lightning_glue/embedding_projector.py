@@ -18,7 +18,12 @@ from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCap
 from learnscope.lightning_glue.gather_rows import gather_rows
 from learnscope.lightning_glue.loaders import DATASET_INDEX, dataset_order, loader_names
 from learnscope.lightning_glue.row_reader import RowReader
-from learnscope.lightning_glue.snapshot_job import SNAPSHOTS, write_snapshot
+from learnscope.lightning_glue.snapshot_job import (
+    SNAPSHOTS,
+    UMAP_VIEW,
+    load_umap_job,
+    write_snapshot,
+)
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
 
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
@@ -191,6 +196,9 @@ class EmbeddingProjector(LearnscopeCallback):
         with self.guard(SNAPSHOTS, "setup"):
             self.release()
             self._capture = EncoderCapture.of(target).join(self, self._on_output)
+        if self._views.umap is not None and trainer.is_global_zero and self.is_on(UMAP_VIEW):
+            job = partial(load_umap_job, parts=self.parts)
+            self.writers(trainer).submit(job, label="loading umap-learn")
 
     @override
     def release(self) -> None:

@@ -27,6 +27,7 @@ import logging
 
 import torch
 
+from learnscope.aligned_umap import load_umap
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.lightning_glue.parts import Parts
@@ -90,6 +91,21 @@ def write_snapshot(
             snapshot = snapshot.with_view(umap) if umap is not None else snapshot
     writers.write_embedding(snapshot)  # its picture is drawn by the writers' picture stage
     writers.flush()
+
+
+def load_umap_job(writers: Writers, *, parts: Parts) -> None:
+    """Load umap-learn and its kernels on the writers' thread, before the first snapshot.
+
+    Queued when a fit starts, so that the import (seconds) and, on a machine's first fit, numba's
+    compile run while the model trains, not when the first snapshot waits for them.
+
+    Example:
+        >>> from learnscope.plugins import Writers
+        >>> from learnscope.lightning_glue import EmbeddingProjector
+        >>> load_umap_job(Writers([]), parts=EmbeddingProjector().parts)
+    """
+    with parts.guard(UMAP_VIEW, "loading umap-learn"):
+        load_umap()
 
 
 def compare_snapshot(
