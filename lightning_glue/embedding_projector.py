@@ -83,7 +83,7 @@ class EmbeddingProjector(LearnscopeCallback):
             projection in every view (:mod:`learnscope.aligned_umap`). ``True`` for the
             default :class:`~learnscope.aligned_umap.UMAPSettings` (at most 5,000 points fitted
             per snapshot), or settings of your own. Needs ``pip install "learnscope[umap]"``;
-            computed on the writers' thread (the first in a process compiles for tens of seconds).
+            computed on the writers' thread (umap-learn loaded there when a fit starts).
         gather: Under DDP, one snapshot of every rank's rows (else rank zero's share only).
         spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1:
             ``"mean"``, ``"max"`` (one row per sample) or ``"pixels"`` (one row per position).
