@@ -195,7 +195,7 @@ def neighbourhood_overlap(
     old_rows, new_rows = pairs
     to_old = scipy.sparse.csr_matrix(
         (np.ones(len(new_rows)), (new_rows, old_rows)),
-        shape=(graph.shape[0], len(previous_graph.indptr) - 1),
+        shape=(graph.shape[0], previous_graph.shape[0]),
     )
     shared = np.zeros(to_old.shape[1])
     shared[old_rows] = 1.0
@@ -280,8 +280,7 @@ def _optimise(
             if near > 0.0:
                 coeff = -2.0 * A * B * near ** (B - 1.0) / (A * near**B + 1.0)
             gx, gy = clip(coeff * dx), clip(coeff * dy)
-            layout[j, 0] += clip(gx - clip(pulls[j] * (layout[j, 0] - anchors[j, 0]))) * alpha
-            layout[j, 1] += clip(gy - clip(pulls[j] * (layout[j, 1] - anchors[j, 1]))) * alpha
+            _step(layout, j, gx, gy, anchors, pulls, alpha)
             if move_other:
                 layout[k, 0] -= gx * alpha
                 layout[k, 1] -= gy * alpha
@@ -298,9 +297,23 @@ def _optimise(
                     continue
                 else:
                     gx, gy = 0.0, 0.0
-                layout[j, 0] += clip(gx - clip(pulls[j] * (layout[j, 0] - anchors[j, 0]))) * alpha
-                layout[j, 1] += clip(gy - clip(pulls[j] * (layout[j, 1] - anchors[j, 1]))) * alpha
+                _step(layout, j, gx, gy, anchors, pulls, alpha)
             next_negative[i] += negatives * per_negative[i]
+
+
+@numba.njit(fastmath=True, nogil=True, cache=True, inline="always")
+def _step(
+    layout: np.ndarray,
+    j: int,
+    gx: float,
+    gy: float,
+    anchors: np.ndarray,
+    pulls: np.ndarray,
+    alpha: float,
+) -> None:  # pragma: no cover - compiled by numba
+    """Move point ``j`` by the gradient ``(gx, gy)`` and its pull towards its anchor."""
+    layout[j, 0] += clip(gx - clip(pulls[j] * (layout[j, 0] - anchors[j, 0]))) * alpha
+    layout[j, 1] += clip(gy - clip(pulls[j] * (layout[j, 1] - anchors[j, 1]))) * alpha
 
 
 def place(queries: np.ndarray, points: np.ndarray, layout: np.ndarray, k: int) -> np.ndarray:

@@ -46,37 +46,19 @@ def snapshot_pictures(snapshot: EmbeddingSnapshot) -> list[RenderedImage]:
     return [view_picture(snapshot, view) for view in snapshot.views]
 
 
-def snapshot_picture(snapshot: EmbeddingSnapshot) -> RenderedImage | None:
-    """The scatter of ``snapshot``'s aligned PCA view; ``None`` without one or matplotlib.
-
-    Example:
-        >>> import numpy as np
-        >>> from learnscope.records import AlignedView, ViewFrame
-        >>> xy = np.random.default_rng(0).normal(size=(20, 2))
-        >>> view = AlignedView(xy, ViewFrame(1.0, (-3, 3, -3, 3)))
-        >>> snapshot = EmbeddingSnapshot("enc", 4, np.zeros((20, 3)), {"label": [0, 1] * 10},
-        ...                              stage="validate", aligned=view)
-        >>> picture = snapshot_picture(snapshot)
-        >>> picture.tag, picture.step
-        ('~learnscope/embeddings/enc/validate/pca', 4)
-    """
-    if snapshot.aligned is None or not pictures_available():
-        return None
-    return view_picture(snapshot, snapshot.aligned)
-
-
 def view_picture(snapshot: EmbeddingSnapshot, view: AlignedView) -> RenderedImage:
     """The scatter of one aligned ``view`` of ``snapshot``, on the view's frame.
 
     A view fitted on some of the points says how many in its title (the others were placed).
     """
+    name = view.projection.upper()  # "PCA", "UMAP": how the title and the axes name it
     spread = view.frame.spread
     xy = view.coords[:, :2].astype("float64")
     xy = xy / spread if spread > 0 else xy
     metadata = snapshot.metadata_columns()
     title = f"{snapshot.key}  step {snapshot.step}  spread {spread:.3g}"
     if view.fitted is not None:
-        title += f"  ({view.projection.upper()} fitted on {view.fitted} of "
+        title += f"  ({name} fitted on {view.fitted} of "
         title += f"{snapshot.num_points} points, the others placed)"
     figure = scatter_figure(
         xy,
@@ -84,7 +66,7 @@ def view_picture(snapshot: EmbeddingSnapshot, view: AlignedView) -> RenderedImag
         title,
         view.frame.limits,
         label_column(metadata),
-        axes=view.projection.upper(),
+        axes=name,
     )
     tag = embedding_picture(snapshot.key, view.projection)
     return RenderedImage(tag, snapshot.step, figure_pixels(figure))

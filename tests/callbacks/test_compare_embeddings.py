@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.lightning_glue.snapshot_job import compare_snapshot
 from learnscope.plugins.pipeline.figures import COLOURS
-from learnscope.plugins.pipeline.pictures import snapshot_picture
+from learnscope.plugins.pipeline.pictures import snapshot_pictures
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, ProjectorRefresh
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
@@ -184,13 +184,13 @@ def test_projector_state_survives_a_checkpoint() -> None:
     snapshot = EmbeddingSnapshot("encoder", 3, torch.randn(30, 5), {"label": [0, 1, 2] * 10})
     keys = id_keys(torch.arange(30))
     with_pca = compare_snapshot(snapshot, keys, projector._views)
-    image = snapshot_picture(with_pca)
+    (image,) = snapshot_pictures(with_pca)
     resumed = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
     resumed.load_state_dict(projector.state_dict())
     later = EmbeddingSnapshot("encoder", 9, -snapshot.vectors, dict(snapshot.metadata))
     a = compare_snapshot(later, keys, projector._views)
     b = compare_snapshot(later, keys, resumed._views)
-    image_a, image_b = snapshot_picture(a), snapshot_picture(b)
+    (image_a,), (image_b,) = snapshot_pictures(a), snapshot_pictures(b)
     assert a.aligned is not None and b.aligned is not None and with_pca.aligned is not None
     assert np.array_equal(a.aligned.coords, b.aligned.coords)
     assert np.array_equal(a.aligned.coords, with_pca.aligned.coords)

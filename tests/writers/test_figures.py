@@ -25,7 +25,7 @@ from learnscope.plugins.pipeline.figures import (
     figure_pixels,
     scatter_figure,
 )
-from learnscope.plugins.pipeline.pictures import snapshot_picture
+from learnscope.plugins.pipeline.pictures import snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, GroupAutocorrelation
 from learnscope.scatter import frame_limits
 
@@ -127,11 +127,11 @@ def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_e
     later[:3] *= 6.0
     projector = EmbeddingProjector("encoder", aligned_pca=True)
     keys = torch.arange(300)
-    image_1 = snapshot_picture(
+    (image_1,) = snapshot_pictures(
         compare_snapshot(snapshot(first, 10, labels), keys, projector._views)
     )
     limits = projector._views.limits["encoder/validate"]
-    image_2 = snapshot_picture(
+    (image_2,) = snapshot_pictures(
         compare_snapshot(snapshot(later, 20, labels), keys, projector._views)
     )
     assert projector._views.limits["encoder/validate"] == limits  # not grown
@@ -207,7 +207,7 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
     projected = compare_snapshot(
         snapshot(vectors, 5, [i % 2 for i in range(20)]), None, AlignedViews()
     )
-    image = snapshot_picture(projected)
+    (image,) = snapshot_pictures(projected)
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -23,7 +23,7 @@ from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, 
 from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.lightning_glue.snapshot_job import compare_snapshot
 from learnscope.plugins.pipeline.figures import scatter_figure
-from learnscope.plugins.pipeline.pictures import snapshot_picture
+from learnscope.plugins.pipeline.pictures import snapshot_pictures
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.run_files import RECORD_FILE
@@ -247,7 +247,7 @@ def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
     vectors = torch.as_tensor(rng.normal(size=(60, 5)), dtype=torch.float32)
     snapshot = EmbeddingSnapshot("enc", 3, vectors, {"cls": classes, "dose": doses})
     projected = compare_snapshot(snapshot, None, AlignedViews())
-    image = snapshot_picture(projected)
+    (image,) = snapshot_pictures(projected)
     assert image is not None and projected.view_frame is not None
 
     assert projected.aligned is not None
