@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from learnscope.plugins import LoggerWriters, logger_writers, shows
@@ -274,7 +274,7 @@ is in CSVLogger (logs), its run record ending 'failed'
         if unwritten:
             line += "; nothing to " + ", ".join(unwritten)
         if self.findings:
-            line += ". Findings: " + _named_findings(self.findings)
+            line += ". " + _named_findings(self.findings)
         if end is not None and not interrupted and any(made.writers for made in self._made):
             line += "".join(f". {why}" for why in self._empty_sections(end))
         if commands:
@@ -534,17 +534,32 @@ def _what_failed(stage: str) -> str:
 
 
 def _named_findings(findings: Sequence[Finding], most: int = 3) -> str:
-    """The first ``most`` findings as ``code on subject (severity)``, and how many more.
+    """The run's headline: the findings that still hold, then those no longer seen, a few named.
 
     Example:
-        >>> found = [Finding("zero-gradient", "branch", "zero", 3)] * 2
-        >>> found.append(Finding("structural-zero-gradient", "head.bias", "zero", 3, "info"))
-        >>> _named_findings(found, most=2)
-        'zero-gradient on branch (warning), zero-gradient on branch (warning) and 1 more'
+        >>> found = [Finding("zero-gradient", "branch", "zero", 300, first_step=50)] * 2
+        >>> found.append(Finding("embedding-collapse", "encoder", "flat", 0, resolved_step=50))
+        >>> print(_named_findings(found, most=1))
+        Findings: zero-gradient on branch (warning, found at steps 50-300; still holds) and 1 \
+more; no longer seen: embedding-collapse on encoder (seen at step 0 only; healthy at every check \
+since step 50)
+        >>> print(_named_findings(found[2:]))
+        No finding still holds; no longer seen: embedding-collapse on encoder (seen at step 0 \
+only; healthy at every check since step 50)
     """
-    named = [f"{f.code} on {f.subject} ({f.severity})" for f in findings[:most]]
-    more = len(findings) - len(named)
-    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+    def named(chosen: Sequence[Finding], words: Callable[[Finding], str]) -> str:
+        listed = ", ".join(f"{f.code} on {f.subject} ({words(f)})" for f in chosen[:most])
+        return listed + (f" and {len(chosen) - most} more" if len(chosen) > most else "")
+
+    holding = [f for f in findings if f.holds]
+    resolved = [f for f in findings if not f.holds]
+    line = "Findings: " + named(holding, lambda f: f"{f.severity}, {f.life}")
+    if not holding:
+        line = "No finding still holds"
+    if resolved:
+        line += "; no longer seen: " + named(resolved, lambda f: f.life)
+    return line
 
 
 def _count(number: int, thing: str) -> str:

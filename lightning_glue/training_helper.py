@@ -14,6 +14,7 @@ from typing_extensions import override
 from learnscope.collapse_verdicts import CollapseThresholds
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spatial
+from learnscope.health import CheckScope
 from learnscope.lightning_glue import helper_checks as checks
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
@@ -149,7 +150,10 @@ class TrainingHelper(LearnscopeCallback):
         )
         self._watch: TrainableWatch | None = None  # notices parameters that start training
         self._loaded = False  # state came from load_state_dict before this fit's setup
+        self._first_step = 0  # the fit's first global step: its weights are the starting ones
         self._last_step: int | None = None  # the fit's last optimizer step, when known
+        self._ranks_judged = False  # a check of this fit had enough rows to judge the ranks
+        self._said_too_few = False  # a check that could not judge the ranks was said
         self._told: str | None = None  # the module taken from a projector, as last said
 
     @property
@@ -238,7 +242,9 @@ class TrainingHelper(LearnscopeCallback):
 
     @override
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        """Make the fit's last optimizer step a check step, when Lightning knows which it is."""
+        """Note the fit's first step; make its last optimizer step a check step, when known."""
+        self._first_step = trainer.global_step
+        self._ranks_judged = self._said_too_few = False
         with self.guard(_GRADIENTS, "train start"):
             self._last_step = _last_step(trainer, pl_module)
 
@@ -261,18 +267,24 @@ class TrainingHelper(LearnscopeCallback):
             self._trace.arm_if_requested()
         if clock.ended_unseen:
             self._collapse.drop()  # rows of a step whose end went unseen are never judged
-        if not measuring:
-            return
-        if clock.first_micro_batch:
+        if measuring and clock.first_micro_batch:
             self._loss.start_step()
-            if not self._ranks.zero:  # another rank of a sharded model: gradients only
-                return
-            if self.input_checks and self.is_on(_INPUTS):
-                with self.guard(_INPUTS, f"step {step}"):
-                    self._report.add(checks.input_findings(self.input_checks, batch, step))
-            if self.is_on(_COLLAPSE):
-                self._collapse.start_step()
-        self._collapse.start_batch(batch, step)
+            if self._ranks.zero:  # other ranks of a sharded model: gradients only
+                self._start_checks(trainer, batch, step)
+        self._collapse.start_batch(batch, step)  # captured while a check collects rows
+
+    def _start_checks(self, trainer: Any, batch: Any, step: int) -> None:
+        """A check step's first micro-batch: the input checks, and the rows for collapse."""
+        if self.input_checks and self.is_on(_INPUTS):
+            with self.guard(_INPUTS, f"step {step}"):
+                found = checks.input_findings(self.input_checks, batch, step)
+                self._report.add(found, step, CheckScope.of(["input-range"]))
+        if not self.is_on(_COLLAPSE):
+            return
+        self._judge_unfinished(trainer, "check")
+        needed = CollapseThresholds.from_mapping(self.collapse_thresholds).min_rows_per_dim
+        trained = step > self._first_step  # no verdict on the starting weights: no need to wait
+        self._collapse.start_step(step, needed if trained else 0.0)
 
     @override
     def on_validation_batch_start(
@@ -309,7 +321,7 @@ class TrainingHelper(LearnscopeCallback):
         if self._ranks.measure and not self._unused.complete and self.is_on(_GRADIENTS):
             with self.guard(_GRADIENTS, f"step {step}"):
                 found = self._unused.observe(pl_module, optimizer, trainer.optimizers, step)
-                self._report.add(found)
+                self._report.add(found, step)
         if not (first_call and self._measuring() and self.is_on(_GRADIENTS)):
             return
         with self.guard(_GRADIENTS, f"step {step}"):
@@ -330,32 +342,68 @@ class TrainingHelper(LearnscopeCallback):
         buffer = self._collapse.end_batch(self._clock.end_batch(trainer.global_step))
         if buffer is not None:
             with self.guard(_COLLAPSE, f"step {step}"):
-                self._judge_collapse(trainer, buffer, step)
+                self._judge_collapse(trainer, buffer)
         if self._report.take_new():
             self._dashboards(trainer).write_findings(self.findings, step)
 
     @override
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        """Write the findings table once more, so a healthy run says so in the dashboards."""
+        """Judge rows still waiting for more; write the findings table once more.
+
+        So a healthy run says so in the dashboards, and each finding's life is as of the end.
+        """
+        if self.is_on(_COLLAPSE):
+            self._judge_unfinished(trainer, "end")
+            self._report.take_new()
         self._dashboards(trainer).write_findings(self.findings, trainer.global_step)
 
     def _finish_trace(self) -> None:  # after the forward, before the optimizer steps
         if self._trace.armed:
-            with self.guard(_TRACE, f"step {self._clock.batch_step}"):
-                self._report.add(self._trace.finish(self._clock.batch_step))
+            step = self._clock.batch_step
+            with self.guard(_TRACE, f"step {step}"):
+                self._report.add(self._trace.finish(step), step)
 
-    def _judge_collapse(self, trainer: Any, buffer: EmbeddingRowBuffer, step: int) -> None:
-        module = self._collapse.module or ""
-        judged = checks.collapse_report(buffer, module, step, self.collapse_thresholds)
-        if judged is not None:
-            self._publish(trainer, step, judged)
+    def _judge_unfinished(self, trainer: Any, cut_by: Literal["check", "end"]) -> None:
+        """Judge rows captured while waiting for enough of them, cut short by a check or the end."""
+        buffer = self._collapse.unfinished()
+        if buffer is not None:
+            with self.guard(_COLLAPSE, f"step {self._collapse.last_step}"):
+                self._judge_collapse(trainer, buffer, cut_by)
+
+    def _judge_collapse(
+        self,
+        trainer: Any,
+        buffer: EmbeddingRowBuffer,
+        cut_by: Literal["check", "end"] | None = None,
+    ) -> None:
+        """Judge the rows of a check, at its step; say once when too few to judge the ranks.
+
+        Said when a buffer was full without enough rows (the caps), or the steps up to the next
+        check gave too few; at the fit's end only when no check of the fit judged the ranks.
+        """
+        module, most_rows = self._collapse.module or "", buffer.max_rows
+        num_rows, dim = buffer.num_rows, buffer.rows().shape[1]
+        first, last = self._collapse.first_step, self._collapse.last_step
+        thresholds = self.collapse_thresholds
+        judged = checks.collapse_report(buffer, module, first, thresholds, last)
+        if judged is None:
+            return
+        too_few = checks.too_few_rows(module, num_rows, dim, (first, last), thresholds, most_rows)
+        self._ranks_judged |= too_few is None
+        just_the_last = cut_by == "end" and self._ranks_judged
+        if too_few and first > self._first_step and not (self._said_too_few or just_the_last):
+            self._said_too_few = True
+            self._report.warn_once(too_few, trainer.is_global_zero)
+        self._publish(trainer, first, judged)
 
     def _dashboards(self, trainer: Any) -> BackgroundWriters:  # names one that cannot show them
         shown = ("write_histogram", "write_findings") if self.histograms else ("write_findings",)
         return self.writers(trainer, shown, warn_without_logger=False)
 
     def _publish(self, trainer: Any, step: int, found: checks.CheckReport) -> None:
-        self._report.add(found.findings)
+        if step <= self._first_step:  # the weights the fit started with: no verdict on them
+            found = found.on_starting_weights()
+        self._report.add(found.findings, step, found.scope)
         writers = self._dashboards(trainer)
         writers.write_scalars(found.scalars, step)
         if found.histogram is not None:

@@ -45,10 +45,11 @@ Example:
 """
 
 from learnscope.health.embeddings import collapse_findings
-from learnscope.health.finding_log import FindingLog
+from learnscope.health.finding_log import CheckScope, FindingLog, Observed
 from learnscope.health.gradients import (
     GradientStatistics,
     gradient_findings,
+    gradient_scope,
     gradient_statistics,
     head_findings,
     health_scalars,
@@ -67,15 +68,18 @@ from learnscope.parameter_names import group_name, owner_module
 from learnscope.parameter_shards import ParameterShard, is_sharded, parameter_shards
 
 __all__ = [
+    "CheckScope",
     "CoordinateRangeCheck",
     "FindingLog",
     "GradientRound",
     "GradientStatistics",
     "NonFiniteOutputTracer",
+    "Observed",
     "ParameterShard",
     "collapse_findings",
     "ddp_unused_parameter_advice",
     "gradient_findings",
+    "gradient_scope",
     "gradient_statistics",
     "group_name",
     "head_findings",

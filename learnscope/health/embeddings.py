@@ -20,6 +20,7 @@ def collapse_findings(
     dim: int,
     graph_mad: Sequence[float] | Tensor | None = None,
     graph_ids: Sequence[Any] | None = None,
+    steps: tuple[int, int] | None = None,
     **thresholds: float,
 ) -> list[Finding]:
     """Turn collapse metrics into an ``embedding-collapse`` and an ``oversmoothing`` finding.
@@ -33,6 +34,8 @@ def collapse_findings(
         graph_mad: Each graph's MAD (:func:`learnscope.collapse.per_graph_mad`), so that
             oversmoothing is judged graph by graph.
         graph_ids: One id per value of ``graph_mad``, named in the finding.
+        steps: The first and last training step the rows came from, when they span several
+            (named in the message).
         **thresholds: Thresholds of :class:`~learnscope.collapse_verdicts.CollapseThresholds`
             (the keywords of :func:`learnscope.collapse.judge_collapse`).
 
@@ -59,12 +62,12 @@ def collapse_findings(
         graph_ids=graph_ids,
         thresholds=CollapseThresholds.from_mapping(thresholds),
     )
+    rows = f"over {num_rows} rows of dimension {dim}"
+    if steps is not None and steps[0] != steps[1]:
+        rows += f", from steps {steps[0]}-{steps[1]}"
     findings = []
     for code, kind in (("embedding-collapse", "collapse"), ("oversmoothing", "oversmoothing")):
         found = [verdict.message for verdict in verdicts if verdict.kind == kind]
         if found:
-            text = "; ".join(found)
-            findings.append(
-                Finding(code, module, f"{text} (over {num_rows} rows of dimension {dim})", step)
-            )
+            findings.append(Finding(code, module, f"{'; '.join(found)} ({rows})", step))
     return findings

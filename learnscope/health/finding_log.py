@@ -1,21 +1,81 @@
-"""One finding per (code, subject), and when each is due a warning."""
+"""The findings of a run with their lives, and when each is due a warning."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
 
 from learnscope.records import Finding
 
 
-class FindingLog:
-    """The findings of a run, one per (code, subject), and when each is due a warning.
+@dataclass(frozen=True)
+class CheckScope:
+    """What one check judged: the codes it can give, about which subjects.
 
-    A finding is due when its (code, subject) was never warned about, or was last warned about
-    at least ``warn_every_n_steps`` steps before; codes in ``once_codes`` are warned about once
-    per run. The table (:attr:`findings`) keeps the latest warned form of each. The state goes
-    into checkpoints with :meth:`state_dict`.
+    A finding in the table that the scope covers and that the check did not find again is
+    healthy at that check: it no longer holds.
+
+    Args:
+        codes: The finding codes the check judged.
+        subjects: The subjects it judged them on; ``None`` for every subject.
+
+    Example:
+        >>> scope = CheckScope.of(["embedding-collapse"], ["encoder"])
+        >>> scope.covers(Finding("embedding-collapse", "encoder", "low rank", 0))
+        True
+        >>> scope.covers(Finding("embedding-collapse", "decoder", "low rank", 0))
+        False
+    """
+
+    codes: frozenset[str]
+    subjects: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, codes: Iterable[str], subjects: Iterable[str] | None = None) -> CheckScope:
+        """A scope from any iterables of codes and subjects (``None``: every subject)."""
+        return cls(frozenset(codes), None if subjects is None else frozenset(subjects))
+
+    def covers(self, finding: Finding) -> bool:
+        """Whether the check judged ``finding``'s code on its subject."""
+        in_subjects = self.subjects is None or finding.subject in self.subjects
+        return finding.code in self.codes and in_subjects
+
+
+class Observed(NamedTuple):
+    """What one check changed in the table of a :class:`FindingLog`.
+
+    Attributes:
+        due: The findings due a warning now.
+        news: The findings that entered the table, or hold again after being resolved.
+        resolved: The findings that no longer hold since this check.
+    """
+
+    due: list[Finding]
+    news: list[Finding]
+    resolved: list[Finding]
+
+    @property
+    def changed(self) -> bool:
+        """Whether the table changed in a way its readers must see.
+
+        Example:
+            >>> Observed([], [], []).changed
+            False
+        """
+        return bool(self.due or self.news or self.resolved)
+
+
+class FindingLog:
+    """The findings of a run, one per (code, subject) with its life, and when each is due a warning.
+
+    :meth:`observe` folds in what one check found: a new finding enters the table, one seen
+    before is updated (keeping when it was first seen), and one that the check's
+    :class:`CheckScope` covers but did not find no longer holds (its ``resolved_step`` is the
+    check's step) until it is found again. A finding is due a warning when its (code, subject)
+    was never warned about, or was last warned about at least ``warn_every_n_steps`` steps
+    before; codes in ``once_codes`` are warned about once per run. The state goes into
+    checkpoints with :meth:`state_dict`.
 
     Args:
         warn_every_n_steps: Fewest steps between two warnings about the same thing.
@@ -26,10 +86,13 @@ class FindingLog:
 
     Example:
         >>> log = FindingLog(warn_every_n_steps=100)
-        >>> [log.add(Finding("zero-gradient", "head", "zero", step)) for step in (0, 50, 100)]
-        [True, False, True]
-        >>> [f.step for f in log.findings]
-        [100]
+        >>> scope = CheckScope.of(["zero-gradient"])
+        >>> [len(log.observe([Finding("zero-gradient", "head", "zero", s)], s, scope).due)
+        ...  for s in (0, 50, 100)]
+        [1, 0, 1]
+        >>> _ = log.observe([], 150, scope)
+        >>> [f.life for f in log.findings]
+        ['seen at steps 0-100; healthy at every check since step 150']
     """
 
     def __init__(
@@ -52,23 +115,59 @@ class FindingLog:
         """
         return list(self._table.values())
 
-    def add(self, finding: Finding) -> bool:
-        """Record ``finding`` when it is due; return whether it is (whether to warn now).
+    def observe(
+        self, findings: Sequence[Finding], step: int, scope: CheckScope | None = None
+    ) -> Observed:
+        """Fold in what the check at ``step`` found; say what changed.
+
+        Args:
+            findings: What the check found.
+            step: The check's step.
+            scope: What it judged (``None``: an event, which resolves nothing).
 
         Example:
             >>> log = FindingLog()
             >>> finding = Finding("unused-parameter", "spare", "no gradient", 0)
-            >>> log.add(finding), log.add(finding)
-            (True, False)
+            >>> [len(part) for part in log.observe([finding], 0)]
+            [1, 1, 0]
+            >>> [len(part) for part in log.observe([finding], 5)]  # warned once only
+            [0, 0, 0]
+        """
+        new_keys = [f.identity for f in findings if not self._holds(f.identity)]
+        due = [self._table[f.identity] for f in findings if self._seen(f)]
+        news = [self._table[key] for key in new_keys]
+        found = {finding.identity for finding in findings}
+        resolved = []
+        for key, held in self._table.items():
+            covered = scope is not None and scope.covers(held)
+            if covered and held.holds and key not in found and step > held.step:
+                resolved.append(held.resolved_at(step))
+        for finding in resolved:
+            self._table[finding.identity] = finding
+        return Observed(due, news, resolved)
+
+    def _holds(self, key: tuple[str, str]) -> bool:
+        held = self._table.get(key)
+        return held is not None and held.holds
+
+    def _seen(self, finding: Finding) -> bool:
+        """Put ``finding`` in the table; whether it is due a warning.
+
+        The table keeps the message last warned about (the first, for a non-finite value, names
+        where it started) with the steps of the newest.
         """
         key = finding.identity
+        held = self._table.get(key)
         last = self._last_warned.get(key)
         due = last is None or (
             finding.code not in self.once_codes and finding.step - last >= self.warn_every_n_steps
         )
         if due:
-            self._table[key] = finding
             self._last_warned[key] = finding.step
+        if held is None:
+            self._table[key] = finding
+        else:
+            self._table[key] = held.seen_again(finding if due else held, finding.step)
         return due
 
     def state_dict(self) -> dict[str, Any]:
@@ -76,7 +175,7 @@ class FindingLog:
 
         Example:
             >>> log = FindingLog()
-            >>> _ = log.add(Finding("zero-gradient", "head", "zero", 7))
+            >>> _ = log.observe([Finding("zero-gradient", "head", "zero", 7)], 7)
             >>> restored = FindingLog()
             >>> restored.load_state_dict(log.state_dict())
             >>> restored.findings == log.findings
@@ -88,7 +187,7 @@ class FindingLog:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned.
+        """Restore what :meth:`state_dict` returned (a table saved before lives were kept, too).
 
         Example:
             >>> log = FindingLog()

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from learnscope.health.finding_log import CheckScope
 from learnscope.health.parameters import _by_owner, _name_list, _subject, _within
 from learnscope.parameter_names import clean_parameter_name, group_name, owner_module
 from learnscope.parameter_shards import ParameterShard, parameter_shards
@@ -287,6 +288,47 @@ def gradient_findings(
             )
         )
     return findings
+
+
+def gradient_scope(
+    stats: GradientStatistics,
+    *,
+    check_nonfinite: bool = True,
+    check_small: bool = True,
+    heads: Sequence[str] = (),
+) -> CheckScope:
+    """What :func:`gradient_findings` (and :func:`head_findings` on ``heads``) judged.
+
+    The codes it can give with these switches, about the modules of the parameters measured,
+    the loss when it was measured, and the heads compared: a finding of the table they cover
+    that this check did not give no longer holds. A non-finite loss is judged apart only when
+    it is not said within a ``non-finite-gradient`` finding.
+
+    Args:
+        stats: From :func:`gradient_statistics`.
+        check_nonfinite: As given to :func:`gradient_findings`.
+        check_small: As given to :func:`gradient_findings`.
+        heads: The heads compared with :func:`head_findings`.
+
+    Example:
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        >>> model(torch.ones(1, 2)).sum().backward()
+        >>> scope = gradient_scope(gradient_statistics(model.named_parameters()))
+        >>> sorted(scope.codes)[:2], sorted(scope.subjects)
+        (['non-finite-gradient', 'structural-zero-gradient'], ['0'])
+    """
+    codes = {"non-finite-gradient"} if check_nonfinite else set()
+    subjects = {_subject(owner_module(name)) for name in stats.names}
+    said_with_gradients = check_nonfinite and bool(stats.nonfinite_counts)  # one finding for both
+    if stats.loss is not None and not (_bad_loss(stats.loss) and said_with_gradients):
+        codes.add("non-finite-loss")
+        subjects.add("loss")
+    if check_small:
+        codes |= {"zero-gradient", "tiny-gradient", "structural-zero-gradient"}
+    if heads:
+        codes.add("head-dominates-encoder")
+        subjects.update(heads)
+    return CheckScope.of(codes, subjects)
 
 
 def _is_bias(name: str) -> bool:

@@ -5,11 +5,14 @@ Callbacks (or a hand-written loop) build records; writers in ``learnscope.plugin
 
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
 from learnscope.records.embedding import AlignedView, EmbeddingSnapshot, ViewFrame
-from learnscope.records.health import FINDING_CODES, Finding, Histogram, RenderedImage
+from learnscope.records.finding_codes import FINDING_ADVICE, FINDING_CODES, STATE_CODES
+from learnscope.records.health import Finding, Histogram, RenderedImage, finding_life
 from learnscope.records.run import CallbackSettings, RunEnd, RunError, RunStart
 
 __all__ = [
+    "FINDING_ADVICE",
     "FINDING_CODES",
+    "STATE_CODES",
     "AlignedView",
     "AutocorrelationSummary",
     "CallbackSettings",
@@ -22,4 +25,5 @@ __all__ = [
     "RunError",
     "RunStart",
     "ViewFrame",
+    "finding_life",
 ]

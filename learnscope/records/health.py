@@ -2,42 +2,44 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-FINDING_CODES = (
-    "unused-parameter",
-    "non-finite-gradient",
-    "zero-gradient",
-    "tiny-gradient",
-    "structural-zero-gradient",
-    "embedding-collapse",
-    "oversmoothing",
-    "head-dominates-encoder",
-    "input-range",
-    "non-finite-loss",
-    "non-finite-output",
-)
+from learnscope.records.finding_codes import FINDING_ADVICE, FINDING_CODES
 
 Severity = Literal["info", "warning", "error"]
 
 
 @dataclass(frozen=True)
 class Finding:
-    """Something that is off in a training run, said in words, with what it concerns.
+    """Something that is off in a training run, said in words, with what it concerns and its life.
+
+    A finding has a life over the checks of a run: when it was first seen (``first_step``), when
+    last (``step``), and, once a check that judges it no longer finds it, the step of that check
+    (``resolved_step``; ``None`` while it still holds). What to try about it comes from one table
+    (:data:`~learnscope.records.finding_codes.FINDING_ADVICE`).
 
     Args:
         code: One of :data:`FINDING_CODES`, such as ``"unused-parameter"``.
         subject: What it concerns: a parameter or module name, an input key.
-        message: One sentence a user can act on.
-        step: The trainer's global step when it was found.
+        message: One sentence on what was seen.
+        step: The trainer's global step when it was (last) found.
         severity: ``"info"``, ``"warning"`` or ``"error"``.
+        first_step: When it was first found (default: ``step``).
+        resolved_step: The first check after ``step`` that judged it and did not find it;
+            ``None`` while it holds.
+
+    Raises:
+        ValueError: An unknown code or severity, or steps out of order.
 
     Example:
         >>> Finding("zero-gradient", "head.weight", "gradient is exactly zero", 10).severity
         'warning'
+        >>> Finding("embedding-collapse", "encoder", "low rank", 0, resolved_step=50).life
+        'seen at step 0 only; healthy at every check since step 50'
     """
 
     code: str
@@ -45,12 +47,23 @@ class Finding:
     message: str
     step: int
     severity: Severity = "warning"
+    first_step: int | None = None
+    resolved_step: int | None = None
 
     def __post_init__(self) -> None:
         if self.code not in FINDING_CODES:
             raise ValueError(f"unknown finding code {self.code!r}; known: {FINDING_CODES}")
         if self.severity not in ("info", "warning", "error"):
             raise ValueError(f"severity must be info, warning or error, got {self.severity!r}")
+        if self.first_step is None:
+            object.__setattr__(self, "first_step", self.step)
+        if self.first_step > self.step:
+            raise ValueError(f"first_step {self.first_step} is after step {self.step}")
+        if self.resolved_step is not None and self.resolved_step <= self.step:
+            raise ValueError(
+                f"resolved_step {self.resolved_step} must come after the step it was last seen, "
+                f"{self.step}"
+            )
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -61,6 +74,87 @@ class Finding:
             ('zero-gradient', 'head.bias')
         """
         return (self.code, self.subject)
+
+    @property
+    def first_seen(self) -> int:
+        """The step it was first found at (``first_step``, which defaults to ``step``).
+
+        Example:
+            >>> Finding("zero-gradient", "head", "zero", 9, first_step=3).first_seen
+            3
+        """
+        return self.step if self.first_step is None else self.first_step
+
+    @property
+    def holds(self) -> bool:
+        """Whether it still holds: no check since it was last seen judged it healthy.
+
+        Example:
+            >>> Finding("zero-gradient", "head", "zero", 3, resolved_step=50).holds
+            False
+        """
+        return self.resolved_step is None
+
+    @property
+    def advice(self) -> str:
+        """What to try, from the one table of advice per code.
+
+        Example:
+            >>> Finding("non-finite-loss", "loss", "loss is nan", 3).advice[:20]
+            'Check the data for N'
+        """
+        return FINDING_ADVICE[self.code]
+
+    @property
+    def life(self) -> str:
+        """When it was seen and whether it still holds, in words (as every view says it).
+
+        Example:
+            >>> Finding("tiny-gradient", "encoder", "tiny", 300, first_step=50).life
+            'found at steps 50-300; still holds'
+        """
+        return finding_life(self.first_seen, self.step, self.resolved_step)
+
+    def seen_again(self, said: Finding, step: int) -> Finding:
+        """Found again at ``step``, said as ``said``: it holds, since when this one was first seen.
+
+        Example:
+            >>> first = Finding("zero-gradient", "head", "zero", 3, resolved_step=50)
+            >>> again = first.seen_again(Finding("zero-gradient", "head", "zero again", 90), 100)
+            >>> again.message, again.life
+            ('zero again', 'found at steps 3-100; still holds')
+        """
+        return dataclasses.replace(said, step=step, first_step=self.first_seen, resolved_step=None)
+
+    def resolved_at(self, step: int) -> Finding:
+        """This finding, no longer found by the check at ``step``.
+
+        Example:
+            >>> Finding("zero-gradient", "head", "zero", 3).resolved_at(50).holds
+            False
+        """
+        return dataclasses.replace(self, resolved_step=step)
+
+
+def finding_life(first_step: int, step: int, resolved_step: int | None) -> str:
+    """A finding's life in words: when it was seen, and whether it still holds.
+
+    Args:
+        first_step: When it was first found.
+        step: When it was last found.
+        resolved_step: The first check that no longer found it, ``None`` while it holds.
+
+    Example:
+        >>> finding_life(50, 50, None)
+        'found at step 50; still holds'
+        >>> finding_life(50, 120, 150)
+        'seen at steps 50-120; healthy at every check since step 150'
+    """
+    seen = f"step {step}" if first_step == step else f"steps {first_step}-{step}"
+    if resolved_step is None:
+        return f"found at {seen}; still holds"
+    only = " only" if first_step == step else ""
+    return f"seen at {seen}{only}; healthy at every check since step {resolved_step}"
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,7 +30,11 @@ Example:
 """
 
 from learnscope.lightning_glue.helper_checks.arguments import Ranks, check_arguments
-from learnscope.lightning_glue.helper_checks.collapse import CollapseCapture, collapse_report
+from learnscope.lightning_glue.helper_checks.collapse import (
+    CollapseCapture,
+    collapse_report,
+    too_few_rows,
+)
 from learnscope.lightning_glue.helper_checks.gradients import GradientCheck, StepLoss
 from learnscope.lightning_glue.helper_checks.inputs import input_findings
 from learnscope.lightning_glue.helper_checks.modules import (
@@ -59,4 +63,5 @@ __all__ = [
     "missing_encoder",
     "resolve_encoder",
     "resolve_heads",
+    "too_few_rows",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -10,10 +11,11 @@ import torch
 from torch import nn
 
 from learnscope.batch_axis import batch_first
+from learnscope.collapse_verdicts import CollapseThresholds, enough_rows
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import embedding_layout, keep_edges, row_mask
 from learnscope.embedding_rows import pyg_graphs
-from learnscope.health import collapse_findings
+from learnscope.health import CheckScope, collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.lightning_glue.helper_checks.report import CheckReport
 from learnscope.tags import HEALTH
@@ -30,8 +32,11 @@ class CollapseCapture:
     each training batch
     of the step (every micro-batch, the first forward of each) into an
     :class:`~learnscope.embedding_buffer.EmbeddingRowBuffer` of at most ``rows_per_dim`` times the
-    dimension rows (and at most ``max_rows``). Rows of different steps are never mixed: a step
-    whose end went unseen is dropped. The rows are those
+    dimension rows (and at most ``max_rows``). When the step gives fewer rows than the ranks
+    need (``rows_needed_per_dim`` times the dimension, :meth:`start_step`), the batches of the
+    steps that follow are captured too, until there are enough or the next check step starts
+    (then :meth:`unfinished` hands out what there is). A step whose end went unseen drops what
+    was captured. The rows are those
     :class:`~learnscope.lightning_glue.EmbeddingProjector` shows, by the same rule
     (:mod:`learnscope.embedding_layout`); the first capture of a fit checks ``spatial`` and
     ``mask_fn`` against the real output and raises on a mistake (outside ``guard``). With
@@ -53,7 +58,7 @@ class CollapseCapture:
         >>> encoder = torch.nn.Linear(3, 2)
         >>> capture = CollapseCapture(rows_per_dim=8, max_rows=64)
         >>> capture.attach("encoder", encoder, guard=lambda record: contextlib.nullcontext())
-        >>> capture.start_step()
+        >>> capture.start_step(step=0, rows_needed_per_dim=0)
         >>> capture.start_batch({"x": torch.ones(5, 3)}, step=0)
         >>> _ = encoder(torch.randn(5, 3))
         >>> capture.end_batch(step_over=True).num_rows
@@ -82,6 +87,9 @@ class CollapseCapture:
         self._collecting = False  # the step's batches are captured
         self._batch: Any = None
         self._step = 0
+        self.first_step = 0  # the check step the rows being captured started at
+        self._rows_needed_per_dim = 0.0  # rows per dimension to capture before judging
+        self._waiting = False  # a step ended with too few rows: the next steps' rows are added
         self._rows_checked = False  # spatial and mask_fn were checked on a real output
 
     def attach(self, name: str, module: nn.Module, guard: Guard) -> None:
@@ -98,18 +106,42 @@ class CollapseCapture:
         if self._capture is not None:
             self._capture.leave(self)
         self._capture = self._guard = None
-        self._collecting = False
+        self._collecting = self._waiting = False
         self._batch = None
 
-    def start_step(self) -> None:
-        """The first micro-batch of a check step: capture its batches, from an empty buffer."""
-        self._collecting = self._capture is not None
+    def start_step(self, step: int, rows_needed_per_dim: float) -> None:
+        """The first micro-batch of a check step: capture its batches, from an empty buffer.
+
+        Args:
+            step: The check step.
+            rows_needed_per_dim: Rows per embedding dimension to capture before the rows are
+                judged, over the steps that follow when this one gives fewer (0: this step's).
+        """
+        self._collecting, self._waiting = self._capture is not None, False
+        self.first_step, self._rows_needed_per_dim = step, rows_needed_per_dim
         if self._buffer is not None:
             self._buffer.reset()
 
+    @property
+    def last_step(self) -> int:
+        """The step of the last batch whose rows were captured."""
+        return self._step
+
+    def unfinished(self) -> EmbeddingRowBuffer | None:
+        """Stop capturing; the rows captured while waiting for enough of them, if any.
+
+        Example:
+            >>> CollapseCapture(rows_per_dim=8, max_rows=64).unfinished() is None
+            True
+        """
+        waiting = self._collecting and self._waiting
+        self._collecting = self._waiting = False
+        buffer = self._buffer
+        return buffer if waiting and buffer is not None else None
+
     def drop(self) -> None:
         """Stop capturing, dropping the step's rows (its end went unseen)."""
-        self._collecting = False
+        self._collecting = self._waiting = False
 
     def batch_started(self) -> None:
         """Any batch starts, of any stage (see ``EncoderCapture.batch_started``)."""
@@ -123,16 +155,24 @@ class CollapseCapture:
             self._capture.arm(self)
 
     def end_batch(self, step_over: bool) -> EmbeddingRowBuffer | None:
-        """The batch ended; at the step's last micro-batch, the buffer when it holds rows."""
+        """The batch ended; at a step's last micro-batch, the buffer once it holds enough rows.
+
+        Enough: ``rows_needed_per_dim`` times the dimension, or a full buffer; until then the
+        next steps' batches are captured too.
+        """
         if self._capture is not None:
             self._capture.batch_ended()  # a compiled forward's output reaches us here
             self._capture.disarm(self)
         self._batch = None
-        if not (self._collecting and step_over):
-            return None
-        self._collecting = False
         buffer = self._buffer
-        return buffer if buffer is not None and buffer.num_rows > 0 else None
+        if not (self._collecting and step_over) or buffer is None or buffer.num_rows == 0:
+            return None
+        needed = self._rows_needed_per_dim * buffer.rows().shape[1]
+        self._waiting = buffer.num_rows < needed and not buffer.is_full
+        if self._waiting:
+            return None  # too few rows for the ranks: the next steps' batches too
+        self._collecting = False
+        return buffer
 
     def _on_captured(self, captured: CapturedOutput) -> None:
         """The first forward of a batch of the step (the capture calls this only then)."""
@@ -264,12 +304,20 @@ def _describe(value: Any) -> str:
 
 
 def collapse_report(
-    buffer: EmbeddingRowBuffer, module: str, step: int, thresholds: Mapping[str, float]
+    buffer: EmbeddingRowBuffer,
+    module: str,
+    step: int,
+    thresholds: Mapping[str, float],
+    last_step: int | None = None,
 ) -> CheckReport | None:
-    """Judge a check step's rows, emptying the buffer: the findings and the dashboard scalars.
+    """Judge the rows captured for a check, emptying the buffer: findings, scalars and scope.
 
-    ``None`` with fewer than 2 finite rows (a non-finite embedding is reported by the
-    gradient checks). The ranks are judged only with at least 4 rows per dimension; see
+    ``step`` is the check's step; ``last_step`` the step of the last rows, when the rows of the
+    steps after the check were added. ``None`` with fewer than 2 finite rows (a non-finite
+    embedding is reported by the gradient checks). The ranks are judged only with at least
+    ``min_rows_per_dim`` (4) rows per dimension; without them the report's scope leaves
+    ``embedding-collapse`` out, so an earlier collapse finding is not called resolved by a check
+    that could not see it. See
     :func:`~learnscope.collapse.judge_collapse` for the thresholds.
 
     Example:
@@ -277,8 +325,8 @@ def collapse_report(
         >>> buffer = EmbeddingRowBuffer(64)
         >>> buffer.append(torch.ones(16, 8) + 1e-4 * torch.randn(16, 8))
         >>> found = collapse_report(buffer, "encoder", 0, {})
-        >>> [f.code for f in found.findings], buffer.num_rows
-        (['embedding-collapse'], 0)
+        >>> [f.code for f in found.findings], buffer.num_rows, sorted(found.scope.codes)
+        (['embedding-collapse'], 0, [])
     """
     rows = buffer.rows()
     finite_rows = int(torch.isfinite(rows).all(dim=1).sum())
@@ -298,7 +346,62 @@ def collapse_report(
         dim=dim,
         graph_mad=graph_mad,
         graph_ids=graph_ids,
+        steps=(step, step if last_step is None else last_step),
         **thresholds,
     )
     scalars = {f"{HEALTH}/collapse/{module}/{key}": value for key, value in metrics.items()}
-    return CheckReport(findings, scalars)
+    factor = CollapseThresholds.from_mapping(thresholds).min_rows_per_dim
+    codes = ["embedding-collapse"] if enough_rows(num_rows, dim, factor) else []
+    if graph_mad is not None:
+        codes.append("oversmoothing")
+    return CheckReport(findings, scalars, scope=CheckScope.of(codes, [module]))
+
+
+def too_few_rows(
+    module: str,
+    num_rows: int,
+    dim: int,
+    steps: tuple[int, int],
+    thresholds: Mapping[str, float],
+    most_rows: int,
+) -> str | None:
+    """What to say when the rows of a check could not judge the ranks; ``None`` when they could.
+
+    Args:
+        module: The embedding module.
+        num_rows: The rows judged.
+        dim: Their dimension.
+        steps: The first and last step they came from.
+        thresholds: The ``collapse_thresholds`` given (``min_rows_per_dim`` among them).
+        most_rows: The most rows a check keeps (``embedding_rows_per_dim`` times the
+            dimension, at most ``max_embedding_rows``).
+
+    Example:
+        >>> print(too_few_rows("model.representation", 300, 128, (50, 99), {}, 1024))
+        learnscope: TrainingHelper could not judge the rank of 'model.representation' \
+(collapse to a few directions goes unseen): RankMe and the effective rank need 4 rows per \
+dimension, 512 rows of dimension 128, and the training batches of steps 50-99 gave 300. \
+Larger batches, or a larger check_every_n_steps (the rows of the steps up to the next check \
+count), give more rows
+    """
+    factor = CollapseThresholds.from_mapping(thresholds).min_rows_per_dim
+    if enough_rows(num_rows, dim, factor):
+        return None
+    first, last = steps
+    needed = math.ceil(factor * dim)
+    where = f"step {first}" if first == last else f"steps {first}-{last}"
+    said = (
+        f"learnscope: TrainingHelper could not judge the rank of {module!r} (collapse to a few "
+        f"directions goes unseen): RankMe and the effective rank need {factor:g} rows per "
+        f"dimension, {needed} rows of dimension {dim}, and "
+    )
+    if most_rows < needed:
+        return said + (
+            f"a check keeps at most {most_rows} (embedding_rows_per_dim times the dimension, at "
+            f"most max_embedding_rows): raise them to keep {needed} ({needed * dim * 4 / 2**20:.3g}"
+            " MiB in float32)"
+        )
+    return said + (
+        f"the training batches of {where} gave {num_rows}. Larger batches, or a larger "
+        "check_every_n_steps (the rows of the steps up to the next check count), give more rows"
+    )

@@ -10,6 +10,7 @@ from torch import nn
 
 from learnscope.health import (
     gradient_findings,
+    gradient_scope,
     gradient_statistics,
     head_findings,
     health_scalars,
@@ -188,23 +189,29 @@ class GradientCheck:
         if not any(shard.requires_grad for shard in named):
             return None  # nothing trains (yet): fine-tuning may make parameters trainable later
         stats = gradient_statistics(named, loss)
+        check_nonfinite = loss_scaler(trainer) is None
         findings = gradient_findings(
             stats,
             step,
             small_grad_threshold=self.small_grad_threshold,
-            check_nonfinite=loss_scaler(trainer) is None,
+            check_nonfinite=check_nonfinite,
             check_small=check_small,
         )
         scalars = health_scalars(stats, self.group_depth)
         heads = [h for h in self.heads if _holds(stats.names, h)]
-        if self.encoder is not None and heads and _holds(stats.names, self.encoder):
+        if self.encoder is None or not _holds(stats.names, self.encoder):
+            heads = []
+        if heads:
             head, ratios = head_findings(stats, self.encoder, heads, step, max_ratio=self.max_ratio)
             findings += head
             scalars.update(ratios)
         histogram = None
         if self.histograms:
             histogram = Histogram(f"{HEALTH}/grad_norm", step, stats.grad_norms[stats.has_grad])
-        return CheckReport(findings, scalars, histogram)
+        scope = gradient_scope(
+            stats, check_nonfinite=check_nonfinite, check_small=check_small, heads=heads
+        )
+        return CheckReport(findings, scalars, histogram, scope)
 
 
 def _holds(names: Sequence[str], module: str) -> bool:

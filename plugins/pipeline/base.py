@@ -153,6 +153,39 @@ def shows(writer: Writer, method: str) -> bool:
     return getattr(type(writer), method) is not getattr(Writer, method)
 
 
+FINDING_COLUMNS = (
+    "step",
+    "severity",
+    "code",
+    "subject",
+    "still holds",
+    "seen",
+    "message",
+    "what to try",
+)
+"""The columns of a findings table in a dashboard (the TensorBoard Text tab, the W&B table)."""
+
+
+def finding_table(findings: Sequence[Finding]) -> list[list[Any]]:
+    """The rows of a findings table, one per :data:`FINDING_COLUMNS`: those still holding first.
+
+    Each row says when the finding was seen and whether it still holds (``step`` is when it
+    was last seen), and what to try.
+
+    Example:
+        >>> old = Finding("embedding-collapse", "encoder", "parallel", 0, resolved_step=50)
+        >>> rows = finding_table([old, Finding("zero-gradient", "head", "zero", 100)])
+        >>> [(row[2], row[4], row[5]) for row in rows]  # doctest: +NORMALIZE_WHITESPACE
+        [('zero-gradient', True, 'found at step 100; still holds'),
+         ('embedding-collapse', False, 'seen at step 0 only; healthy at every check since step 50')]
+    """
+    ordered = [f for f in findings if f.holds] + [f for f in findings if not f.holds]
+    return [
+        [f.step, f.severity, f.code, f.subject, f.holds, f.life, f.message, f.advice]
+        for f in ordered
+    ]
+
+
 class LastTable:
     """The findings table a writer wrote last, so that the same one is not written again.
 

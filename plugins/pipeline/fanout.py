@@ -8,6 +8,7 @@ writer as image records: writers only write what they are handed.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import errno
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -101,12 +102,17 @@ class Writers(Writer):
             4 [('head', 3), ('enc', 4)]
             >>> writers.write_findings([Finding("zero-gradient", "head", "still", 9)], 9)
             9 [('head', 9), ('enc', 4)]
+            >>> writers.findings[0].life
+            'found at steps 3-9; still holds'
         """
         for finding in findings:
             key = finding.identity
             held = self._findings.get(key)
-            if held is None or finding.step >= held.step:
+            if held is None:
                 self._findings[key] = finding
+            elif finding.step >= held.step:  # the newer, first seen when the older was
+                first = min(held.first_seen, finding.first_seen)
+                self._findings[key] = dataclasses.replace(finding, first_step=first)
         self._call("write_findings", list(self._findings.values()), step)
 
     def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:

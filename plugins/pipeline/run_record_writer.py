@@ -351,11 +351,12 @@ def autocorrelation_entries(summary: AutocorrelationSummary) -> list[dict[str, A
 
 
 def finding_row(finding: Finding) -> dict[str, Any]:
-    """A finding as a row of the ``findings`` entry.
+    """A finding as a row of the ``findings`` entry, with its life and what to try.
 
     Example:
-        >>> finding_row(Finding("zero-gradient", "head.bias", "is zero", 3))["severity"]
-        'warning'
+        >>> row = finding_row(Finding("zero-gradient", "head.bias", "is zero", 3))
+        >>> row["severity"], row["first_step"], row["resolved_step"], row["advice"][:5]
+        ('warning', 3, None, 'Check')
     """
     return {
         "code": finding.code,
@@ -363,6 +364,9 @@ def finding_row(finding: Finding) -> dict[str, Any]:
         "message": finding.message,
         "step": finding.step,
         "severity": finding.severity,
+        "first_step": finding.first_step,
+        "resolved_step": finding.resolved_step,
+        "advice": finding.advice,
     }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from learnscope import records
 from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
-from learnscope.plugins.pipeline.base import LastTable, Writer
+from learnscope.plugins.pipeline.base import FINDING_COLUMNS, LastTable, Writer, finding_table
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.pipeline.figures import png_bytes
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, Sprite, TensorFile
@@ -261,24 +261,25 @@ class TensorBoardWriter(Writer):
 
 
 def findings_markdown(findings: Sequence[records.Finding]) -> str:
-    r"""A Markdown table of findings, for TensorBoard's Text tab.
+    r"""A Markdown table of findings, for TensorBoard's Text tab: those still holding first.
 
     Example:
         >>> finding = records.Finding("zero-gradient", "head.bias", "is | zero", 3)
-        >>> print(findings_markdown([finding]))
-        | step | severity | code | subject | message |
-        |---:|---|---|---|---|
-        | 3 | warning | zero-gradient | `head.bias` | is \| zero |
+        >>> print(findings_markdown([finding]))  # doctest: +ELLIPSIS
+        | step | severity | code | subject | still holds | seen | message | what to try |
+        |---:|---|---|---|---|---|---|---|
+        | 3 | warning | zero-gradient | `head.bias` | yes | found at step 3; still holds | ... |
     """
     if not findings:
         return "No findings: nothing looks wrong so far."
-    rows = [
-        f"| {f.step} | {f.severity} | {f.code} | `{_md(f.subject)}` | {_md(f.message)} |"
-        for f in findings
+    lines = [
+        "| " + " | ".join(FINDING_COLUMNS) + " |",
+        "|---:|" + "---|" * (len(FINDING_COLUMNS) - 1),
     ]
-    return "\n".join(
-        ["| step | severity | code | subject | message |", "|---:|---|---|---|---|", *rows]
-    )
+    for step, severity, code, subject, holds, life, message, advice in finding_table(findings):
+        cells = [str(step), severity, code, f"`{_md(subject)}`", "yes" if holds else "no"]
+        lines.append("| " + " | ".join([*cells, life, _md(message), _md(advice)]) + " |")
+    return "\n".join(lines)
 
 
 @functools.cache

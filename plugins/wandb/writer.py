@@ -18,7 +18,7 @@ import numpy as np
 
 from learnscope import records
 from learnscope.optional import import_optional
-from learnscope.plugins.pipeline.base import Writer
+from learnscope.plugins.pipeline.base import FINDING_COLUMNS, Writer, finding_table
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
 from learnscope.plugins.wandb.scatter import scatter_chart
@@ -164,14 +164,17 @@ class WandbWriter(Writer):
 
         The table also goes into the run record.
 
-        With no finding the table has one row saying so (``no-findings``), as TensorBoard's
-        Text tab says "No findings", instead of an empty table.
+        Each row says when the finding was seen, whether it still holds and what to try, those
+        still holding first (:func:`~learnscope.plugins.pipeline.base.finding_table`). With no
+        finding the table has one row saying so (``no-findings``), as TensorBoard's Text tab
+        says "No findings", instead of an empty table.
         """
-        columns = ["step", "severity", "code", "subject", "message"]
-        rows = [[f.step, f.severity, f.code, f.subject, f.message] for f in findings]
+        rows = finding_table(findings)
         if not rows:
-            rows = [[step, "info", "no-findings", "", "No findings: nothing looks wrong so far."]]
-        self.run.log({FINDINGS: self.wandb.Table(columns=columns, data=rows), STEP_KEY: step})
+            nothing = "No findings: nothing looks wrong so far."
+            rows = [[step, "info", "no-findings", "", False, "", nothing, "nothing"]]
+        table = self.wandb.Table(columns=list(FINDING_COLUMNS), data=rows)
+        self.run.log({FINDINGS: table, STEP_KEY: step})
         self.record.write_findings(findings, step)
 
     def write_run_start(self, run: records.RunStart) -> None:

@@ -19,12 +19,12 @@ def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:
     encoder = torch.nn.Linear(3, 4)
     capture = CollapseCapture(rows_per_dim=8, max_rows=64)
     capture.attach("encoder", encoder, guard=lambda record: contextlib.nullcontext())
-    capture.start_step()
+    capture.start_step(step=0, rows_needed_per_dim=0)
     capture.start_batch(None, step=0)
     encoder(torch.randn(5, 3))
     assert capture.end_batch(step_over=False) is None  # accumulation: the step goes on
     capture.drop()  # the next batch is another step's: step 0 ended unseen
-    capture.start_step()
+    capture.start_step(step=1, rows_needed_per_dim=0)
     capture.start_batch(None, step=1)
     inputs = torch.randn(6, 3)
     with torch.no_grad():
@@ -37,6 +37,40 @@ def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:
     capture.detach()
     encoder(inputs)  # no hook any more
     assert buffer.num_rows == 6
+
+
+def test_a_check_step_with_too_few_rows_for_the_ranks_takes_the_next_steps_rows() -> None:
+    encoder = torch.nn.Linear(3, 4)  # 4 dimensions: the ranks need 16 rows
+    capture = CollapseCapture(rows_per_dim=8, max_rows=64)
+    capture.attach("encoder", encoder, guard=lambda record: contextlib.nullcontext())
+    capture.start_step(step=10, rows_needed_per_dim=4)
+    for step, rows in ((10, 6), (11, 6)):
+        capture.start_batch(None, step=step)
+        encoder(torch.randn(rows, 3))
+        assert capture.end_batch(step_over=True) is None  # 6, then 12 rows: not yet
+    capture.start_batch(None, step=12)
+    encoder(torch.randn(6, 3))
+    buffer = capture.end_batch(step_over=True)
+    assert buffer is not None and buffer.num_rows == 18
+    assert (capture.first_step, capture.last_step) == (10, 12)
+    capture.start_batch(None, step=13)  # judged: nothing more is captured
+    encoder(torch.randn(6, 3))
+    assert capture.end_batch(step_over=True) is None and buffer.num_rows == 18
+    # the next check cuts a wait short: what there is, is handed out once
+    capture.start_step(step=20, rows_needed_per_dim=4)
+    capture.start_batch(None, step=20)
+    encoder(torch.randn(6, 3))
+    assert capture.end_batch(step_over=True) is None
+    short = capture.unfinished()
+    assert short is not None and short.num_rows == 6 and capture.unfinished() is None
+    # a step whose end went unseen drops the wait
+    capture.start_step(step=30, rows_needed_per_dim=4)
+    capture.start_batch(None, step=30)
+    encoder(torch.randn(6, 3))
+    assert capture.end_batch(step_over=True) is None
+    capture.drop()
+    assert capture.unfinished() is None
+    capture.detach()
 
 
 def test_the_step_loss_is_the_mean_of_each_micro_batch_first_loss() -> None:

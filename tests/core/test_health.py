@@ -12,6 +12,7 @@ from torch import nn
 
 from learnscope.collapse import collapse_metrics
 from learnscope.health import (
+    CheckScope,
     CoordinateRangeCheck,
     FindingLog,
     GradientRound,
@@ -317,25 +318,69 @@ def test_collapse_findings_map_verdicts_to_codes() -> None:
 
 def test_finding_log_rate_limits_each_code_and_subject() -> None:
     log = FindingLog(warn_every_n_steps=10)
+
+    def due(finding: Finding) -> bool:
+        return bool(log.observe([finding], finding.step).due)
+
     zero = [Finding("zero-gradient", "head", "zero", step) for step in (0, 5, 9, 10, 15, 20)]
-    assert [log.add(f) for f in zero] == [True, False, False, True, False, True]
-    assert log.add(Finding("zero-gradient", "encoder", "zero", 5))  # another subject
-    assert log.add(Finding("tiny-gradient", "head", "tiny", 5))  # another code
+    assert [due(f) for f in zero] == [True, False, False, True, False, True]
+    assert due(Finding("zero-gradient", "encoder", "zero", 5))  # another subject
+    assert due(Finding("tiny-gradient", "head", "tiny", 5))  # another code
     unused = Finding("unused-parameter", "spare", "unused", 0)
-    assert log.add(unused) and not log.add(Finding("unused-parameter", "spare", "unused", 5000))
-    assert [(f.code, f.subject, f.step) for f in log.findings] == [
-        ("zero-gradient", "head", 20),
-        ("zero-gradient", "encoder", 5),
-        ("tiny-gradient", "head", 5),
-        ("unused-parameter", "spare", 0),
+    assert due(unused) and not due(Finding("unused-parameter", "spare", "unused", 5000))
+    assert [(f.code, f.subject, f.first_step, f.step) for f in log.findings] == [
+        ("zero-gradient", "head", 0, 20),
+        ("zero-gradient", "encoder", 5, 5),
+        ("tiny-gradient", "head", 5, 5),
+        ("unused-parameter", "spare", 0, 5000),
     ]
     restored = FindingLog(warn_every_n_steps=10)
     restored.load_state_dict(log.state_dict())
     assert restored.findings == log.findings
-    assert not restored.add(Finding("zero-gradient", "head", "zero", 25))
-    assert restored.add(Finding("zero-gradient", "head", "zero", 30))
+    log = restored
+    assert not due(Finding("zero-gradient", "head", "zero", 25))
+    assert due(Finding("zero-gradient", "head", "zero", 30))
     with pytest.raises(ValueError, match="at least 1"):
         FindingLog(0)
+
+
+def test_a_finding_lives_from_first_seen_until_a_check_that_judges_it_finds_it_no_more() -> None:
+    log = FindingLog(warn_every_n_steps=1000)
+    gradients = CheckScope.of(["zero-gradient", "tiny-gradient"], ["head", "encoder"])
+    zero = Finding("zero-gradient", "head", "zero", 50)
+    observed = log.observe([zero], 50, gradients)
+    assert observed.news == [zero] and observed.changed
+    # a check of another kind, or about other subjects, says nothing of it
+    log.observe([], 100, CheckScope.of(["embedding-collapse"], ["head"]))
+    log.observe([], 100, CheckScope.of(["zero-gradient"], ["decoder"]))
+    log.observe([], 100)  # an event: judges nothing
+    assert log.findings[0].holds
+    log.observe([Finding("zero-gradient", "head", "zero", 100)], 100, gradients)
+    observed = log.observe([], 150, gradients)
+    assert [f.life for f in observed.resolved] == [
+        "seen at steps 50-100; healthy at every check since step 150"
+    ]
+    assert not log.observe([], 200, gradients).changed  # resolved once, not again
+    back = log.observe([Finding("zero-gradient", "head", "zero again", 250)], 250, gradients)
+    assert [f.life for f in back.news] == ["found at steps 50-250; still holds"]
+    assert back.due == []  # warned at 50: not due again within warn_every_n_steps
+    assert log.findings[0].message == "zero again"
+    restored = FindingLog()
+    restored.load_state_dict(log.state_dict())
+    assert restored.findings == log.findings
+    with pytest.raises(ValueError, match="after"):
+        Finding("zero-gradient", "head", "zero", 50, resolved_step=50)
+    with pytest.raises(ValueError, match="first_step"):
+        Finding("zero-gradient", "head", "zero", 50, first_step=60)
+
+
+def test_a_check_table_saved_before_findings_had_lives_is_read() -> None:
+    log = FindingLog()
+    old = {"code": "zero-gradient", "subject": "head", "message": "zero", "step": 7}
+    log.load_state_dict({"findings": [dict(old, severity="warning")], "last_warned": []})
+    assert [(f.first_step, f.holds, f.life) for f in log.findings] == [
+        (7, True, "found at step 7; still holds")
+    ]
 
 
 class Block(nn.Module):

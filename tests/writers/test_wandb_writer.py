@@ -87,11 +87,38 @@ def test_a_healthy_run_says_no_findings(wandb_dir: Path) -> None:
     run.finish()
 
     first, second = wandb_artifact_tables(wandb_run_dir(wandb_dir), "~learnscope/findings")
-    assert first["columns"] == ["step", "severity", "code", "subject", "message"]
-    assert first["data"] == [
-        [20, "info", "no-findings", "", "No findings: nothing looks wrong so far."]
+    assert first["columns"] == [
+        "step",
+        "severity",
+        "code",
+        "subject",
+        "still holds",
+        "seen",
+        "message",
+        "what to try",
     ]
-    assert second["data"] == [[40, "warning", "zero-gradient", "head.bias", "is zero"]]
+    assert first["data"] == [
+        [
+            20,
+            "info",
+            "no-findings",
+            "",
+            False,
+            "",
+            "No findings: nothing looks wrong so far.",
+            "nothing",
+        ]
+    ]
+    (row,) = second["data"]
+    assert row[:6] == [
+        40,
+        "warning",
+        "zero-gradient",
+        "head.bias",
+        True,
+        "found at step 40; still holds",
+    ]
+    assert row[6:] == ["is zero", Finding("zero-gradient", "head.bias", "", 40).advice]
 
 
 def test_missing_wandb_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
