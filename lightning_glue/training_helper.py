@@ -281,7 +281,7 @@ class TrainingHelper(LearnscopeCallback):
                 self._report.add(found, step, CheckScope.of(["input-range"]))
         if not self.is_on(_COLLAPSE):
             return
-        self._judge_unfinished(trainer, "check")
+        self._judge_unfinished(trainer, "end" if step == self._last_step else "check")
         needed = CollapseThresholds.from_mapping(self.collapse_thresholds).min_rows_per_dim
         trained = step > self._first_step  # no verdict on the starting weights: no need to wait
         self._collapse.start_step(step, needed if trained else 0.0)
@@ -378,8 +378,9 @@ class TrainingHelper(LearnscopeCallback):
     ) -> None:
         """Judge the rows of a check, at its step; say once when too few to judge the ranks.
 
-        Said when a buffer was full without enough rows (the caps), or the steps up to the next
-        check gave too few; at the fit's end only when no check of the fit judged the ranks.
+        A warning when a buffer was full without enough rows (the caps), or the steps up to the
+        next check gave too few; an info line when the fit ended (or reached its last step,
+        a check step too) before any check of the fit could judge the ranks.
         """
         module, most_rows = self._collapse.module or "", buffer.max_rows
         num_rows, dim = buffer.num_rows, buffer.rows().shape[1]
@@ -390,10 +391,11 @@ class TrainingHelper(LearnscopeCallback):
             return
         too_few = checks.too_few_rows(module, num_rows, dim, (first, last), thresholds, most_rows)
         self._ranks_judged |= too_few is None
-        just_the_last = cut_by == "end" and self._ranks_judged
-        if too_few and first > self._first_step and not (self._said_too_few or just_the_last):
-            self._said_too_few = True
-            self._report.warn_once(too_few, trainer.is_global_zero)
+        if too_few and first > self._first_step and not self._said_too_few:
+            ended = cut_by == "end"
+            if not (ended and self._ranks_judged) and trainer.is_global_zero:
+                self._said_too_few = True
+                log.log(logging.INFO if ended else logging.WARNING, too_few)
         self._publish(trainer, first, judged)
 
     def _dashboards(self, trainer: Any) -> BackgroundWriters:  # names one that cannot show them

@@ -131,8 +131,15 @@ def test_resumed_run_keeps_every_entry_and_continues_steps(
         assert events.Tensors("custom_scalars__config__")
         layout = json.loads((tmp_path / "tb" / "version_0" / LAYOUT_FILE).read_text())
         assert "autocorrelation/params/encoder" in layout["layout"]
-    # the state came back: the same findings (not warned again), the same PCA view keys
-    assert second[1].findings == first[1].findings
+
+    # the state came back: the same findings, first seen in the first fit and seen again in
+    # the resumed one (not warned again), the same PCA view keys
+    def said(findings: list[Any]) -> list[tuple[str, str, int | None, str]]:
+        return [(f.code, f.subject, f.first_step, f.message) for f in findings]
+
+    assert said(second[1].findings) == said(first[1].findings)
+    assert [f.step for f in first[1].findings] == [11]
+    assert [f.step for f in second[1].findings] == [23]
     zero_gradient = [m for m in messages(learnscope_log) if "zero-gradient branch" in m]
     assert len(zero_gradient) == 1
     assert set(second[0].state_dict()["limits"]) == set(first[0].state_dict()["limits"])
@@ -269,7 +276,9 @@ def test_without_any_logger_one_warning_and_findings_on_the_python_logger(
     assert [m for m in logged if "zero-gradient" in m] == [
         "learnscope: zero-gradient branch: branch.weight, branch.bias got a gradient of exactly "
         "zero: the output of this part does not change the loss (multiplied by zero, detached, "
-        "or dead activations) (step 5)"
+        "or dead activations) (step 5). Try: Check that this part's output reaches the loss (not "
+        "detached, not multiplied by zero) and that its activations fire (dead ReLUs: lower the "
+        "learning rate or use a leaky activation)."
     ]
 
 

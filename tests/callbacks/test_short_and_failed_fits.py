@@ -225,9 +225,11 @@ def test_the_end_of_fit_line_names_the_findings_it_counts(
     findings = [e for e in record(tb.log_dir) if e["kind"] == "findings"][-1]["rows"]
     counted = int(re.search(r"and (\d+) findings? in this fit", line)[1])
     assert counted == len(findings) >= 1
-    named = [f"{r['code']} on {r['subject']} ({r['severity']})" for r in findings[:3]]
-    assert ". Findings: " + ", ".join(named) in line
+    holding = [r for r in findings if r["resolved_step"] is None]
+    named = [f"{r['code']} on {r['subject']} ({r['severity']}, found at " for r in holding[:3]]
+    assert all(name in line for name in named) and ". Findings: " + named[0] in line
     assert ("zero-gradient", "branch") in {(r["code"], r["subject"]) for r in findings}
+    assert "zero-gradient on branch (warning, found at steps 2-5; still holds)" in line
 
 
 # --- failed fits --------------------------------------------------------------------------

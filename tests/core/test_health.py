@@ -364,7 +364,7 @@ def test_a_finding_lives_from_first_seen_until_a_check_that_judges_it_finds_it_n
     back = log.observe([Finding("zero-gradient", "head", "zero again", 250)], 250, gradients)
     assert [f.life for f in back.news] == ["found at steps 50-250; still holds"]
     assert back.due == []  # warned at 50: not due again within warn_every_n_steps
-    assert log.findings[0].message == "zero again"
+    assert log.findings[0].message == "zero"  # the message last warned about
     restored = FindingLog()
     restored.load_state_dict(log.state_dict())
     assert restored.findings == log.findings

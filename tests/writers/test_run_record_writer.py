@@ -164,7 +164,19 @@ def test_a_tensorboard_fit_with_three_callbacks_keeps_the_whole_run_in_the_recor
     assert findings
     rows = findings[-1]["rows"]
     assert ("zero-gradient", "branch") in {(r["code"], r["subject"]) for r in rows}
-    assert set(rows[0]) == {"code", "subject", "message", "step", "severity"}
+    assert set(rows[0]) == {
+        "code",
+        "subject",
+        "message",
+        "step",
+        "severity",
+        "first_step",
+        "resolved_step",
+        "advice",
+    }
+    zero = next(r for r in rows if r["code"] == "zero-gradient")
+    assert zero["first_step"] <= zero["step"] and zero["resolved_step"] is None
+    assert zero["advice"].startswith("Check that this part's output reaches the loss")
     assert entries[-1] == {"kind": "end", "step": 12, "status": "finished"}
 
 
