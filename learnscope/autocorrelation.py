@@ -38,15 +38,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, TypedDict
+from typing import Literal, Protocol, TypeAlias, TypedDict, Unpack
 
 import torch
 from torch import Tensor
 
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = [
     "DEFAULT_LAGS",

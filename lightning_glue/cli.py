@@ -15,7 +15,9 @@ See what your PyTorch Lightning model is learning, in TensorBoard and Weights & 
 
 examples:
   learnscope demo              train a small model on the digits data (CPU, about a minute)
-                               and fill ./runs; then: tensorboard --logdir runs
+                               into runs/demo/version_0; then: tensorboard --logdir runs
+  learnscope demo --seed 1     then a second run, runs/demo/version_1: other initial weights
+                               and batch order, the same 540 validation digits
   learnscope demo --wandb      also write an offline wandb run, and print the command that
                                uploads it
   learnscope export runs --html view.html
@@ -24,22 +26,24 @@ examples:
   learnscope export s3://bucket/runs --html view.html
                                the same, of runs logged to object storage (any fsspec URL,
                                with its package: s3fs, gcsfs, adlfs)
-  learnscope export runs --html compare.html --compare fit/version_0 fit/version_1
-                               the same page, opening on two runs side by side
-  learnscope export runs --html tags.html --compare fit/version_0 fit/version_0 \
-      --tags encoder/validate pooler/validate
-                               one run's two tags side by side
+  learnscope export runs --html compare.html --compare demo/version_0 demo/version_1
+                               the same page, opening on the two demo runs side by side
+                               (--tags: one tag of each, or two tags of one run)
+
+each command's options: learnscope demo --help, learnscope export --help
 """
 
 
 COMMANDS = {  # name: (the line in the command list, the command's own description)
     "demo": (
-        "train a small model on the digits data and fill a TensorBoard log directory",
+        "train a small model on the digits data into a TensorBoard log directory "
+        "(--logdir, --epochs, --seed, --wandb)",
         "Train a small MLP on scikit-learn's digits data (on the CPU, no download) with "
         "every learnscope callback attached, and fill a TensorBoard log directory.",
     ),
     "export": (
-        "write the training-dynamics view of a log directory as one self-contained page",
+        "write the training-dynamics view of a log directory as one page that opens offline "
+        "(--html, --max-points, --compare, --tags)",
         "Write the learnscope view (embedding evolution, autocorrelation, findings) of every "
         "learnscope run under LOGDIR as one HTML page that opens from file:// offline.",
     ),
@@ -101,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--tags",
         nargs=2,
         metavar=("TAG_A", "TAG_B"),
-        help="with --compare: RUN_A's TAG_A beside RUN_B's TAG_B only (RUN_A may be RUN_B), "
-        "such as encoder/validate pooler/validate",
+        help="with --compare: RUN_A's TAG_A beside RUN_B's TAG_B only, each a module and its "
+        "stage, such as the demo's encoder/validate; RUN_A may be RUN_B, to compare two modules "
+        "of one run",
     )
     return parser
 

@@ -9,10 +9,12 @@ device. One :class:`AutocorrelationSummary` per logging step holds one
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from learnscope.records import checks
 from learnscope.tags import AUTOCORRELATION
 
 __all__ = ["AutocorrelationSummary", "GroupAutocorrelation"]
@@ -23,11 +25,12 @@ class GroupAutocorrelation:
     """Autocorrelation of the sampled elements of one module group, for one kind of series.
 
     Attributes:
-        group: The module group, e.g. ``"encoder"``.
-        kind: ``"params"`` or ``"grads"``.
+        group: The module group, e.g. ``"encoder"`` (non-empty text).
+        kind: ``"params"`` or ``"grads"`` (the history's name: non-empty text).
         mean_acf: The mean autocorrelation over the group's elements at lags
             ``0..len(mean_acf) - 1`` (elements that stayed constant are left out). All NaN
-            when every element of the group stayed constant. Read-only.
+            when every element of the group stayed constant. Real numbers (an array or a
+            list), kept as a read-only float64 array.
         rho1_median: The median of the elements' lag-1 autocorrelations.
         rho1_q25: Their 25% quantile.
         rho1_q75: Their 75% quantile.
@@ -44,6 +47,12 @@ class GroupAutocorrelation:
         num_steps: How many recorded steps (``T``) the ACF was computed from, or ``None``
             when not known. A lag's autocorrelation of white noise over ``T`` steps lies
             within ``±1.96/√T`` 95% of the time (the band the ACF pictures shade).
+
+    Raises:
+        TypeError: If a name is no text, a number is complex, text or a bool, or a count is
+            no int.
+        ValueError: If a name is empty, ``mean_acf`` is not one non-empty row, tau is not
+            positive and finite, or a count is below its least (0; 2 for ``num_steps``).
 
     Example:
         >>> import numpy as np
@@ -63,24 +72,32 @@ class GroupAutocorrelation:
     num_steps: int | None = None
 
     def __post_init__(self) -> None:
-        acf = np.array(self.mean_acf, dtype=np.float64)
+        checks.name(self.kind, "GroupAutocorrelation kind")
+        checks.name(self.group, f"GroupAutocorrelation group of {self.kind!r}")
+        what = f"of GroupAutocorrelation {self.kind}/{self.group}"
+        acf = checks.real_array(self.mean_acf, f"mean_acf {what}").copy()
         if acf.ndim != 1 or acf.size == 0:
-            raise ValueError(f"mean_acf must be a non-empty 1-D array, got shape {acf.shape}")
+            raise ValueError(
+                f"mean_acf {what} must be a non-empty 1-D array (one value per lag from 0), "
+                f"got shape {acf.shape}"
+            )
         acf.setflags(write=False)
         object.__setattr__(self, "mean_acf", acf)
         for name in ("rho1_median", "rho1_q25", "rho1_q75"):
-            object.__setattr__(self, name, float(getattr(self, name)))
+            value = checks.real_number(getattr(self, name), f"{name} {what}")
+            object.__setattr__(self, name, value)
         if self.tau is not None:
-            object.__setattr__(self, "tau", float(self.tau))
-        count = self.non_finite_elements
-        if isinstance(count, bool) or int(count) != count or count < 0:
-            raise ValueError(f"non_finite_elements must be a non-negative int, got {count!r}")
-        object.__setattr__(self, "non_finite_elements", int(count))
-        steps = self.num_steps
-        if steps is not None:
-            if isinstance(steps, bool) or int(steps) != steps or steps < 2:
-                raise ValueError(f"num_steps must be an int of at least 2 or None, got {steps!r}")
-            object.__setattr__(self, "num_steps", int(steps))
+            tau = checks.real_number(self.tau, f"tau {what} (or None)")
+            if not (math.isfinite(tau) and tau > 0):
+                raise ValueError(
+                    f"tau {what} must be a positive number of steps or None, got {tau}"
+                )
+            object.__setattr__(self, "tau", tau)
+        count = checks.count(self.non_finite_elements, f"non_finite_elements {what}")
+        object.__setattr__(self, "non_finite_elements", count)
+        if self.num_steps is not None:
+            steps = checks.count(self.num_steps, f"num_steps {what} (or None)", least=2)
+            object.__setattr__(self, "num_steps", steps)
 
     @property
     def max_lag(self) -> int:
@@ -106,6 +123,11 @@ class AutocorrelationSummary:
             quartiles) or only the lag-1 median and tau of each group. The summary itself
             (pictures, run record) always holds everything.
 
+    Raises:
+        TypeError: If the step or a lag is no int, a group no :class:`GroupAutocorrelation`,
+            or ``all_scalars`` no bool.
+        ValueError: If the step or a lag is negative, or a lag is beyond a group's ACF.
+
     Example:
         >>> import numpy as np
         >>> acf = np.array([1.0, 0.9])
@@ -121,15 +143,28 @@ class AutocorrelationSummary:
     all_scalars: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lags", tuple(int(lag) for lag in self.lags))
+        object.__setattr__(self, "step", checks.step(self.step, "AutocorrelationSummary step"))
+        if isinstance(self.lags, str) or not isinstance(self.lags, Iterable):
+            raise TypeError(f"lags must be a sequence of ints, got {type(self.lags).__name__}")
+        lags = tuple(
+            checks.count(lag, "each lag of an AutocorrelationSummary") for lag in self.lags
+        )
+        object.__setattr__(self, "lags", lags)
         object.__setattr__(self, "groups", tuple(self.groups))
         for group in self.groups:
+            if not isinstance(group, GroupAutocorrelation):
+                raise TypeError(
+                    f"groups of an AutocorrelationSummary must be GroupAutocorrelation, got "
+                    f"{type(group).__name__}"
+                )
             too_far = [lag for lag in self.lags if not 0 <= lag <= group.max_lag]
             if too_far:
                 raise ValueError(
                     f"lags {too_far} are outside 0..{group.max_lag} for group "
                     f"{group.kind}/{group.group}"
                 )
+        if not isinstance(self.all_scalars, bool):
+            raise TypeError(f"all_scalars must be True or False, got {self.all_scalars!r}")
 
     def to_scalars(self, prefix: str = AUTOCORRELATION) -> dict[str, float]:
         """Flatten the summary into scalar metrics, one name per number.

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from learnscope.records import checks
+
 ArrayLike = torch.Tensor | np.ndarray
 
 
@@ -22,8 +24,15 @@ class ViewFrame:
     view of a run shows the points moving, not the frame.
 
     Args:
-        spread: The view's root-mean-square distance from its centre (the origin).
-        limits: ``(xmin, xmax, ymin, ymax)`` of the frame, in units of the spread.
+        spread: The view's root-mean-square distance from its centre (the origin): finite,
+            at least 0 (0 for a view of one point).
+        limits: ``(xmin, xmax, ymin, ymax)`` of the frame, in units of the spread: finite,
+            with ``xmin < xmax`` and ``ymin < ymax``.
+
+    Raises:
+        TypeError: If a number is complex, text or a bool, or the limits are no sequence.
+        ValueError: If a number is not finite, the spread is negative, or the limits are not
+            four with ``xmin < xmax`` and ``ymin < ymax``.
 
     Example:
         >>> ViewFrame(0.5, (-2.5, 2.5, -2.5, 2.5)).limits[1]
@@ -34,10 +43,24 @@ class ViewFrame:
     limits: tuple[float, float, float, float]
 
     def __post_init__(self) -> None:
-        limits = tuple(float(v) for v in self.limits)
-        if len(limits) != 4:
-            raise ValueError(f"limits must be (xmin, xmax, ymin, ymax), got {self.limits!r}")
-        object.__setattr__(self, "spread", float(self.spread))
+        spread = checks.real_number(self.spread, "ViewFrame spread")
+        spread = checks.finite(spread, "ViewFrame spread")
+        if spread < 0:
+            raise ValueError(f"ViewFrame spread is a distance, at least 0, got {spread}")
+        if isinstance(self.limits, str) or not isinstance(self.limits, Iterable):
+            raise TypeError(
+                f"ViewFrame limits must be (xmin, xmax, ymin, ymax), got {self.limits!r}"
+            )
+        limits = tuple(
+            checks.finite(checks.real_number(v, "each ViewFrame limit"), "each ViewFrame limit")
+            for v in self.limits
+        )
+        if len(limits) != 4 or not (limits[0] < limits[1] and limits[2] < limits[3]):
+            raise ValueError(
+                f"ViewFrame limits must be (xmin, xmax, ymin, ymax) with xmin < xmax and "
+                f"ymin < ymax, got {self.limits!r}"
+            )
+        object.__setattr__(self, "spread", spread)
         object.__setattr__(self, "limits", limits)
 
 
@@ -58,6 +81,12 @@ class AlignedView:
         fitted: How many of the points the projection was fitted on, when it was fitted on
             fewer than all (the others were placed by the fitted view); ``None``: all.
 
+    Raises:
+        TypeError: If the coordinates are not real numbers (complex, bool, text), the frame
+            is no :class:`ViewFrame` or ``fitted`` no int.
+        ValueError: If the coordinates are not ``[N, 2 or 3]``, the projection is not a word
+            or ``fitted`` is below 1.
+
     Example:
         >>> view = AlignedView(np.zeros((4, 3)), ViewFrame(1.0, (-2, 2, -2, 2)))
         >>> view.columns, view.coords.dtype
@@ -70,13 +99,25 @@ class AlignedView:
     fitted: int | None = None
 
     def __post_init__(self) -> None:
-        coords = np.ascontiguousarray(_to_numpy(self.coords), dtype=np.float32)
-        if coords.ndim != 2 or not 2 <= coords.shape[1] <= 3:
-            raise ValueError(f"aligned coordinates must be [N, 2 or 3], got {coords.shape}")
-        if not self.projection.isidentifier():
+        if not isinstance(self.projection, str) or not self.projection.isidentifier():
             raise ValueError(
                 f"a projection is named by a word, such as 'umap', not {self.projection!r}"
             )
+        what = f"coordinates of the aligned {self.projection} view"
+        coords = self.coords
+        if isinstance(coords, torch.Tensor):
+            coords = _to_numpy(coords)
+        coords = np.ascontiguousarray(checks.real_array(coords, what), dtype=np.float32)
+        if coords.ndim != 2 or not 2 <= coords.shape[1] <= 3:
+            raise ValueError(f"{what} must be [N, 2 or 3], got {coords.shape}")
+        if not isinstance(self.frame, ViewFrame):
+            raise TypeError(
+                f"the frame of the aligned {self.projection} view must be a ViewFrame, got "
+                f"{type(self.frame).__name__}"
+            )
+        if self.fitted is not None:
+            fitted = checks.count(self.fitted, f"fitted of the aligned {self.projection} view", 1)
+            object.__setattr__(self, "fitted", fitted)
         coords.setflags(write=False)
         object.__setattr__(self, "coords", coords)
 
@@ -118,13 +159,17 @@ class EmbeddingSnapshot:
         projections: Further aligned views of the points, one per projection other than PCA
             (``EmbeddingProjector(aligned_umap=True)`` adds the ``"umap"`` one); their
             coordinates reach the writers as ``<projection>_x``, ``<projection>_y`` columns.
-        dropped: How many rows were left out before this snapshot for NaN or Inf.
+        dropped: How many rows were left out before this snapshot for NaN or Inf (an int,
+            at least 0).
 
     Raises:
         ValueError: If a shape or a column length does not match ``N``, there is no row or no
-            dimension, the vectors are complex, boolean or hold NaN or Inf, or the images are
-            floats outside ``[0, 1]`` (the message names the range found).
-        TypeError: If the vectors or images are not numbers, or ``metadata`` is no mapping.
+            dimension, an image has no pixel, the vectors are complex or hold NaN or Inf,
+            the images are floats outside ``[0, 1]`` (the message names the range found), the
+            step or ``dropped`` is negative, or the stage is empty.
+        TypeError: If the vectors or images are not numbers (or are booleans), ``metadata`` is
+            no mapping, a column is text or a mapping (one value, not one per row), a view is
+            no :class:`AlignedView`, or the step, stage or ``dropped`` has the wrong type.
 
     Example:
         >>> import torch
@@ -151,7 +196,16 @@ class EmbeddingSnapshot:
                 f"step must be an int (the trainer's global step), got "
                 f"{type(self.step).__name__} {self.step!r} for {self.tag!r}"
             )
+        if self.step < 0:
+            raise ValueError(
+                f"step must be at least 0 (the trainer's global step), got {self.step} for "
+                f"{self.tag!r}"
+            )
         object.__setattr__(self, "step", int(self.step))
+        if self.stage is not None:
+            checks.name(self.stage, f"stage of {self.tag!r} (or None)")
+        dropped = checks.count(self.dropped, f"dropped of {self.tag!r}")
+        object.__setattr__(self, "dropped", dropped)
         vectors = _as_numbers(self.vectors, f"vectors of {self.tag!r}")
         object.__setattr__(self, "vectors", vectors)
         if vectors.ndim != 2 or vectors.shape[0] == 0 or vectors.shape[1] == 0:
@@ -181,12 +235,19 @@ class EmbeddingSnapshot:
             images = _as_numbers(self.images, f"images of {self.tag!r}")
             object.__setattr__(self, "images", images)
             shape = tuple(images.shape)
-            if len(shape) != 4 or shape[0] != n or shape[1] not in (1, 3, 4):
+            if len(shape) != 4 or shape[0] != n or shape[1] not in (1, 3, 4) or 0 in shape[2:]:
                 raise ValueError(
-                    f"images must have shape [N={n}, C in (1, 3, 4), H, W], got {shape}"
+                    f"images must have shape [N={n}, C in (1, 3, 4), H >= 1, W >= 1], got {shape}"
                 )
             _check_image_range(images, self.tag)
         object.__setattr__(self, "projections", tuple(self.projections))
+        given = ([] if self.aligned is None else [self.aligned]) + list(self.projections)
+        for view in given:
+            if not isinstance(view, AlignedView):
+                raise TypeError(
+                    f"aligned and projections of {self.tag!r} are AlignedView (coordinates with "
+                    f"their ViewFrame), got {type(view).__name__}"
+                )
         names = [view.projection for view in self.views]
         if len(set(names)) != len(names):
             raise ValueError(f"one aligned view per projection, got {names} for {self.tag!r}")
@@ -407,11 +468,21 @@ def _as_column(column: Any, name: str = "") -> Any:
             f"metadata column {name!r} is a 0-d {kind} (one value); a column holds one value "
             "per row (a list, a 1-D tensor or array)"
         )
+    if isinstance(column, str | bytes | Mapping):
+        raise TypeError(
+            f"metadata column {name!r} is {type(column).__name__} {_short(column)}: a column holds "
+            "one value per row (a list, a 1-D tensor or array); [value] * N repeats one"
+        )
     if isinstance(column, (torch.Tensor, np.ndarray)) or hasattr(column, "__len__"):
         return column
     if isinstance(column, Iterable):
         return list(column)
     raise TypeError(f"a metadata column must be a sequence of values, got {type(column).__name__}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _to_numpy(value: ArrayLike | Sequence[Any]) -> np.ndarray:

@@ -16,6 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
+from learnscope.records import checks
+
 __all__ = [
     "CallbackSettings",
     "RunEnd",
@@ -37,15 +41,42 @@ class CallbackSettings:
 
     Args:
         name: The callback's class name, such as ``"EmbeddingProjector"``.
-        settings: Argument name to JSON value (see :func:`json_setting`).
+        settings: Argument name to JSON value: ``None``, a bool, a number, text, or a list or
+            mapping (text keys) of them. :func:`json_setting` makes one of any value.
+
+    Raises:
+        TypeError: If the name is no text, the settings no mapping with text keys, or a value
+            is not JSON (the message names it and :func:`json_setting`).
+        ValueError: If the name is empty.
 
     Example:
         >>> CallbackSettings("TrainingHelper", {"check_every_n_steps": 50}).name
         'TrainingHelper'
+        >>> CallbackSettings("TrainingHelper", {"input_checks": [object()]})
+        Traceback (most recent call last):
+        ...
+        TypeError: setting 'input_checks' of TrainingHelper holds an object, not a JSON value ...
     """
 
     name: str
     settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checks.name(self.name, "CallbackSettings name")
+        if not isinstance(self.settings, Mapping):
+            raise TypeError(
+                f"settings of {self.name} must be a mapping of argument name to JSON value, got "
+                f"{type(self.settings).__name__}"
+            )
+        for key, value in self.settings.items():
+            if not isinstance(key, str):
+                raise TypeError(f"settings of {self.name} are named by text, got {key!r}")
+            bad = _not_json(value)
+            if bad is not None:
+                raise TypeError(
+                    f"setting {key!r} of {self.name} holds {_article(bad)}, not a JSON value "
+                    f"(None, bool, number, text, list, mapping); json_setting(value) makes one"
+                )
 
 
 @dataclass(frozen=True)
@@ -53,8 +84,13 @@ class RunStart:
     """A writer session starts: the learnscope callbacks attached to the trainer.
 
     Args:
-        callbacks: One entry per attached learnscope callback, in the trainer's order.
-        time: Unix seconds when the session started (now, by default).
+        callbacks: One :class:`CallbackSettings` per attached learnscope callback, in the
+            trainer's order.
+        time: Unix seconds when the session started (now, by default): a finite number.
+
+    Raises:
+        TypeError: If a callback is no :class:`CallbackSettings` or the time no number.
+        ValueError: If the time is not finite.
 
     Example:
         >>> start = RunStart((CallbackSettings("TrainingHelper"),))
@@ -67,6 +103,14 @@ class RunStart:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
+        for callback in self.callbacks:
+            if not isinstance(callback, CallbackSettings):
+                raise TypeError(
+                    f"callbacks of a RunStart must be CallbackSettings, got "
+                    f"{type(callback).__name__}"
+                )
+        seconds = checks.finite(checks.real_number(self.time, "RunStart time"), "RunStart time")
+        object.__setattr__(self, "time", seconds)
 
 
 @dataclass(frozen=True)
@@ -79,6 +123,10 @@ class RunError:
         message: ``str(exception)``, at most 2,000 characters (longer ones are cut, ending in
             ``...``).
 
+    Raises:
+        TypeError: If the type or the message is no text.
+        ValueError: If the type is empty.
+
     Example:
         >>> error = RunError.of(ValueError("no column 'label'"))
         >>> error, error.text()
@@ -87,6 +135,13 @@ class RunError:
 
     type: str
     message: str
+
+    def __post_init__(self) -> None:
+        checks.name(self.type, "RunError type")
+        if not isinstance(self.message, str):
+            raise TypeError(
+                f"RunError message must be text (str(exception)), got {type(self.message).__name__}"
+            )
 
     @classmethod
     def of(cls, exception: BaseException) -> RunError:
@@ -130,8 +185,9 @@ class RunEnd:
         error: The exception of a failed run; ``None`` for the other statuses.
 
     Raises:
-        ValueError: For another status, a failed run without its error, or an error on a run
-            that did not fail.
+        ValueError: For another status, a failed run without its error, an error on a run
+            that did not fail, or a negative step.
+        TypeError: If the step is no int or the error no :class:`RunError`.
 
     Example:
         >>> RunEnd(120).status
@@ -147,6 +203,12 @@ class RunEnd:
     error: RunError | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "step", checks.step(self.step, "RunEnd step"))
+        if self.error is not None and not isinstance(self.error, RunError):
+            raise TypeError(
+                f"the error of a RunEnd is a RunError (RunError.of(exception)), got "
+                f"{type(self.error).__name__}"
+            )
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
         if (self.status == "failed") != (self.error is not None):
@@ -226,3 +288,28 @@ def call_settings(
         else:
             settings[name] = json_setting(value)
     return settings
+
+
+def _not_json(value: Any) -> Any:
+    """The first part of ``value`` that is not a JSON value, or ``None`` when it all is.
+
+    Example:
+        >>> _not_json({"lags": [1, 2], "fn": "builtins.len"}) is None, _not_json([1, {2}])
+        (True, {2})
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return None
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return None
+    if isinstance(value, list | tuple):
+        return next((bad for bad in map(_not_json, value) if bad is not None), None)
+    if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            return value
+        return next((bad for bad in map(_not_json, value.values()) if bad is not None), None)
+    return value
+
+
+def _article(value: Any) -> str:
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"

@@ -144,7 +144,7 @@ class BackgroundWriters(Writer):
         if self.writes_nothing:
             return
         getattr(self.inline, method)(*args)
-        label = method.removeprefix("write_")
+        label = method.removeprefix("write_").replace("_", " ")  # "run end"
         if method == "write_embedding":
             label = f"snapshot {args[0].key} step {args[0].step}"
         self.submit(lambda writers: getattr(writers, method)(*args), size=size, label=label)
@@ -271,10 +271,9 @@ class BackgroundWriters(Writer):
                     return False
                 if now >= report:
                     log.warning(
-                        "learnscope: waiting for %s (%s) to be written before the fit ends; "
-                        "%.0f s so far, at most %g s (Ctrl-C abandons them)",
+                        "learnscope: the fit ends once learnscope's writer thread is done with "
+                        "%s; %.0f s so far, at most %g s (Ctrl-C abandons what is queued)",
                         self._queued(),
-                        _mb(self._pending_bytes),
                         now - start,
                         limit,
                     )
@@ -284,28 +283,45 @@ class BackgroundWriters(Writer):
         return True
 
     def _queued(self) -> str:
-        """What is queued or being written, in words (call with the lock held)."""
-        labels = ([f"{self._busy} (being written)"] if self._busy else []) + [
-            label for _, _, label in self._jobs if label != "close"
-        ]
-        shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
-        return f"{len(labels)} record(s): {shown}" if labels else "the writers to close"
+        """What the worker is doing and what is queued, in words (call with the lock held)."""
+        busy, queued = self._in_progress(), self._queue_words()
+        if busy and queued:
+            return f"{busy} (in progress), then {queued}"
+        if busy:
+            return f"{busy} (in progress, {_mb(self._pending_bytes)})"
+        return queued or "closing the writers"
+
+    def _in_progress(self) -> str | None:
+        """The label of the job the worker runs, but flushing and closing (with the lock held)."""
+        return self._busy if self._busy not in (None, "close", "flush") else None
+
+    def _queue_words(self) -> str:
+        """The records queued, in words; ``""`` for none (call with the lock held)."""
+        labels = [label for _, _, label in self._jobs if label not in ("close", "flush")]
+        if not labels:
+            return ""
+        size = _mb(self._pending_bytes)
+        return f"{_count(len(labels), 'queued record')} ({size}): {_in_words(labels)}"
 
     def _abandon(self, reason: str) -> None:
         """Drop every queued job, saying what was dropped and why."""
         with self._changed:
-            what, size = self._queued(), self._pending_bytes
+            busy, queued = self._in_progress(), self._queue_words()
             for _, job_size, _ in self._jobs:
                 self._pending_bytes -= job_size
             self._jobs.clear()
             self._closed = True
             self._changed.notify_all()
-        log.warning(
-            "learnscope: %s; abandoning %s (%s); those records are not written",
-            reason,
-            what,
-            _mb(size),
-        )
+        if queued:
+            log.warning(
+                "learnscope: %s; abandoning %s; those records are not written%s",
+                reason,
+                queued,
+                f" ({busy} was still in progress)" if busy else "",
+            )
+        else:
+            what = f"{busy}, still in progress" if busy else "closing the writers"
+            log.warning("learnscope: %s; abandoning %s", reason, what)
 
     def _raise_failure(self) -> None:
         if self._error is not None:
@@ -354,13 +370,43 @@ def _describe(job: Job) -> str:
         'snapshot encoder step 3'
     """
     func = job.func if isinstance(job, functools.partial) else job
-    words = [getattr(func, "__name__", type(func).__name__).removeprefix("write_")]
+    words = [
+        getattr(func, "__name__", type(func).__name__).removeprefix("write_").replace("_", " ")
+    ]
     if isinstance(job, functools.partial):
         tag = job.keywords.get("tag")
         step = getattr(job.args[0], "step", None) if job.args else None
         words += [str(tag)] if tag is not None else []
         words += [f"step {step}"] if isinstance(step, int) else []
     return " ".join(words)
+
+
+def _in_words(labels: Sequence[str]) -> str:
+    """Job labels in words, those of one kind together with their steps and count.
+
+    Example:
+        >>> _in_words(["snapshot enc step 20", "scalars", "scalars", "snapshot enc step 60"])
+        'snapshot enc steps 20-60 (2), scalars (2)'
+        >>> _in_words(["snapshot enc step 20", "autocorrelation"])
+        'snapshot enc step 20, autocorrelation'
+    """
+    kinds: dict[str, list[str]] = {}  # each kind's steps ("" where none), in queue order
+    for label in labels:
+        kind, _, step = label.partition(" step ")
+        kinds.setdefault(kind, []).append(step)
+    words = []
+    for kind, steps in kinds.items():
+        known = sorted(int(step) for step in steps if step.isdigit())
+        if len(known) == 1:
+            kind += f" step {known[0]}"
+        elif known:
+            kind += f" steps {known[0]}-{known[-1]}"
+        words.append(kind if len(steps) == 1 else f"{kind} ({len(steps)})")
+    return ", ".join(words)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _mb(size: int) -> str:

@@ -439,5 +439,5 @@ def test_non_finite_columns_are_left_out_and_counted_per_group() -> None:
 def test_record_checks_the_non_finite_count() -> None:
     acf = np.array([1.0, 0.5])
     assert GroupAutocorrelation("a", "params", acf, 0.5, 0.4, 0.6, None).non_finite_elements == 0
-    with pytest.raises(ValueError, match="non_finite_elements must be a non-negative int"):
+    with pytest.raises(ValueError, match="non_finite_elements .* must be an int of at least 0"):
         GroupAutocorrelation("a", "params", acf, 0.5, 0.4, 0.6, None, non_finite_elements=-1)

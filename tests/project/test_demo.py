@@ -84,6 +84,9 @@ def test_demo_says_what_it_wrote_once_and_nothing_else(two_epochs: tuple[Path, A
     # standard error holds learnscope's lines only (no warning, no Lightning info line) ...
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert all(line.startswith("learnscope") for line in lines), result.stderr
+    # a long wait at the end (umap-learn's first load takes seconds) says what runs, in words
+    for unclear in ("being written", "record(s)", "run_end"):
+        assert unclear not in said, result.stderr
     assert said.count("learnscope wrote") == 1 and said.count(f"tensorboard --logdir {logdir}") == 1
     # ... and standard output the progress bar and the demo's own line
     assert re.search(r"^learnscope demo: 2 epochs, seed 0, in \d+ s$", result.stdout, re.M)

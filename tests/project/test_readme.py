@@ -364,3 +364,26 @@ def test_the_readme_gives_every_default_that_shapes_the_views(callback: str) -> 
                 assert ast.literal_eval(literal) == parameters[name].default, name
                 checked += 1
     assert checked >= 6
+
+
+def test_the_readme_says_which_browser_tests_the_quick_run_keeps() -> None:
+    """The quick run's marker expression is the README's, and its words on the browser tests
+    are true: it says a few short ones still run exactly when pytest selects some."""
+    text = " ".join(README.read_text().split())
+    (expression,) = set(re.findall(r'python -m pytest -q -m "([^"]+)"', text))
+    assert expression == "not slow" and "leaves out the tests marked `slow`" in text
+    files = [
+        p for p in sorted((ROOT / "tests").rglob("test_*.py")) if "mark.browser" in p.read_text()
+    ]
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:randomly"]
+        + ["-m", f"browser and ({expression})", *map(str, files)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert collected.returncode in (0, 5), collected.stdout[-2000:] + collected.stderr[-2000:]
+    quick_browser_tests = [line for line in collected.stdout.splitlines() if "::" in line]
+    says_some_run = "a few short browser tests still run" in text
+    assert says_some_run == bool(quick_browser_tests), quick_browser_tests

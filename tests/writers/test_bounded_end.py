@@ -28,6 +28,8 @@ from learnscope.plugins import Writer
 from learnscope.plugins.pipeline import background as background_module
 from learnscope.plugins.pipeline.background import BackgroundWriters
 
+WAITS = "the fit ends once learnscope's writer thread is done with"  # the long wait's line
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and signals as on Linux"),
@@ -138,7 +140,7 @@ def test_the_first_ctrl_c_during_the_end_abandons_the_queue_at_once(tmp_path: Pa
     seen: list[str] = []
     try:
         assert wait_for(out, "TRAINING ENDED", 120, seen), "".join(err.queue)[-2000:]
-        said = wait_for(err, "waiting for", 20, seen)  # the progress line of a long wait
+        said = wait_for(err, WAITS, 20, seen)  # the progress line of a long wait
         os.killpg(process.pid, signal.SIGINT)  # one Ctrl-C
         interrupted_at = time.monotonic()
         status = finish(process, 30)
@@ -149,7 +151,7 @@ def test_the_first_ctrl_c_during_the_end_abandons_the_queue_at_once(tmp_path: Pa
     assert status is not None, f"one Ctrl-C did not end the fit; stderr: {stderr[-2000:]}"
     assert time.monotonic() - interrupted_at < 30
     assert said, stderr[-2000:]
-    progress = next(line for line in stderr.splitlines() if "waiting for" in line)
+    progress = next(line for line in stderr.splitlines() if WAITS in line)
     assert "snapshot encoder step" in progress and " MB" in progress and "Ctrl-C" in progress
     assert "Ctrl-C; abandoning" in stderr, stderr[-2000:]
     assert status == 1  # Lightning's answer to a Ctrl-C, as for one during training
@@ -238,8 +240,31 @@ def test_a_long_wait_says_once_what_it_waits_for(
         background.close(timeout_s=math.inf)  # no limit: waits for all of them
     assert slow.steps == list(range(8))
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and "waiting for" in said[0], said
-    assert "record(s): " in said[0] and "scalars" in said[0] and " MB" in said[0]
+    assert len(said) == 1 and WAITS in said[0], said
+    assert "queued records (" in said[0] and "scalars (" in said[0] and " MB" in said[0]
+
+
+def test_the_long_wait_line_says_plainly_what_runs_and_what_is_queued(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The demo's line: umap-learn loading on the writer thread, then the records behind it, of
+    one kind together ("being written" once named the loading)."""
+    monkeypatch.setattr(background_module, "PROGRESS_AFTER_S", 0.2)
+    loaded = threading.Event()
+    background = BackgroundWriters([Slow()])
+    background.submit(lambda writers: loaded.wait(0.6), label="loading umap-learn")
+    for step in (20, 40):
+        background.submit(lambda writers: None, label=f"snapshot encoder step {step}")
+    for step in range(3):
+        background.write_scalars({"x": 1.0}, step)
+    with caplog.at_level(logging.WARNING, logger="learnscope"):
+        background.close(timeout_s=math.inf)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(
+        f"learnscope: {WAITS} loading umap-learn (in progress), then 5 queued records (0.0 MB): "
+        "snapshot encoder steps 20-40 (2), scalars (3); "
+    ), said
+    assert "being written" not in said and "Ctrl-C abandons what is queued" in said
 
 
 class Stuck(Writer):
