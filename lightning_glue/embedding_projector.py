@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Literal
@@ -9,6 +10,7 @@ from typing import Any, Literal
 from typing_extensions import override
 
 from learnscope.aligned_umap import UMAPSettings, require_umap
+from learnscope.batch_axis import layout_module
 from learnscope.embedding_layout import DEFAULT_MASK, EmbeddingLayout
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
@@ -27,6 +29,8 @@ from learnscope.lightning_glue.snapshot_job import (
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
 
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
+
+log = logging.getLogger("learnscope")
 
 
 def _arm_on_batch_start(stage: str, when: str) -> Callable[..., None]:
@@ -159,6 +163,7 @@ class EmbeddingProjector(LearnscopeCallback):
         self._batch: Any = None  # the batch being captured, which tells its batch axis
         self._rows: EmbeddingRows | None = None  # the rows of the epoch (or step) captured
         self._loaders: list[int | str] | None = None  # the stage's loaders, when several
+        self._rank_zero = True  # this process is global rank zero (says the output's reading)
 
     @property
     def state_key(self) -> str:
@@ -196,6 +201,9 @@ class EmbeddingProjector(LearnscopeCallback):
         with self.guard(SNAPSHOTS, "setup"):
             self.release()
             self._capture = EncoderCapture.of(target).join(self, self._on_output)
+        self._reader.restart()  # the first output's reading is said again
+        self._reader.layout_module = layout_module(pl_module, self.module)
+        self._rank_zero = trainer.is_global_zero
         if self._views.umap is not None and trainer.is_global_zero and self.is_on(UMAP_VIEW):
             job = partial(load_umap_job, parts=self.parts)
             self.writers(trainer).submit(job, label="loading umap-learn")
@@ -241,6 +249,9 @@ class EmbeddingProjector(LearnscopeCallback):
         else:
             with self.guard(SNAPSHOTS):
                 self._output = self._reader.layout(captured, self._batch, copy=True)
+        note = self._reader.note_once(self._output) if self._output is not None else None
+        if note is not None and self._rank_zero:  # a 3-D output read as tokens, said once
+            log.info(note)
 
     def _end_batch(self, batch: Any) -> None:
         if self._capture is not None:

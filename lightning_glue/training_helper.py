@@ -11,6 +11,7 @@ from typing import Any, Literal
 import torch
 from typing_extensions import override
 
+from learnscope.batch_axis import layout_module
 from learnscope.collapse_verdicts import CollapseThresholds
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spatial
@@ -184,6 +185,7 @@ class TrainingHelper(LearnscopeCallback):
             with self.guard(_COLLAPSE, "setup"):
                 guard = functools.partial(self.guard, _COLLAPSE)
                 self._collapse.attach(encoder, pl_module.get_submodule(encoder), guard)
+                self._collapse.layout_module = layout_module(pl_module, encoder)
 
     def _embedding_module(self, trainer: Any, pl_module: Any) -> str | None:
         """The module checked: the one given, else the first projector's (read as it reads it).
