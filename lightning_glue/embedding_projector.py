@@ -64,7 +64,9 @@ class EmbeddingProjector(LearnscopeCallback):
 
     Args:
         module: Dotted name of the sub-module, such as ``"encoder"`` or ``"model.gnn.layers.2"``.
-        select: Picks the embedding tensor from an output that is a tuple, dict or dataclass.
+        select: Picks the embedding tensor from an output that is a tuple, dict or dataclass;
+            an output (or a ``select``) that gives no tensor fails in the sanity check, naming
+            what it gave (:mod:`learnscope.module_output`).
         metadata_fn: ``batch -> {column: values}``, one value per row (node) or per sample.
         images_fn: ``batch -> [B, C, H, W]`` thumbnails in ``[0, 1]`` or ``uint8``.
         stages: Which of ``"train"``, ``"validate"``, ``"test"``, ``"predict"`` to capture.
@@ -89,9 +91,13 @@ class EmbeddingProjector(LearnscopeCallback):
             per snapshot), or settings of your own. Needs ``pip install "learnscope[umap]"``;
             computed on the writers' thread (umap-learn loaded there when a fit starts).
         gather: Under DDP, one snapshot of every rank's rows (else rank zero's share only).
-        spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1:
-            ``"mean"``, ``"max"`` (one row per sample) or ``"pixels"`` (one row per position).
-            Without it such an output fails in the sanity check, naming the shape and options.
+        spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1, and the
+            ``[batch, channels, length]`` outputs of channel-first modules (``nn.Conv1d``, 1-d
+            pooling, ``nn.BatchNorm1d``..., or an ``nn.Sequential`` ending in one:
+            :mod:`learnscope.batch_axis`): ``"mean"``, ``"max"`` (one row per sample) or
+            ``"pixels"`` (one row per position). Without it such an output fails in the sanity
+            check, naming the shape and options. Any other 3-D output is read as
+            ``[batch, tokens, dim]``, said once at info level.
         mask_fn: Leaves out rows that are not data: ``batch -> bool tensor`` (one per row, true
             keeps it), the batch's key or attribute that holds it (a name ending in
             ``padding_mask``, such as ``src_key_padding_mask``, marks padding with true), or an

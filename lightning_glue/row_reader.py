@@ -3,9 +3,12 @@
 A module's output becomes rows by the rule of :mod:`learnscope.embedding_layout` (shared with
 :class:`~learnscope.lightning_glue.TrainingHelper`): ``[batch, dim]`` gives one row per sample;
 ``[batch, tokens, dim]`` one row per token, with per-sample metadata repeated for each token
-and a ``position`` column added; 4 or more dimensions are PyTorch's feature-map layout
-``[batch, channels, *spatial]``, which gives one ``channels``-dimensional row per sample when its
-spatial sizes are all 1 and needs ``spatial`` otherwise. ``mask_fn`` leaves out rows that are
+and a ``position`` column added (said once per fit, at info level: :meth:`RowReader.note_once`);
+4 or more dimensions are PyTorch's feature-map layout ``[batch, channels, *spatial]``, which
+gives one ``channels``-dimensional row per sample when its spatial sizes are all 1 and needs
+``spatial`` otherwise, and so is the 3-D output of a channel-first module (``nn.Conv1d``...:
+:mod:`learnscope.batch_axis`), ``[batch, channels, length]``. An output that is not a tensor
+fails, naming what it gave (:mod:`learnscope.module_output`). ``mask_fn`` leaves out rows that are
 not data, such as padding tokens: kept rows keep their ``position`` and their sample's metadata
 and id.
 

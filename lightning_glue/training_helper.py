@@ -52,7 +52,8 @@ class TrainingHelper(LearnscopeCallback):
             Not given: the module of the ``EmbeddingProjector`` on the same trainer (the first
             of several), read with its ``select``, ``spatial`` and ``mask_fn`` unless those are
             given here, said once at info level; without one, ``"encoder"``, and a model
-            without an ``encoder`` turns these checks off with one warning.
+            without an ``encoder`` turns these checks off with one warning naming the
+            candidates (:func:`~learnscope.lightning_glue.helper_checks.modules.missing_encoder`).
         head_modules: The heads' dotted names (default: the encoder's siblings with parameters).
         input_checks: Callables ``batch -> str | None``, run on check steps.
         histograms: Whether to write ``~learnscope/health/grad_norm``, the histogram of the
@@ -60,13 +61,18 @@ class TrainingHelper(LearnscopeCallback):
             group norms).
         warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
         edge_index_fn: ``batch -> edge_index`` ``[2, E]`` between the rows: oversmoothing checks.
-        select: Picks the embedding tensor from the module's output (tuple, dict, dataclass).
-        group_depth: Module-name parts that make a group for the per-group norms.
+        select: Picks the embedding tensor from the module's output (tuple, dict, dataclass);
+            an output that gives no tensor fails at the first capture, naming what it gave.
+        group_depth: Module-name parts that make a group for the per-group norms, counted
+            below the module that holds every trainable parameter (a wrapper ``model`` gives
+            ``model.encoder``, ``model.head``: :func:`~learnscope.parameter_names.group_name`).
         max_head_to_encoder_ratio: Largest healthy ratio of head to encoder weights.
         embedding_rows_per_dim: Most rows per embedding dimension kept from a check step.
         max_embedding_rows: Cap on those rows.
         collapse_thresholds: :func:`~learnscope.collapse.judge_collapse` thresholds to override.
-        spatial: Rows of feature maps over 1 x 1: ``"mean"``, ``"max"`` or ``"pixels"``.
+        spatial: Rows of feature maps over 1 x 1 and of channel-first ``[batch, channels,
+            length]`` outputs: ``"mean"``, ``"max"`` or ``"pixels"``, as for
+            ``EmbeddingProjector``.
         mask_fn: ``batch -> bool tensor`` of the rows that are data, or the batch's key for it
             (one ending in ``padding_mask`` marks padding), as for ``EmbeddingProjector``.
         graph_index_fn: ``batch -> LongTensor[rows]``, each row's graph (needs edge_index_fn).
