@@ -220,6 +220,7 @@ class EmbeddingProjector(LearnscopeCallback):
         if self._capture is not None:
             self._capture.leave(self)
         self._capture = self._rows = self._output = self._batch = None
+        self._reader.layout_module = None  # no reference to the model is kept after a fit
 
     def _start_batch(self, trainer: Any, stage: str, batch: Any, dataloader_idx: int = 0) -> None:
         plan = self._plan = self._schedule.batch(trainer, stage, dataloader_idx)

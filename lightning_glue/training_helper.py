@@ -230,6 +230,7 @@ class TrainingHelper(LearnscopeCallback):
     def release(self) -> None:
         """Remove the hooks and drop what the checks captured."""
         self._collapse.detach()
+        self._collapse.layout_module = None  # no reference to the model is kept after a fit
         self._trace.disarm()
         self._loss.clear()
 
