@@ -9,8 +9,17 @@ The shape of the output says what a row is:
 
 * ``[B, D]``: one row per sample (or per node, for the node embeddings of a graph batch).
 * ``[B, T, D]``: one row per token, ``T`` rows per sample, numbered by a ``position`` column.
-  A ``Conv1d`` output ``[B, C, L]`` is 3-D too and would be read as ``C`` tokens of dimension
-  ``L``: give ``select=lambda out: out.transpose(1, 2)`` (one row per position) or pool it.
+  Which 3-D outputs are tokens is said once, at the sanity check (the first capture), at info
+  level (:func:`tokens_note`): the axes assumed, the rows per sample, and how to change them.
+* ``[B, C, L]`` from a module known to be channel-first (``nn.Conv1d``, 1-d pooling and
+  padding, ``nn.BatchNorm1d``, ``nn.GroupNorm``..., or an ``nn.Sequential`` whose last layer,
+  element-wise ones skipped, is one: :func:`learnscope.batch_axis.channels_first_layer`; known
+  only for the output as the module gave it, without ``select``): a 1-d feature map, read as
+  those of 4 or more dimensions below, its ``L`` positions along the length (``"pixels"``: one
+  row per position, ``position`` is the position along ``L``). Any other 3-D output is tokens;
+  a ``[B, C, L]`` output that ``select`` picked is put in ``[B, L, C]`` order by ``select``
+  (``lambda out: out[0].transpose(1, 2)``, one row per position) or pooled by it
+  (``lambda out: out[0].mean(-1)``).
 * ``[B, C, *spatial]`` (4 or more dimensions): PyTorch's feature-map layout, channels second,
   whatever the memory format (``channels_last`` changes the strides, not the shape). A layout
   with channels last, ``[B, H, W, C]``, must be permuted by ``select``
@@ -22,7 +31,8 @@ The shape of the output says what a row is:
 
 Which axis is the batch's, for an output of 3 or more dimensions, is settled first by
 :mod:`learnscope.batch_axis` (PyTorch's ``batch_first=False`` sequence modules give
-``[T, B, D]``).
+``[T, B, D]``). :func:`output_layout` applies both rules to a module's output: both callbacks
+read their rows with it.
 
 A mask (``mask_fn``) keeps the rows whose value is true (or a nonzero integer): one value per
 row, shaped as the output without its feature dimension (``[B]`` for ``[B, D]``, ``[B, T]`` for
@@ -41,6 +51,10 @@ Example:
     ((2, 512), (2,))
     >>> tuple(embedding_layout(torch.zeros(2, 8, 4, 4), "pixels").rows.shape)
     (2, 16, 8)
+    >>> conv = torch.nn.Conv1d(3, 8, 5)
+    >>> layout = output_layout(conv(torch.zeros(2, 3, 20)), None, "pixels", "Demo", conv)
+    >>> tuple(layout.rows.shape), layout.axes
+    ((2, 16, 8), '[batch, channels, length]')
     >>> batch = {"attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])}
     >>> row_mask("attention_mask", batch, embedding_layout(torch.zeros(2, 3, 4))).tolist()
     [True, True, False, True, False, False]
@@ -54,10 +68,14 @@ from typing import Any, NamedTuple
 
 import torch
 
+from learnscope.batch_axis import batch_first, channels_first_kind
 from learnscope.import_path import resolve_function
 from learnscope.user_functions import calling
 
 SPATIAL_MODES = ("mean", "max", "pixels")
+TOKENS = "[batch, tokens, dim]"
+CHANNELS_LENGTH = "[batch, channels, length]"
+FEATURE_MAP = "[batch, channels, *spatial]"
 DEFAULT_MASK = "attention_mask"  # Hugging Face's padding mask, 1 = real token
 # What the default looks for in the batch, in order: Hugging Face's mask, then PyTorch's.
 DEFAULT_MASKS = (DEFAULT_MASK, "src_key_padding_mask", "key_padding_mask", "padding_mask")
@@ -73,11 +91,20 @@ class EmbeddingLayout(NamedTuple):
         grid: The shape of one value per row, as the output lays them out: ``(B,)``,
             ``(B, T)``, or ``(B, H, W)`` for the pixels of a ``[B, C, H, W]`` feature map.
         shape: The shape of the output itself, for messages.
+        axes: How the output's axes were read, for messages: ``"[batch, dim]"``,
+            ``"[batch, tokens, dim]"``, ``"[batch, channels, length]"`` or
+            ``"[batch, channels, *spatial]"``.
     """
 
     rows: torch.Tensor
     grid: tuple[int, ...]
     shape: tuple[int, ...]
+    axes: str = "[batch, dim]"
+
+    @property
+    def tokens(self) -> bool:
+        """Whether a 3-D output was read as ``[batch, tokens, dim]``."""
+        return self.axes == TOKENS
 
     @property
     def per_token(self) -> bool:
@@ -128,24 +155,31 @@ def check_mask_fn(mask_fn: Any) -> str | Callable[..., Any] | None:
 
 
 def embedding_layout(
-    value: torch.Tensor, spatial: str | None = None, owner: str = "the embedding"
+    value: torch.Tensor,
+    spatial: str | None = None,
+    owner: str = "the embedding",
+    channels_first: str | None = None,
 ) -> EmbeddingLayout:
     """The rows of a module's output, by the rule of this module's docstring.
 
     Args:
-        value: The embedding tensor, at least 2-D.
+        value: The embedding tensor, at least 2-D, its batch axis first.
         spatial: ``"mean"``, ``"max"`` or ``"pixels"`` for feature maps ``[B, C, *spatial]``
             whose spatial sizes are not all 1; ``None`` otherwise.
         owner: Who reads the output, for messages (``"EmbeddingProjector: module 'x'"``).
+        channels_first: For a 3-D ``value``, why it is ``[batch, channels, length]`` (the
+            module that says so, in words, such as ``"Conv1d"``); ``None``: it is read as
+            ``[batch, tokens, dim]``.
 
     Returns:
-        The rows (``[B, D]`` or ``[B, T, D]``), the shape of one value per row, and the shape
-        of ``value``.
+        The rows (``[B, D]`` or ``[B, T, D]``), the shape of one value per row, the shape of
+        ``value`` and how its axes were read.
 
     Raises:
-        ValueError: ``value`` has fewer than 2 dimensions; a feature map has spatial sizes
-            above 1 and ``spatial`` is not set; ``spatial`` is set for an output of 2 or 3
-            dimensions; ``spatial`` is not one of the options.
+        ValueError: ``value`` has fewer than 2 dimensions; a feature map (or a channel-first
+            3-D output) has spatial sizes above 1 and ``spatial`` is not set; ``spatial`` is
+            set for an output of 2 dimensions or one read as tokens; ``spatial`` is not one of
+            the options.
 
     Example:
         >>> maps = torch.arange(16.0).reshape(1, 1, 4, 4)
@@ -153,6 +187,8 @@ def embedding_layout(
         [[15.0]]
         >>> embedding_layout(maps, "pixels").grid
         (1, 4, 4)
+        >>> embedding_layout(torch.zeros(2, 8, 5), "pixels", channels_first="Conv1d").grid
+        (2, 5)
     """
     check_spatial(spatial)
     shape = tuple(value.shape)
@@ -161,35 +197,128 @@ def embedding_layout(
             f"{owner} gave shape {shape}; it needs [batch, dim], [batch, tokens, dim] or a "
             "feature map [batch, channels, *spatial]"
         )
-    if value.ndim <= 3:
+    maps = value.ndim > 3 or (value.ndim == 3 and channels_first is not None)
+    if not maps:
         if spatial is not None:
-            read = "[batch, dim]" if value.ndim == 2 else "[batch, tokens, dim] (one row per token)"
-            raise ValueError(
-                f"{owner}: spatial={spatial!r} applies to feature maps [batch, channels, "
-                f"*spatial] of 4 or more dimensions, but the output has shape {shape}, read as "
-                f"{read}; leave spatial unset, or reshape the output with select="
-            )
-        return EmbeddingLayout(value, shape[:-1], shape)
+            raise ValueError(_spatial_refused(owner, shape, spatial))
+        axes = "[batch, dim]" if value.ndim == 2 else TOKENS
+        return EmbeddingLayout(value, shape[:-1], shape, axes)
+    axes = FEATURE_MAP if value.ndim > 3 else CHANNELS_LENGTH
     batch, channels, sizes = shape[0], shape[1], shape[2:]
     dims = tuple(range(2, value.ndim))
     if spatial is None:
         if math.prod(sizes) == 1:
-            return EmbeddingLayout(value.reshape(batch, channels), (batch,), shape)
-        positions = math.prod(sizes)
-        raise ValueError(
-            f"{owner} gave a feature map of shape {shape}, read as [batch, channels, *spatial] "
-            f"(PyTorch's layout; permute a [batch, H, W, channels] output with select=, such "
-            f"as select=lambda out: out.permute(0, 3, 1, 2)); its {positions} positions need "
-            f"a rule: spatial='mean' (one {channels}-dim row per sample, averaged over the "
-            "positions), 'max' (the maximum over them) or 'pixels' (one row per position, "
-            "with a position column)"
-        )
+            return EmbeddingLayout(value.reshape(batch, channels), (batch,), shape, axes)
+        raise ValueError(_spatial_needed(owner, shape, channels_first))
     if spatial == "mean":
-        return EmbeddingLayout(value.mean(dim=dims), (batch,), shape)
+        return EmbeddingLayout(value.mean(dim=dims), (batch,), shape, axes)
     if spatial == "max":
-        return EmbeddingLayout(value.amax(dim=dims), (batch,), shape)
+        return EmbeddingLayout(value.amax(dim=dims), (batch,), shape, axes)
     pixels = value.flatten(2).transpose(1, 2)  # [B, positions, C], positions row-major
-    return EmbeddingLayout(pixels, (batch, *sizes), shape)
+    return EmbeddingLayout(pixels, (batch, *sizes), shape, axes)
+
+
+def output_layout(
+    value: torch.Tensor,
+    batch: Any,
+    spatial: str | None,
+    owner: str,
+    module: torch.nn.Module | None = None,
+) -> EmbeddingLayout:
+    """The rows of a module's output: its batch axis put first, then read by the shared rule.
+
+    What both callbacks read an output with: :func:`learnscope.batch_axis.batch_first`, then
+    :func:`embedding_layout`, a 3-D output being ``[batch, channels, length]`` when ``module``
+    is known to give that (:func:`learnscope.batch_axis.channels_first_layer`).
+
+    Args:
+        value: The embedding tensor of one batch (detached here).
+        batch: The batch it was computed from.
+        spatial: As for :func:`embedding_layout`.
+        owner: Who reads it, for messages (``"EmbeddingProjector: module 'encoder'"``).
+        module: The module that gave ``value`` as it is; ``None`` when ``select`` picked it
+            (then its layout is not known: a 3-D tensor is read as tokens).
+
+    Raises:
+        ValueError: As :func:`~learnscope.batch_axis.batch_first` and :func:`embedding_layout`.
+
+    Example:
+        >>> pool = torch.nn.AdaptiveAvgPool1d(4)
+        >>> output_layout(pool(torch.zeros(2, 8, 16)), None, None, "Demo", pool)
+        Traceback (most recent call last):
+        ...
+        ValueError: Demo gave shape (2, 8, 4), read as [batch, channels, length] \
+(AdaptiveAvgPool1d's layout): its 4 positions need a rule: spatial='mean' (one 8-dim row per \
+sample, averaged over the positions), 'max' (the maximum over them) or 'pixels' (one row per \
+position along the length, with a position column)
+    """
+    value = batch_first(value.detach(), batch, owner, module)
+    channels_first = channels_first_kind(module) if value.ndim == 3 else None
+    return embedding_layout(value, spatial, owner, channels_first)
+
+
+def tokens_note(layout: EmbeddingLayout, owner: str) -> str | None:
+    """What a 3-D output read as tokens was taken to be, and how to change it; ``None`` otherwise.
+
+    Said once per fit, at the sanity check (the first capture), so that an output whose axes
+    are not ``[batch, tokens, dim]`` (a channel-first block of your own) is not read silently.
+
+    Example:
+        >>> print(tokens_note(embedding_layout(torch.zeros(4, 6, 16)), "Demo"))
+        learnscope: Demo gave shape (4, 6, 16), read as [batch, tokens, dim]: 6 rows per sample, \
+one per token (24 in this batch), with a position column. If its axes are [batch, channels, \
+length], pass select=lambda out: out.transpose(1, 2) (a row per position) or select=lambda \
+out: out.mean(-1) (a row per sample), or snapshot the Conv1d, pooling or normalisation layer \
+itself with spatial=; mask_fn= leaves out padding rows
+    """
+    if not layout.tokens:
+        return None
+    batch, tokens, _ = layout.shape
+    return (
+        f"learnscope: {owner} gave shape {layout.shape}, read as {TOKENS}: {tokens} rows per "
+        f"sample, one per token ({batch * tokens} in this batch), with a position column. If "
+        f"its axes are {CHANNELS_LENGTH}, pass select=lambda out: out.transpose(1, 2) (a row "
+        "per position) or select=lambda out: out.mean(-1) (a row per sample), or snapshot the "
+        "Conv1d, pooling or normalisation layer itself with spatial=; mask_fn= leaves out "
+        "padding rows"
+    )
+
+
+def _spatial_needed(owner: str, shape: tuple[int, ...], channels_first: str | None) -> str:
+    """The error for a feature map (or a channel-first 3-D output) without ``spatial``."""
+    channels, positions = shape[1], math.prod(shape[2:])
+    if channels_first is not None:
+        read = f"read as {CHANNELS_LENGTH} ({channels_first}'s layout)"
+        along = " along the length"
+    else:
+        read = (
+            f"read as {FEATURE_MAP} (PyTorch's layout; permute a [batch, H, W, channels] output "
+            "with select=, such as select=lambda out: out.permute(0, 3, 1, 2))"
+        )
+        along = ""
+    return (
+        f"{owner} gave shape {shape}, {read}: its {positions} positions need a rule: "
+        f"spatial='mean' (one {channels}-dim row per sample, averaged over the positions), "
+        f"'max' (the maximum over them) or 'pixels' (one row per position{along}, with a "
+        "position column)"
+    )
+
+
+def _spatial_refused(owner: str, shape: tuple[int, ...], spatial: str) -> str:
+    """The error for ``spatial`` set on an output of 2 dimensions or one read as tokens."""
+    if len(shape) == 2:
+        return (
+            f"{owner}: spatial={spatial!r} applies to feature maps, but the output has shape "
+            f"{shape}, read as [batch, dim]; leave spatial unset"
+        )
+    return (
+        f"{owner}: spatial={spatial!r} applies to feature maps [batch, channels, *spatial] of 4 "
+        f"or more dimensions and to the {CHANNELS_LENGTH} output of a channel-first module "
+        "(Conv1d, 1-d pooling, BatchNorm1d...) snapshotted without select=, but the output has "
+        f"shape {shape}, read as {TOKENS} (one row per token); leave spatial unset, or reshape "
+        "the output with select= (such as select=lambda out: out.transpose(1, 2) for one row "
+        "per position of a [batch, channels, length] output)"
+    )
 
 
 def row_mask(

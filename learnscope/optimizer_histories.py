@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from learnscope.autocorrelation import summarize_several
-from learnscope.parameter_shards import ParameterShard
+from learnscope.parameter_shards import ParameterShard, groups_under
 from learnscope.records import AutocorrelationSummary
 from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
 
@@ -103,6 +103,7 @@ class OptimizerHistories:
         self._optimizers: list[tuple[Any, int]] = []  # (optimizer, its history)
         self._parameter_history: dict[int, int] = {}  # id(parameter) -> its history
         self._sampled: tuple[Any, ...] = ()  # what the histories sample: see _sampled_key
+        self._under = ""  # the module the groups are taken below (groups_under)
 
     def samples(self, shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> bool:
         """Whether the histories sample what these parameters and optimizers would give."""
@@ -113,6 +114,7 @@ class OptimizerHistories:
         self.generation += 1
         self.one_for_all = len(optimizers) <= 1
         self._sampled = _sampled_key(shards, optimizers)
+        self._under = groups_under(shards)  # of every trainable parameter, whichever optimizer
         self.histories, self.optimizer_indices = (), ()
         self._optimizers, self._parameter_history = [], {}
         if self._sampled and self.one_for_all:
@@ -229,6 +231,7 @@ class OptimizerHistories:
             seed=settings.seed,
             kinds=settings.kinds,
             slices=slices,
+            groups_under=self._under,
         )
 
     def _per_optimizer(self, shards: Sequence[ParameterShard], optimizers: Sequence[Any]) -> None:

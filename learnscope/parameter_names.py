@@ -4,15 +4,33 @@ Pure functions of strings, shared by the health checks (:mod:`learnscope.health`
 sampled histories (:mod:`learnscope.sampled_history`), so that both name and group parameters
 alike.
 
+**Groups.** A parameter's group is the first ``depth`` parts of its module's dotted name,
+taken below the deepest module that holds every trainable parameter (:func:`common_module`).
+For most models that is the model itself: ``encoder.layers.0.weight`` is in ``encoder`` (depth
+1) or ``encoder.layers`` (depth 2). A LightningModule that wraps everything in one child
+(``self.model = Net()``; SchNetPack's ``AtomisticTask.model``), or one whose trainable
+parameters all lie in one sub-module (LoRA adapters inside a frozen model, a fine-tuned head),
+would otherwise give a single group; its groups are taken below that module instead, keeping
+the full dotted prefix so that you find them in the model: ``model.representation`` and
+``model.output_modules``, not ``model``. Which parameters train is read when the groups are
+made (at fit start, and again when fine-tuning changes them), from the whole model, whatever
+optimizer or rank holds them.
+
 Example:
     >>> name = clean_parameter_name("_orig_mod.encoder.layers.0.weight")
     >>> name, owner_module(name), group_name(name)
     ('encoder.layers.0.weight', 'encoder.layers.0', 'encoder')
+    >>> trainable = ["model.representation.embedding.weight", "model.output_modules.0.bias"]
+    >>> under = common_module(trainable)
+    >>> under, [group_name(name, under=under) for name in trainable]
+    ('model', ['model.representation', 'model.output_modules'])
 """
 
 from __future__ import annotations
 
-__all__ = ["clean_parameter_name", "group_name", "owner_module"]
+from collections.abc import Iterable
+
+__all__ = ["clean_parameter_name", "common_module", "group_name", "owner_module"]
 
 # Name components that wrappers insert: FSDP1, activation checkpointing, torch.compile's
 # OptimizedModule and Lightning Fabric's _FabricModule.
@@ -52,16 +70,59 @@ def owner_module(parameter_name: str) -> str:
     return parameter_name.rpartition(".")[0]
 
 
-def group_name(parameter_name: str, depth: int = 1) -> str:
-    """The module prefix of ``depth`` components that groups a parameter for per-group norms.
+def common_module(parameter_names: Iterable[str]) -> str:
+    """The deepest module that holds every named parameter (``""``: the root module).
 
-    A parameter of the root module is in the group ``"root"``.
+    The longest dotted prefix shared by the modules that own the parameters: the module under
+    which :func:`group_name` takes the groups. ``""`` when there are none, or when they lie
+    in two top-level modules (or in the root module itself).
+
+    Example:
+        >>> common_module(["model.representation.w", "model.output_modules.0.b"])
+        'model'
+        >>> common_module(["encoder.0.weight", "head.weight"]), common_module([])
+        ('', '')
+        >>> common_module(["base.layers.0.lora_A.weight", "base.layers.1.lora_A.weight"])
+        'base.layers'
+    """
+    common: list[str] | None = None
+    for name in parameter_names:
+        parts = owner_module(name).split(".") if "." in name else []
+        if common is None:
+            common = parts
+            continue
+        shared = 0
+        for mine, theirs in zip(common, parts, strict=False):
+            if mine != theirs:
+                break
+            shared += 1
+        del common[shared:]
+        if not common:
+            return ""
+    return ".".join(common or [])
+
+
+def group_name(parameter_name: str, depth: int = 1, under: str = "") -> str:
+    """The module prefix that groups a parameter for per-group norms and autocorrelation.
+
+    The first ``depth`` parts of its module's name below ``under`` (the module that holds every
+    trainable parameter, :func:`common_module`), with ``under`` kept in front. A parameter of
+    ``under`` itself is in the group ``under``; one of the root module in the group ``"root"``;
+    one that is not below ``under`` is grouped from the root.
 
     Example:
         >>> group_name("encoder.layers.0.weight"), group_name("encoder.layers.0.weight", 2)
         ('encoder', 'encoder.layers')
         >>> group_name("scale")
         'root'
+        >>> group_name("model.representation.0.weight", under="model")
+        'model.representation'
+        >>> group_name("model.weight", under="model"), group_name("head.bias", under="model")
+        ('model', 'head')
     """
-    parts = owner_module(parameter_name).split(".")[:depth]
+    owner = owner_module(parameter_name)
+    if under and (owner == under or owner.startswith(under + ".")):
+        below = owner[len(under) + 1 :].split(".")[:depth] if owner != under else []
+        return ".".join([under, *below])
+    parts = owner.split(".")[:depth]
     return ".".join(parts) or "root"

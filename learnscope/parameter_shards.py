@@ -43,9 +43,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from learnscope.parameter_names import clean_parameter_name
+from learnscope.parameter_names import clean_parameter_name, common_module
 
-__all__ = ["ParameterShard", "is_sharded", "parameter_shards", "unwrap_model"]
+__all__ = ["ParameterShard", "groups_under", "is_sharded", "parameter_shards", "unwrap_model"]
 
 _DATA_PARALLEL = (nn.parallel.DistributedDataParallel, nn.DataParallel)
 _FLAT_PARAM = "_flat_param"
@@ -281,6 +281,23 @@ def parameter_shards(
     if flat and isinstance(source, nn.Module):
         shards = _in_model_order(source, shards)
     return shards
+
+
+def groups_under(shards: Iterable[ParameterShard]) -> str:
+    """The module the parameter groups are taken below: the deepest holding every trainable one.
+
+    The trainable parameters are the non-empty ones that require a gradient, of the whole
+    model (every optimizer's; on every rank the same names, sharded or not). See
+    :func:`~learnscope.parameter_names.common_module` and
+    :func:`~learnscope.parameter_names.group_name`.
+
+    Example:
+        >>> import torch
+        >>> wrapper = torch.nn.ModuleDict({"model": torch.nn.Sequential(torch.nn.Linear(2, 2))})
+        >>> groups_under(parameter_shards(wrapper))
+        'model.0'
+    """
+    return common_module(shard.name for shard in shards if shard.requires_grad and shard.numel)
 
 
 def _in_model_order(model: nn.Module, shards: list[ParameterShard]) -> list[ParameterShard]:

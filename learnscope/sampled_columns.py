@@ -163,6 +163,7 @@ def column_layout(
     shards: Mapping[str, ParameterShard],
     group_depth: int,
     device: torch.device | None = None,
+    under: str = "",
 ) -> ColumnLayout:
     """Find the local pieces of ``slices`` in ``shards`` and group their columns.
 
@@ -171,6 +172,8 @@ def column_layout(
         shards: What this rank holds of each parameter, by name.
         group_depth: How many components of the module path name a group.
         device: Where the index tensors go (default: the CPU).
+        under: The module the groups are taken below
+            (:func:`~learnscope.parameter_names.group_name`).
 
     Returns:
         The layout; with sharded parameters its pieces are those this rank holds (possibly
@@ -193,9 +196,9 @@ def column_layout(
         for global_start, local_start, length in shard.pieces(piece.start, piece.stop):
             first = column + global_start - piece.start
             pieces.append(LocalPiece(piece.name, shard.holder, local_start, length, first))
-            groups.append(group_name(piece.name, group_depth))
+            groups.append(group_name(piece.name, group_depth, under))
         column += piece.length
-    all_groups = [group_name(s.name, group_depth) for s in slices]
+    all_groups = [group_name(s.name, group_depth, under) for s in slices]
     group_names = tuple(dict.fromkeys(all_groups))
     position = {name: index for index, name in enumerate(group_names)}
     lengths = torch.tensor([p.length for p in pieces], dtype=torch.long)

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from learnscope.parameter_names import clean_parameter_name
+from learnscope.parameter_names import clean_parameter_name, common_module
 from learnscope.parameter_shards import ParameterShard
 from learnscope.ring_buffer import StagedRingBuffer
 from learnscope.sampled_columns import LocalPiece, ShardedColumns, column_layout
@@ -100,7 +100,9 @@ class SampledParameterHistory:
     Each element belongs to a module group: the first ``group_depth`` components of its
     parameter's module path (``encoder.layers.0.weight`` is in ``encoder`` at depth 1 and
     ``encoder.layers`` at depth 2; the parameters of the root module are in the group
-    ``root``), the same groups as :func:`learnscope.health.group_name`.
+    ``root``), taken below the deepest module that holds every trainable parameter (a wrapper
+    ``model`` gives ``model.encoder``, ``model.head``), the same groups as
+    :func:`learnscope.health.group_name`.
 
     **Sharded parameters** (FSDP2's ``DTensor``, FSDP1; pass the model itself for FSDP1 with
     ``use_orig_params=True``) are sampled by their original names and full sizes, so every rank
@@ -129,6 +131,10 @@ class SampledParameterHistory:
         slices: The slices to track instead of drawing them (``elements_per_tensor`` and
             ``max_elements`` are then not used); each must lie in a trainable parameter of
             ``named_parameters``.
+        groups_under: The module the groups are taken below
+            (:func:`~learnscope.parameter_shards.groups_under` of the whole model, when these
+            are one optimizer's parameters); ``None``: the deepest module that holds every
+            trainable parameter of ``named_parameters``.
 
     Raises:
         ValueError: On a non-positive size argument, no trainable parameter, parameters on
@@ -163,6 +169,7 @@ class SampledParameterHistory:
         seed: int = 0,
         kinds: Sequence[str] = HISTORY_KINDS,
         slices: Sequence[SampledSlice] | None = None,
+        groups_under: str | None = None,
     ) -> None:
         for argument, value in (
             ("capacity", capacity),
@@ -176,6 +183,7 @@ class SampledParameterHistory:
         _check_same_device(self._shards)
         self._capacity = capacity
         self._group_depth = group_depth
+        self._groups_under = common_module(self._shards) if groups_under is None else groups_under
         self._seed = int(seed)
         self._device = next(iter(self._shards.values())).device
         if slices is None:
@@ -399,7 +407,9 @@ class SampledParameterHistory:
 
     def _install(self, slices: Sequence[SampledSlice]) -> None:
         """Adopt ``slices``: find the local pieces, group columns, allocate empty buffers."""
-        self._layout = column_layout(slices, self._shards, self._group_depth, self._device)
+        self._layout = column_layout(
+            slices, self._shards, self._group_depth, self._device, self._groups_under
+        )
         pieces = self._layout.pieces
         self._ring = StagedRingBuffer(
             self._kinds, self._layout.num_elements, self._capacity, self._device

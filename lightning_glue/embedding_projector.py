@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Literal
@@ -9,6 +10,7 @@ from typing import Any, Literal
 from typing_extensions import override
 
 from learnscope.aligned_umap import UMAPSettings, require_umap
+from learnscope.batch_axis import layout_module
 from learnscope.embedding_layout import DEFAULT_MASK, EmbeddingLayout
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.aligned_views import AlignedViews
@@ -27,6 +29,8 @@ from learnscope.lightning_glue.snapshot_job import (
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
 
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
+
+log = logging.getLogger("learnscope")
 
 
 def _arm_on_batch_start(stage: str, when: str) -> Callable[..., None]:
@@ -60,7 +64,9 @@ class EmbeddingProjector(LearnscopeCallback):
 
     Args:
         module: Dotted name of the sub-module, such as ``"encoder"`` or ``"model.gnn.layers.2"``.
-        select: Picks the embedding tensor from an output that is a tuple, dict or dataclass.
+        select: Picks the embedding tensor from an output that is a tuple, dict or dataclass;
+            an output (or a ``select``) that gives no tensor fails in the sanity check, naming
+            what it gave (:mod:`learnscope.module_output`).
         metadata_fn: ``batch -> {column: values}``, one value per row (node) or per sample.
         images_fn: ``batch -> [B, C, H, W]`` thumbnails in ``[0, 1]`` or ``uint8``.
         stages: Which of ``"train"``, ``"validate"``, ``"test"``, ``"predict"`` to capture.
@@ -85,9 +91,13 @@ class EmbeddingProjector(LearnscopeCallback):
             per snapshot), or settings of your own. Needs ``pip install "learnscope[umap]"``;
             computed on the writers' thread (umap-learn loaded there when a fit starts).
         gather: Under DDP, one snapshot of every rank's rows (else rank zero's share only).
-        spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1:
-            ``"mean"``, ``"max"`` (one row per sample) or ``"pixels"`` (one row per position).
-            Without it such an output fails in the sanity check, naming the shape and options.
+        spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1, and the
+            ``[batch, channels, length]`` outputs of channel-first modules (``nn.Conv1d``, 1-d
+            pooling, ``nn.BatchNorm1d``..., or an ``nn.Sequential`` ending in one:
+            :mod:`learnscope.batch_axis`): ``"mean"``, ``"max"`` (one row per sample) or
+            ``"pixels"`` (one row per position). Without it such an output fails in the sanity
+            check, naming the shape and options. Any other 3-D output is read as
+            ``[batch, tokens, dim]``, said once at info level.
         mask_fn: Leaves out rows that are not data: ``batch -> bool tensor`` (one per row, true
             keeps it), the batch's key or attribute that holds it (a name ending in
             ``padding_mask``, such as ``src_key_padding_mask``, marks padding with true), or an
@@ -159,6 +169,7 @@ class EmbeddingProjector(LearnscopeCallback):
         self._batch: Any = None  # the batch being captured, which tells its batch axis
         self._rows: EmbeddingRows | None = None  # the rows of the epoch (or step) captured
         self._loaders: list[int | str] | None = None  # the stage's loaders, when several
+        self._rank_zero = True  # this process is global rank zero (says the output's reading)
 
     @property
     def state_key(self) -> str:
@@ -196,6 +207,9 @@ class EmbeddingProjector(LearnscopeCallback):
         with self.guard(SNAPSHOTS, "setup"):
             self.release()
             self._capture = EncoderCapture.of(target).join(self, self._on_output)
+        self._reader.restart()  # the first output's reading is said again
+        self._reader.layout_module = layout_module(pl_module, self.module)
+        self._rank_zero = trainer.is_global_zero
         if self._views.umap is not None and trainer.is_global_zero and self.is_on(UMAP_VIEW):
             job = partial(load_umap_job, parts=self.parts)
             self.writers(trainer).submit(job, label="loading umap-learn")
@@ -206,6 +220,7 @@ class EmbeddingProjector(LearnscopeCallback):
         if self._capture is not None:
             self._capture.leave(self)
         self._capture = self._rows = self._output = self._batch = None
+        self._reader.layout_module = None  # no reference to the model is kept after a fit
 
     def _start_batch(self, trainer: Any, stage: str, batch: Any, dataloader_idx: int = 0) -> None:
         plan = self._plan = self._schedule.batch(trainer, stage, dataloader_idx)
@@ -241,6 +256,9 @@ class EmbeddingProjector(LearnscopeCallback):
         else:
             with self.guard(SNAPSHOTS):
                 self._output = self._reader.layout(captured, self._batch, copy=True)
+        note = self._reader.note_once(self._output) if self._output is not None else None
+        if note is not None and self._rank_zero:  # a 3-D output read as tokens, said once
+            log.info(note)
 
     def _end_batch(self, batch: Any) -> None:
         if self._capture is not None:

@@ -40,6 +40,9 @@ from typing import Any
 
 import torch
 
+from learnscope.module_output import embedding_tensor
+from learnscope.user_functions import calling
+
 Receiver = Callable[["CapturedOutput"], None]
 
 # torch.compile's "am I being traced?": constant True inside a traced graph (torch 2.3 and newer
@@ -116,6 +119,37 @@ class CapturedOutput:
         if known[2] is not None:
             raise known[2]
         return known[1]
+
+    def embedding(self, select: Callable[..., Any] | None, who: str, module: str) -> torch.Tensor:
+        """The embedding tensor: ``select(output)``, or the output itself without ``select``.
+
+        The one rule both callbacks read an output by
+        (:func:`learnscope.module_output.embedding_tensor`).
+
+        Args:
+            select: Picks the embedding out of the output; ``None``: the output is it.
+            who: The callback, for messages (``"TrainingHelper"``).
+            module: The module's dotted name, for messages.
+
+        Raises:
+            TypeError: What was given is not a tensor; the message says what it is (its keys,
+                items or fields) and the ``select=`` that picks one.
+            Exception: What ``select`` raised, with a note naming it.
+
+        Example:
+            >>> CapturedOutput({"energy": torch.zeros(4)}).embedding(None, "Demo", "model")
+            Traceback (most recent call last):
+            ...
+            TypeError: Demo: module 'model' gave a dict with keys 'energy' (a tensor of shape \
+(4,)), not a tensor. Pass select= a function that picks the embedding out of it, such as \
+select=lambda out: out["energy"]; the embedding is a tensor [batch, dim], [nodes, dim] or \
+[batch, tokens, dim] (or a feature map [batch, channels, *spatial], with spatial=)
+        """
+        if select is None:
+            return embedding_tensor(self.output, who, module)
+        with calling("select", who, self.output, f"the output of module {module!r}"):
+            value = self.selected(select)
+        return embedding_tensor(value, who, module, selected=True, output=self.output)
 
 
 class EncoderCapture:

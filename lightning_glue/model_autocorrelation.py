@@ -35,10 +35,13 @@ class ModelAutocorrelation(LearnscopeCallback):
     integrated autocorrelation time tau) or gradients that flip sign from step to step
     (lag-1 near -1: oscillation, the edge of stability). Groups are those of the health
     checks (:func:`learnscope.health.group_name`): the parameters of the root module are in
-    ``root``, and a compiled sub-module's are named as its eager ones (``encoder.0``, not
-    ``encoder._orig_mod``). A sparse embedding table (``nn.Embedding(sparse=True)`` with
-    ``SparseAdam``, ``SGD`` or ``Adagrad``) is sampled like a dense one, its gradient read from
-    the stored values (see :mod:`learnscope.sampled_gradients`).
+    ``root``, a compiled sub-module's are named as its eager ones (``encoder.0``, not
+    ``encoder._orig_mod``), and they are taken below the module that holds every trainable
+    parameter (a wrapper child ``model`` gives ``model.encoder``, ``model.head``; LoRA
+    adapters are grouped by layer), read again when fine-tuning changes what trains. A sparse
+    embedding table (``nn.Embedding(sparse=True)`` with ``SparseAdam``, ``SGD`` or ``Adagrad``)
+    is sampled like a dense one, its gradient read from the stored values (see
+    :mod:`learnscope.sampled_gradients`).
 
     **What a step is.** One record per optimizer step, so that lag ``k`` means ``k``
     optimizer steps, taken at the first ``on_before_optimizer_step`` of each
@@ -108,7 +111,8 @@ class ModelAutocorrelation(LearnscopeCallback):
         analyze_every_n_steps: Analyse every this many optimizer steps.
         analyze_grads: Record and analyse gradients as well as parameters.
         group_depth: How many components of a parameter's module path name its group
-            (``encoder.layers.0.weight`` is in ``encoder`` at 1, ``encoder.layers`` at 2).
+            (``encoder.layers.0.weight`` is in ``encoder`` at 1, ``encoder.layers`` at 2),
+            counted below the module that holds every trainable parameter.
         lags: The lags charted over steps; each below ``buffer_size``. The mean ACF is
             computed up to the largest.
         seed: Seed for choosing the sampled slices.

@@ -3,9 +3,12 @@
 A module's output becomes rows by the rule of :mod:`learnscope.embedding_layout` (shared with
 :class:`~learnscope.lightning_glue.TrainingHelper`): ``[batch, dim]`` gives one row per sample;
 ``[batch, tokens, dim]`` one row per token, with per-sample metadata repeated for each token
-and a ``position`` column added; 4 or more dimensions are PyTorch's feature-map layout
-``[batch, channels, *spatial]``, which gives one ``channels``-dimensional row per sample when its
-spatial sizes are all 1 and needs ``spatial`` otherwise. ``mask_fn`` leaves out rows that are
+and a ``position`` column added (said once per fit, at info level: :meth:`RowReader.note_once`);
+4 or more dimensions are PyTorch's feature-map layout ``[batch, channels, *spatial]``, which
+gives one ``channels``-dimensional row per sample when its spatial sizes are all 1 and needs
+``spatial`` otherwise, and so is the 3-D output of a channel-first module (``nn.Conv1d``...:
+:mod:`learnscope.batch_axis`), ``[batch, channels, length]``. An output that is not a tensor
+fails, naming what it gave (:mod:`learnscope.module_output`). ``mask_fn`` leaves out rows that are
 not data, such as padding tokens: kept rows keep their ``position`` and their sample's metadata
 and id.
 
@@ -37,13 +40,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from learnscope.batch_axis import batch_first
 from learnscope.embedding_layout import (
     EmbeddingLayout,
     check_mask_fn,
     check_spatial,
-    embedding_layout,
+    output_layout,
     row_mask,
+    tokens_note,
 )
 from learnscope.embedding_rows import (
     BatchRows,
@@ -114,6 +117,10 @@ class RowReader:
         # that tells (rows == nodes != graphs, or rows == graphs != nodes) and kept, so that a
         # batch of one-node graphs (rows == nodes == graphs) is read the same way.
         self._node_rows: bool | None = None
+        self._noted = False  # the reading of an output was said (note_once)
+        # The module whose declared layout the output has (batch_axis.layout_module), set at
+        # setup; None: the module that gave it.
+        self.layout_module: torch.nn.Module | None = None
 
     @property
     def owner(self) -> str:
@@ -123,34 +130,38 @@ class RowReader:
     def layout(self, captured: CapturedOutput, batch: Any, copy: bool = False) -> EmbeddingLayout:
         """The rows of the module's output (``select`` applied, detached), by the shared rule.
 
-        The batch axis is put first (:mod:`learnscope.batch_axis`) by the module's declared
-        layout (the output as it is, without ``select``) or by the sizes of ``batch``. With
-        ``copy``, the rows are a copy (the model may change its output in place later).
+        The output (or what ``select`` picks) must be a tensor
+        (:meth:`~learnscope.lightning_glue.encoder_capture.CapturedOutput.embedding`). Its batch
+        axis is put first and its axes read (:func:`learnscope.embedding_layout.output_layout`)
+        by the module's declared layout (the output as it is, without ``select``: sequence-first,
+        channel-first) or by the sizes of ``batch``. With ``copy``, the rows are a copy (the
+        model may change its output in place later).
 
         Raises:
             TypeError: ``select`` (or the output without it) is not a tensor.
             ValueError: The output's shape does not give rows with this ``spatial``, or its
                 batch axis is not the batch's.
         """
-        if self.select is None:
-            value = captured.output
-        else:
-            what = f"the output of module {self.module!r}"
-            with calling("select", self.who, captured.output, what):
-                value = captured.selected(self.select)
-        if not isinstance(value, torch.Tensor):
-            if self.select is not None:
-                raise TypeError(
-                    f"{self.who}: select gave {describe(value)}, not a tensor, from the output "
-                    f"of module {self.module!r} ({describe(captured.output)}); it must return "
-                    "the embedding tensor, [rows, dim] or [batch, ..., dim]"
-                )
-            hint = "; pass select= to pick the embedding tensor"
-            raise TypeError(f"{self.owner} gave a {type(value).__name__}, not a tensor{hint}")
-        module = captured.module if self.select is None else None
-        value = batch_first(value.detach(), batch, self.owner, module)
-        layout = embedding_layout(value, self.spatial, self.owner)
+        value = captured.embedding(self.select, self.who, self.module)
+        module = self.layout_module if self.layout_module is not None else captured.module
+        module = module if self.select is None else None
+        layout = output_layout(value, batch, self.spatial, self.owner, module)
         return layout._replace(rows=layout.rows.clone()) if copy else layout
+
+    def note_once(self, layout: EmbeddingLayout) -> str | None:
+        """How the first output since :meth:`restart` was read, when it was read as tokens.
+
+        The note (:func:`learnscope.embedding_layout.tokens_note`) is given once: ``None`` for
+        every later layout, and for a first one that is not tokens.
+        """
+        if self._noted:
+            return None
+        self._noted = True
+        return tokens_note(layout, self.owner)
+
+    def restart(self) -> None:
+        """A new trainer call: the next output's reading is said again (:meth:`note_once`)."""
+        self._noted = False
 
     def rows(
         self, layout: EmbeddingLayout, batch: Any, dataset_ids: DatasetIds | None = None

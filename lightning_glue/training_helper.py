@@ -11,6 +11,7 @@ from typing import Any, Literal
 import torch
 from typing_extensions import override
 
+from learnscope.batch_axis import layout_module
 from learnscope.collapse_verdicts import CollapseThresholds
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spatial
@@ -52,7 +53,8 @@ class TrainingHelper(LearnscopeCallback):
             Not given: the module of the ``EmbeddingProjector`` on the same trainer (the first
             of several), read with its ``select``, ``spatial`` and ``mask_fn`` unless those are
             given here, said once at info level; without one, ``"encoder"``, and a model
-            without an ``encoder`` turns these checks off with one warning.
+            without an ``encoder`` turns these checks off with one warning naming the
+            candidates (:func:`~learnscope.lightning_glue.helper_checks.modules.missing_encoder`).
         head_modules: The heads' dotted names (default: the encoder's siblings with parameters).
         input_checks: Callables ``batch -> str | None``, run on check steps.
         histograms: Whether to write ``~learnscope/health/grad_norm``, the histogram of the
@@ -60,13 +62,18 @@ class TrainingHelper(LearnscopeCallback):
             group norms).
         warn_every_n_steps: Fewest steps between two warnings about the same (code, subject).
         edge_index_fn: ``batch -> edge_index`` ``[2, E]`` between the rows: oversmoothing checks.
-        select: Picks the embedding tensor from the module's output (tuple, dict, dataclass).
-        group_depth: Module-name parts that make a group for the per-group norms.
+        select: Picks the embedding tensor from the module's output (tuple, dict, dataclass);
+            an output that gives no tensor fails at the first capture, naming what it gave.
+        group_depth: Module-name parts that make a group for the per-group norms, counted
+            below the module that holds every trainable parameter (a wrapper ``model`` gives
+            ``model.encoder``, ``model.head``: :func:`~learnscope.parameter_names.group_name`).
         max_head_to_encoder_ratio: Largest healthy ratio of head to encoder weights.
         embedding_rows_per_dim: Most rows per embedding dimension kept from a check step.
         max_embedding_rows: Cap on those rows.
         collapse_thresholds: :func:`~learnscope.collapse.judge_collapse` thresholds to override.
-        spatial: Rows of feature maps over 1 x 1: ``"mean"``, ``"max"`` or ``"pixels"``.
+        spatial: Rows of feature maps over 1 x 1 and of channel-first ``[batch, channels,
+            length]`` outputs: ``"mean"``, ``"max"`` or ``"pixels"``, as for
+            ``EmbeddingProjector``.
         mask_fn: ``batch -> bool tensor`` of the rows that are data, or the batch's key for it
             (one ending in ``padding_mask`` marks padding), as for ``EmbeddingProjector``.
         graph_index_fn: ``batch -> LongTensor[rows]``, each row's graph (needs edge_index_fn).
@@ -188,6 +195,7 @@ class TrainingHelper(LearnscopeCallback):
             with self.guard(_COLLAPSE, "setup"):
                 guard = functools.partial(self.guard, _COLLAPSE)
                 self._collapse.attach(encoder, pl_module.get_submodule(encoder), guard)
+                self._collapse.layout_module = layout_module(pl_module, encoder)
 
     def _embedding_module(self, trainer: Any, pl_module: Any) -> str | None:
         """The module checked: the one given, else the first projector's (read as it reads it).
@@ -226,6 +234,7 @@ class TrainingHelper(LearnscopeCallback):
     def release(self) -> None:
         """Remove the hooks and drop what the checks captured."""
         self._collapse.detach()
+        self._collapse.layout_module = None  # no reference to the model is kept after a fit
         self._trace.disarm()
         self._loss.clear()
 

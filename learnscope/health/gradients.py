@@ -12,7 +12,12 @@ from torch import Tensor
 
 from learnscope.health.finding_log import CheckScope
 from learnscope.health.parameters import _by_owner, _name_list, _subject, _within
-from learnscope.parameter_names import clean_parameter_name, group_name, owner_module
+from learnscope.parameter_names import (
+    clean_parameter_name,
+    common_module,
+    group_name,
+    owner_module,
+)
 from learnscope.parameter_shards import ParameterShard, parameter_shards
 from learnscope.ranks import sum_over_ranks, world_size
 from learnscope.records import Finding
@@ -412,7 +417,9 @@ def _nonfinite_finding(
     )
 
 
-def health_scalars(stats: GradientStatistics, group_depth: int = 1) -> dict[str, float]:
+def health_scalars(
+    stats: GradientStatistics, group_depth: int = 1, under: str | None = None
+) -> dict[str, float]:
     """Per-group gradient and weight norms, for the dashboards.
 
     Keys (each after ``~learnscope/health/``, see :mod:`learnscope.tags`) ``grad_norm/<group>``
@@ -423,6 +430,9 @@ def health_scalars(stats: GradientStatistics, group_depth: int = 1) -> dict[str,
     Args:
         stats: From :func:`gradient_statistics`.
         group_depth: Module-name components that make a group.
+        under: The module the groups are taken below
+            (:func:`~learnscope.parameter_shards.groups_under` of the whole model); ``None``:
+            the deepest module that holds every parameter of ``stats``.
 
     Returns:
         The scalars (a group whose gradient norm is not finite reports NaN or infinity).
@@ -438,8 +448,9 @@ def health_scalars(stats: GradientStatistics, group_depth: int = 1) -> dict[str,
     grad_squares: dict[str, float] = {}
     weight_squares: dict[str, float] = {}
     grads = np.where(stats.has_grad, stats.grad_norms, 0.0) ** 2
+    under = common_module(stats.names) if under is None else under
     for name, grad, weight in zip(stats.names, grads, stats.weight_norms**2, strict=True):
-        group = group_name(name, group_depth)
+        group = group_name(name, group_depth, under)
         grad_squares[group] = grad_squares.get(group, 0.0) + grad
         weight_squares[group] = weight_squares.get(group, 0.0) + weight
     scalars = {f"{HEALTH}/grad_norm/{g}": math.sqrt(v) for g, v in grad_squares.items()}

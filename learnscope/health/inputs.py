@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 
+@dataclass(frozen=True)
 class CoordinateRangeCheck:
     """Input check: warn when the coordinates span about 1 (fractional, not Cartesian).
 
@@ -47,6 +49,10 @@ class CoordinateRangeCheck:
     :class:`~learnscope.lightning_glue.training_helper.TrainingHelper` runs input checks on
     check steps only.
 
+    A check is its settings: its ``repr`` gives them (``CoordinateRangeCheck(key='pos',
+    max_width=1.1)``), so the run record keeps them, and two checks of the same settings are
+    equal.
+
     Args:
         key: Where the coordinates are (see above).
         max_width: Widest range of coordinates flagged: 1.1, a little above the unit cell's 1,
@@ -66,17 +72,22 @@ class CoordinateRangeCheck:
         True
         >>> CoordinateRangeCheck(key=0)((torch.rand(4, 3), "labels")).startswith("every")
         True
+        >>> CoordinateRangeCheck("frac_coords", max_width=1)
+        CoordinateRangeCheck(key='frac_coords', max_width=1.0)
     """
 
-    def __init__(self, key: str | int = "pos", max_width: float = 1.1) -> None:
+    key: str | int = "pos"
+    max_width: float = 1.1
+
+    def __post_init__(self) -> None:
+        max_width = self.max_width
         if (
             isinstance(max_width, bool)
             or not isinstance(max_width, (int, float))
             or not (0 < max_width < float("inf"))
         ):
             raise ValueError(f"max_width must be a positive number, got {max_width!r}")
-        self.key = key
-        self.max_width = float(max_width)
+        object.__setattr__(self, "max_width", float(max_width))  # frozen: set once, here
 
     @property
     def subject(self) -> str:

@@ -3,14 +3,19 @@
 :class:`RunStart` names every learnscope callback on a trainer with the arguments it was made
 with, so a dashboard can say what is attached before any data comes; :class:`RunEnd` says
 whether the run finished, was interrupted (Ctrl-C) or failed, and a failed run's exception
-(:class:`RunError`). Settings are kept as JSON values (:func:`json_setting`): functions and
-classes by their qualified name, other objects by their ``repr``.
+(:class:`RunError`). Settings are kept as readable, stable JSON values (:func:`json_setting`):
+functions and classes by their dotted name, other objects by their ``repr`` (with their own
+settings, such as ``CoordinateRangeCheck(key='pos', max_width=1.1)``) unless that is Python's
+default ``<... object at 0x...>``, which names a memory address: then by their class's dotted
+name.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +38,7 @@ Status = Literal["finished", "interrupted", "failed"]
 STATUSES = ("finished", "interrupted", "failed")
 MAX_TEXT = 200  # characters of a repr kept in the settings
 MAX_ERROR_TEXT = 2000  # characters of an exception's message kept in the record
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a memory address in a repr: not stable
 
 
 @dataclass(frozen=True)
@@ -231,10 +237,17 @@ class RunEnd:
 
 
 def json_setting(value: Any) -> Any:
-    """``value`` as JSON: functions and classes by qualified name, other objects by ``repr``.
+    """``value`` as a readable JSON value that is the same in every run of the same settings.
 
-    Lists, tuples and mappings with text keys are converted item by item; a ``repr`` longer
-    than 200 characters is cut.
+    * ``None``, booleans, integers, text and finite floats as they are (other floats by
+      ``repr``: ``'nan'``, ``'inf'``);
+    * lists, tuples and mappings with text keys item by item;
+    * functions, methods and classes by their dotted name (``module.qualname``); a
+      ``functools.partial`` by its function's and its arguments';
+    * any other object by its ``repr`` (a dataclass's gives its fields), unless that names a
+      memory address (Python's default ``<module.Class object at 0x...>``, or one that holds
+      such a repr): then by its class's dotted name. A ``repr`` longer than 200 characters is
+      cut.
 
     Example:
         >>> import math
@@ -242,6 +255,12 @@ def json_setting(value: Any) -> Any:
         {'fn': 'math.sqrt', 'stages': ['validate'], 'n': 3}
         >>> json_setting(lambda batch: batch)
         'learnscope.records.run.<lambda>'
+        >>> json_setting(functools.partial(math.pow, 2))
+        'functools.partial(math.pow, 2)'
+        >>> class Check:
+        ...     def __call__(self, batch): ...
+        >>> json_setting(Check())
+        'learnscope.records.run.Check'
     """
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -252,11 +271,28 @@ def json_setting(value: Any) -> Any:
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
         return {k: json_setting(v) for k, v in value.items()}
     if inspect.isroutine(value) or inspect.isclass(value):
-        module = getattr(value, "__module__", None)
-        name = getattr(value, "__qualname__", None) or getattr(value, "__name__", repr(value))
-        return f"{module}.{name}" if module else name
-    text = repr(value)
+        return _dotted_name(value)
+    if isinstance(value, functools.partial):
+        arguments = [json_setting(value.func)]
+        arguments += [repr(json_setting(v)) for v in value.args]
+        arguments += [f"{k}={json_setting(v)!r}" for k, v in value.keywords.items()]
+        text = f"functools.partial({', '.join(map(str, arguments))})"
+    else:
+        try:
+            text = repr(value)
+        except Exception:  # a broken __repr__: the class names it
+            text = ""
+        if not text or ADDRESS.search(text):
+            return _dotted_name(type(value))
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+def _dotted_name(value: Any) -> str:
+    """The ``module.qualname`` of a function or class (``qualname`` alone without a module)."""
+    module = getattr(value, "__module__", None)
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    name = name or type(value).__name__
+    return f"{module}.{name}" if module else name
 
 
 def call_settings(

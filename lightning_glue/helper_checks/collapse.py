@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -10,16 +11,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from learnscope.batch_axis import batch_first
 from learnscope.collapse_verdicts import CollapseThresholds, enough_rows
 from learnscope.embedding_buffer import EmbeddingRowBuffer
-from learnscope.embedding_layout import embedding_layout, keep_edges, row_mask
+from learnscope.embedding_layout import keep_edges, output_layout, row_mask, tokens_note
 from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import CheckScope, collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.lightning_glue.helper_checks.report import CheckReport
 from learnscope.tags import HEALTH
 from learnscope.user_functions import calling, describe
+
+log = logging.getLogger("learnscope")
 
 Guard = Callable[[str], contextlib.AbstractContextManager[Any]]
 
@@ -38,8 +40,9 @@ class CollapseCapture:
     (then :meth:`unfinished` hands out what there is). A step whose end went unseen drops what
     was captured. The rows are those
     :class:`~learnscope.lightning_glue.EmbeddingProjector` shows, by the same rule
-    (:mod:`learnscope.embedding_layout`); the first capture of a fit checks ``spatial`` and
-    ``mask_fn`` against the real output and raises on a mistake (outside ``guard``). With
+    (:mod:`learnscope.embedding_layout`); the first capture of a fit checks ``select``,
+    ``spatial`` and ``mask_fn`` against the real output and raises on a mistake (an output
+    that is not a tensor: :mod:`learnscope.module_output`), outside ``guard``. With
     ``edge_index_fn`` each row's graph comes from ``graph_index_fn``, else from a PyTorch
     Geometric batch (``batch.batch`` with one entry per row); otherwise a batch is one graph.
 
@@ -81,6 +84,7 @@ class CollapseCapture:
         self.edge_index_fn, self.graph_index_fn, self.ids_fn = edge_index_fn, graph_index_fn, ids_fn
         self.rows_per_dim, self.max_rows = rows_per_dim, max_rows
         self.module: str | None = None  # the embedding module's name, set at attach
+        self.layout_module: nn.Module | None = None  # whose layout its output has, at setup
         self._capture: EncoderCapture | None = None  # the module's shared forward hook
         self._guard: Guard | None = None  # the callback's guard of this check
         self._buffer: EmbeddingRowBuffer | None = None
@@ -180,19 +184,15 @@ class CollapseCapture:
             return
         guard = self._guard or (lambda record: contextlib.nullcontext())
         record = f"step {self._step}"
-        value: torch.Tensor | None = None
         rows: tuple[torch.Tensor, torch.Tensor | None] | None = None
-        done = False
-        with guard(record):
-            value = self._selected(captured)
-            if self._rows_checked:
-                rows = self._rows(value, captured)
-            done = True
-        if value is not None and not self._rows_checked:
-            rows = self._rows(value, captured)  # outside the guard: a wrong spatial or mask_fn
+        if not self._rows_checked:  # outside the guard: a wrong select, spatial or mask_fn
+            rows = self._rows(captured)
             self._rows_checked = True
+        else:
+            with guard(record):
+                rows = self._rows(captured)
+        done = False
         if rows is not None:
-            done = False
             with guard(record):
                 self._append(*rows)
                 self._append_graphs(*rows)
@@ -200,25 +200,21 @@ class CollapseCapture:
         if not done:  # the guard switched the check off
             self._collecting = False
 
-    def _selected(self, captured: CapturedOutput) -> torch.Tensor:
-        selected = captured.selected(self.select)
-        if not isinstance(selected, torch.Tensor) or selected.ndim < 2:
-            raise TypeError(
-                f"TrainingHelper: module {self.module!r} gave "
-                f"{type(selected).__name__} {tuple(getattr(selected, 'shape', ()))}, not a "
-                "tensor [rows, dim] or [batch, ..., dim]; pass select= to pick the embedding"
-            )
-        return selected
+    def _rows(self, captured: CapturedOutput) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The rows ``[R, D]`` of the embedding (the shared rule), and the mask of those kept.
 
-    def _rows(
-        self, value: torch.Tensor, captured: CapturedOutput
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The rows ``[R, D]`` of the embedding (the shared rule), and the mask of those kept."""
+        The first capture of a fit says, at info level, how a 3-D output read as tokens was
+        read (:func:`~learnscope.embedding_layout.tokens_note`).
+        """
         owner = f"TrainingHelper: module {self.module!r}"
-        module = captured.module if self.select is None else None
-        value = batch_first(value.detach(), self._batch, owner, module)
-        layout = embedding_layout(value, self.spatial, owner)
+        value = captured.embedding(self.select, "TrainingHelper", str(self.module))
+        module = self.layout_module if self.layout_module is not None else captured.module
+        module = module if self.select is None else None
+        layout = output_layout(value, self._batch, self.spatial, owner, module)
         keep = row_mask(self.mask_fn, self._batch, layout, owner)
+        note = None if self._rows_checked else tokens_note(layout, owner)
+        if note is not None:
+            log.info(note)
         return layout.rows.reshape(-1, layout.rows.shape[-1]), keep
 
     def _append(self, rows: torch.Tensor, keep: torch.Tensor | None) -> None:

@@ -18,7 +18,7 @@ from learnscope.health import (
 from learnscope.lightning_glue.helper_checks.modules import resolve_heads
 from learnscope.lightning_glue.helper_checks.report import CheckReport
 from learnscope.parameter_names import clean_parameter_name
-from learnscope.parameter_shards import parameter_shards
+from learnscope.parameter_shards import groups_under, parameter_shards
 from learnscope.records import Histogram
 from learnscope.tags import HEALTH
 
@@ -183,6 +183,7 @@ class GradientCheck:
         """
         step = trainer.global_step
         named = parameter_shards(model)
+        under = groups_under(named)  # the groups of the whole model, whichever optimizer steps
         if len(trainer.optimizers) > 1:  # each step sees its own optimizer's gradients only
             own = {id(p) for group in optimizer.param_groups for p in group["params"]}
             named = [shard for shard in named if id(shard.holder) in own]
@@ -197,7 +198,7 @@ class GradientCheck:
             check_nonfinite=check_nonfinite,
             check_small=check_small,
         )
-        scalars = health_scalars(stats, self.group_depth)
+        scalars = health_scalars(stats, self.group_depth, under)
         heads = [h for h in self.heads if _holds(stats.names, h)]
         if self.encoder is None or not _holds(stats.names, self.encoder):
             heads = []

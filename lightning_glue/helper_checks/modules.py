@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from torch import nn
 
+from learnscope.parameter_names import common_module
+
 log = logging.getLogger("learnscope")
 
 DEFAULT_EMBEDDING_MODULE = "encoder"
@@ -55,32 +57,67 @@ def resolve_encoder(model: nn.Module, name: str | None) -> str | None:
     raise _unknown(model, "embedding_module", name)
 
 
+def embedding_candidates(model: nn.Module) -> tuple[list[str], str]:
+    """The modules that could give the embedding: those with parameters, below any wrapper.
+
+    The model's top-level modules that hold parameters; when a single module holds every
+    parameter (a wrapper, such as ``self.model = Net()`` or SchNetPack's
+    ``AtomisticTask.model``), its sub-modules that hold parameters instead, again while one
+    holds them all (:func:`~learnscope.parameter_names.common_module`).
+
+    Returns:
+        The candidates' dotted names, and the wrapper module (``""`` for none).
+
+    Example:
+        >>> net = nn.ModuleDict({"representation": nn.Linear(2, 4), "output": nn.Linear(4, 1)})
+        >>> embedding_candidates(nn.ModuleDict({"model": net, "loss": nn.MSELoss()}))
+        (['model.representation', 'model.output'], 'model')
+    """
+    names = [name for name, parameter in model.named_parameters() if parameter.numel()]
+    wrapper = common_module(names)
+    holder = model.get_submodule(wrapper) if wrapper else model
+    prefix = f"{wrapper}." if wrapper else ""
+    found = [
+        prefix + name
+        for name, child in holder.named_children()
+        if next(child.parameters(), None) is not None
+    ]
+    if not found and wrapper:  # the wrapper is a single layer: it is the candidate
+        return [wrapper], ""
+    return found, wrapper
+
+
 def missing_encoder(model: nn.Module) -> str:
     """The warning for a model without the default ``encoder``: what is off, what to pass.
 
-    Names the model's top-level modules that hold parameters, and the argument to pass.
+    Names the modules that could give the embedding (:func:`embedding_candidates`) and what
+    that module's output must be, without guessing which one it is.
 
     Example:
         >>> model = nn.ModuleDict({"backbone": nn.Linear(2, 2), "head": nn.Linear(2, 1)})
-        >>> print(missing_encoder(model))  # doctest: +ELLIPSIS
+        >>> print(missing_encoder(model))
         learnscope: TrainingHelper: ModuleDict has no sub-module 'encoder', so the \
-embedding-collapse and head checks are off (no ~learnscope/health/collapse/... scalars); its \
-top-level modules are 'backbone', 'head': pass TrainingHelper(embedding_module='backbone') \
-(the module whose output is the embedding), or embedding_module=None to turn them off without \
-this warning
+embedding-collapse and head checks are off (no ~learnscope/health/collapse/... scalars). Pass \
+TrainingHelper(embedding_module=...) the module whose output is the embedding, a tensor \
+[batch, dim], [nodes, dim] or [batch, tokens, dim] (select= picks it out of a dict or tuple); \
+the modules with parameters are 'backbone', 'head' (or one inside them). Or pass \
+embedding_module=None to turn these checks off without this warning
     """
-    names = [n for n, child in model.named_children() if next(child.parameters(), None) is not None]
+    names, wrapper = embedding_candidates(model)
     what = (
         f"learnscope: TrainingHelper: {type(model).__name__} has no sub-module 'encoder', so the "
-        "embedding-collapse and head checks are off (no ~learnscope/health/collapse/... scalars); "
+        "embedding-collapse and head checks are off (no ~learnscope/health/collapse/... scalars)"
     )
     if not names:
-        return what + "it has no sub-module with parameters: pass embedding_module=None"
+        return what + "; it has no sub-module with parameters: pass embedding_module=None"
     listed = ", ".join(repr(name) for name in names)
+    inside = f", inside {wrapper!r}, which holds every parameter" if wrapper else ""
     return (
-        f"{what}its top-level modules are {listed}: pass "
-        f"TrainingHelper(embedding_module={names[0]!r}) (the module whose output is the "
-        "embedding), or embedding_module=None to turn them off without this warning"
+        f"{what}. Pass TrainingHelper(embedding_module=...) the module whose output is the "
+        "embedding, a tensor [batch, dim], [nodes, dim] or [batch, tokens, dim] (select= picks "
+        f"it out of a dict or tuple); the modules with parameters are {listed}{inside} (or one "
+        "inside them). Or pass embedding_module=None to turn these checks off without this "
+        "warning"
     )
 
 

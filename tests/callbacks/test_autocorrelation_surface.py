@@ -131,8 +131,9 @@ class ScaledClassifier(TinyClassifier):
 class GAN(pl.LightningModule):
     """Manual optimization: the generator's optimizer, then the discriminator's, every batch.
 
-    With ``shared_root``, both networks live under one module ``nets``, so at depth 1 one
-    module group spans the two optimizers.
+    With ``shared_root``, both networks live under one module ``nets``, beside the
+    discriminator's ``scale`` (so that ``nets`` does not hold every parameter, and groups are
+    not taken below it), so at depth 1 one module group spans the two optimizers.
     """
 
     def __init__(self, shared_root: bool = False, noise: int = 4, dim: int = 6) -> None:
@@ -143,12 +144,13 @@ class GAN(pl.LightningModule):
         discriminator = nn.Sequential(nn.Linear(dim, 16), nn.Tanh(), nn.Linear(16, 1))
         if shared_root:
             self.nets = nn.ModuleDict({"generator": generator, "discriminator": discriminator})
+            self.scale = nn.Linear(1, 1)
         else:
             self.generator, self.discriminator = generator, discriminator
 
     def networks(self) -> tuple[nn.Module, nn.Module]:
         if hasattr(self, "nets"):
-            return self.nets["generator"], self.nets["discriminator"]
+            return self.nets["generator"], nn.Sequential(self.nets["discriminator"], self.scale)
         return self.generator, self.discriminator
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
@@ -320,7 +322,7 @@ def test_a_group_split_over_two_optimizers_gets_distinct_names(tmp_path: Path) -
     _, truth = fit(tmp_path, lambda: GAN(shared_root=True), callback, loggers=[sink], max_steps=10)
     names = {name for name in sink.names() if name.startswith("learnscope/autocorrelation/")}
     groups = {name.split("/")[3] for name in names}
-    assert groups == {"nets-optimizer0", "nets-optimizer1"}
+    assert groups == {"nets-optimizer0", "nets-optimizer1", "scale"}
     generator, discriminator = truth.histories
     whole = SampledParameterHistory(GAN(shared_root=True).named_parameters(), max_elements=40)
     assert generator.slices + discriminator.slices == whole.slices

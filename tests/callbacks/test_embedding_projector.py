@@ -116,8 +116,11 @@ def test_non_tensor_output_needs_select(tmp_path: Path) -> None:
 
     model = PairModel()
     fit = trainer(tmp_path, False, [EmbeddingProjector("encoder")])
-    with pytest.raises(TypeError, match="gave a tuple, not a tensor; pass select="):
+    with pytest.raises(TypeError, match="gave a tuple with items") as raised:
         fit.fit(model, *loaders())
+    message = str(raised.value)
+    assert "[0] (a tensor of shape (16, 8)), [1] (a str 'extra'), not a tensor" in message
+    assert "Pass select=" in message and "select=lambda out: out[0]" in message
 
     projector = EmbeddingProjector("encoder", select=lambda out: out[0], metadata_fn=labels)
     trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="sel"), [projector], max_epochs=1).fit(

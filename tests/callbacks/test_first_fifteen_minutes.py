@@ -169,8 +169,10 @@ def test_missing_encoder_warns_once_with_the_names_to_use(
     run.validate(Backbone(), loaders()[1])
     (line,) = learnscope_lines(learnscope_log, logging.WARNING)
     assert "no sub-module 'encoder'" in line and "collapse" in line
-    assert "'backbone', 'head'" in line
-    assert "TrainingHelper(embedding_module='backbone')" in line
+    assert "the modules with parameters are 'backbone', 'head'" in line
+    assert "TrainingHelper(embedding_module=...)" in line and "embedding_module=None" in line
+    assert "[batch, dim], [nodes, dim] or [batch, tokens, dim]" in line
+    assert "embedding_module='backbone'" not in line  # no guess given as the answer
 
 
 def test_explicit_none_stays_quiet(
