@@ -123,9 +123,10 @@ export class ComparePanel {
     this.heading = el('h2');
     this.element.append(this.heading);
     this.element.append(el('div', { class: 'ls-hint', text: `Each dot is one input both saw; ` +
-      `B's view is turned onto A's (orthogonal Procrustes). Colour: of its ${data.k} nearest ` +
-      'neighbours in the full embedding, how many are the same in both (green all, red none). ' +
-      "It follows the step cursor and the page's projection menu." }));
+      `B's view is turned onto A's (orthogonal Procrustes). Coloured by neighbourhood overlap: ` +
+      `of its ${data.k} nearest neighbours in the full embedding, how many are the same in both ` +
+      "(green all, red none); or by A's metadata. It follows the step cursor and the page's " +
+      'projection menu.' }));
     for (const m of data.messages) this.element.append(el('div', { class: 'ls-msg', 'data-role': 'compare-message', text: m }));
     if (data.verdict) this.element.append(el('div', { class: 'ls-msg', 'data-role': 'compare-verdict', text: data.verdict }));
     for (const m of data.notes) this.element.append(el('div', { class: 'ls-hint', text: m }));
@@ -213,7 +214,8 @@ export class ComparePanel {
     }
     const d = this.data;
     const wanted = [d.a.steps, d.b.steps].map((steps) => steps[shownIndex(steps, step)]);
-    if (!this.ask || (wanted[0] === d.a.step && wanted[1] === d.b.step)) {
+    const missing = !d.a.steps.length || !d.b.steps.length; // a run without the tag: said once
+    if (!this.ask || missing || (wanted[0] === d.a.step && wanted[1] === d.b.step)) {
       this.showSteps();
       return;
     }
