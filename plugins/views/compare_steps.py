@@ -23,7 +23,8 @@ from typing import Any
 from learnscope.plugins.views.compare_runs import RunSnapshots, compare_runs, shown_step
 
 # The most bytes of comparisons (JSON) an exported page holds, shared by its tags: a page of
-# views is a few MB; 540 points (the demo) take 31 KB a step, 5,000 points about 0.3 MB.
+# views is a few MB; 540 points (the demo) take 31 KB a step, 5,000 points about 0.16 MB.
+# ``learnscope export --compare-mb`` sets it.
 COMPARE_PAGE_BYTES = 16 << 20
 
 

@@ -188,6 +188,30 @@ def test_a_page_holds_every_pair_it_can_or_evenly_spaced_ones_and_says_so(logdir
     assert evenly_spaced(5, 3) == [0, 2, 4] and evenly_spaced(5, 2) == [0, 4]
 
 
+def test_the_export_command_sets_how_much_the_page_holds(
+    logdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from learnscope.lightning_glue.cli import build_parser, main
+    from learnscope.plugins.views.compare_steps import COMPARE_PAGE_BYTES
+
+    argv = ["export", str(logdir), "--html", str(tmp_path / "p.html"), "--compare", "a", "b"]
+    assert build_parser().parse_args(argv).compare_mb * 2**20 == COMPARE_PAGE_BYTES
+    held = {}
+    for mb in ("16", "0"):
+        assert main([*argv, "--compare-mb", mb]) == 0
+        text = (tmp_path / "p.html").read_text("utf-8")
+        held[mb] = json.loads(text.split('id="learnscope-data">', 1)[1].split("</script>", 1)[0])
+    assert held["16"]["compare"]["keys"][KEY]["from"] == [10, 20, 25, 30, 40]
+    newest = held["0"]["compare"]["keys"][KEY]  # 0: the newest step only, said
+    assert newest["from"] == [40] and newest["note"].startswith(
+        "this page holds the comparison at 1 of the 5 pairs"
+    )
+    assert newest["held"] == held["16"]["compare"]["keys"][KEY]["held"][-1:]
+    capsys.readouterr()
+    assert main([*argv, "--compare-mb", "-1"]) == 2
+    assert "--compare-mb must be 0 or more, not -1.0" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------- in headless Chromium
 
 # What the page shows of the comparison: its state, the positions drawn, the frame, the texts.
