@@ -7,8 +7,12 @@
    ``TensorBoardWriter`` (run record and Projector tensors): the ``/compare`` route of a real
    ``tensorboard`` (first: the plugin reads both records, both newest tensors and computes; again:
    its kept answer), the learnscope tab opened and the comparison picked (time from the pick to
-   the panel drawn, and the whole page from navigation), and ``learnscope export --compare``
-   (time to write, the page's size, and from navigation to the panel drawn).
+   the panel drawn, and the whole page from navigation), the step cursor moved to another
+   snapshot (time to the comparison there drawn: one request to the route), and ``learnscope
+   export --compare`` (time to write, the page's size, and from navigation to the panel drawn),
+   the page holding the comparison at every step the cursor can show (as it does) beside one
+   holding the newest only (``compare_bytes=1``, the work an export did before it followed the
+   cursor), side by side.
 
 Usage: python benchmarks/compare_view.py [--points 5000] [--skip-20000]
 """
@@ -35,6 +39,7 @@ from tb_server import tensorboard  # noqa: E402
 from learnscope.lightning_glue.cli import main as learnscope  # noqa: E402
 from learnscope.neighbourhoods import neighbourhood_overlap  # noqa: E402
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter  # noqa: E402
+from learnscope.plugins.views.view_page import export_html  # noqa: E402
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
 
@@ -48,6 +53,20 @@ const done = arguments[arguments.length - 1];
 const v = window.learnscopeView, start = performance.now();
 v.openCompare(arguments[0], arguments[1]).then(
   (p) => done({ms: performance.now() - start, state: JSON.parse(JSON.stringify(p.state))}));
+"""
+
+
+# Move the step cursor (the scatter's slider) to the middle snapshot; ms until the comparison
+# there is drawn.
+_MOVE = """
+const done = arguments[arguments.length - 1];
+const v = window.learnscopeView, slider = document.querySelector('input[aria-label="step"]');
+const index = Math.floor(v.state.steps.length / 2), step = v.state.steps[index];
+const start = performance.now();
+slider.value = index; slider.dispatchEvent(new Event('input'));
+const wait = () => (v.compare.state.stepA === step && !v.compare.state.loading
+  ? done(performance.now() - start) : setTimeout(wait, 5));
+wait();
 """
 
 
@@ -118,6 +137,7 @@ def tab_figures(root: Path) -> dict[str, Any]:
         out["tab open"] = opened
         out["tab pick to drawn"] = picked["ms"] / 1000
         out["mean overlap"] = picked["state"]["meanOverlap"]
+        out["tab cursor moved to drawn (first request)"] = driver.execute_async_script(_MOVE) / 1000
         driver.switch_to.default_content()
     return out
 
@@ -138,6 +158,11 @@ def export_figures(root: Path) -> dict[str, Any]:
         while not driver.execute_script(ready):
             time.sleep(0.01)
         out["export page open"] = time.perf_counter() - start
+    newest = root.parent / "newest.html"
+    start = time.perf_counter()
+    export_html(root, newest, compare=("a", "b"), compare_bytes=1)
+    out["export write, the newest step only"] = time.perf_counter() - start
+    out["export bytes, the newest step only"] = newest.stat().st_size
     return out
 
 

@@ -17,9 +17,14 @@ It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debi
 * ``learnscope_umap.png``: the same, in the aligned UMAP view at the first and the last step,
   side by side (the clusters separating over training),
 * ``compare.png``: the learnscope tab comparing the last two demo runs, the newest (A) beside
-  the one before it (B), the point that differs most pinned. Two runs of one seed are identical
-  (the panel says so): run ``learnscope demo --seed 1`` and then ``learnscope demo``, so that the
-  newest run, which every other picture shows, is the default one.
+  the one before it (B), the step cursor moved to step 80 by the scatter's slider: the
+  comparison follows it (both sides at step 80), the point that differs most pinned;
+* ``compare_umap.png``: the same comparison once the page's projection menu picks UMAP and the
+  cursor is back at the last step, coloured by label (with the scatter's legend).
+
+Two runs of one seed are identical (the panel says so): run ``learnscope demo --seed 1`` and
+then ``learnscope demo``, so that the newest run, which every other picture shows, is the
+default one.
 
 The run is served under the name ``demo`` from a relative path, so no temporary folder shows in
 the sidebar.
@@ -323,17 +328,38 @@ def umap_steps(driver: Any, out: Path) -> None:
     joined.save(out / "learnscope_umap.png")
 
 
-# In the learnscope tab's iframe: once the comparison is drawn, pin the point that differs most.
+# In the learnscope tab's iframe: move the step cursor with the scatter's slider to snapshot
+# ``arguments[0]`` (-1: the last), pick projection ``arguments[1]`` in the page's menu and colour
+# the comparison by ``arguments[2]`` (-1: the neighbourhood overlap).
+_COMPARE_MOVE = """
+const [index, projection, colour] = arguments;
+const choose = (label, value) => {
+  const s = document.querySelector(`select[aria-label="${label}"]`);
+  s.value = value; s.dispatchEvent(new Event('change'));
+};
+choose('projection', projection);
+const slide = document.querySelector('input[aria-label="step"]');
+slide.value = index < 0 ? slide.max : index;
+slide.dispatchEvent(new Event('input'));
+choose('compare colour by', colour);
+"""
+
+# In the learnscope tab's iframe: once the comparison shows A's snapshot of step ``arguments[0]``,
+# pin the point that differs most; the top of the comparison's section, to scroll to.
 _COMPARE_SHOWN = """
 const p = window.learnscopeView && window.learnscopeView.compare;
-if (!p || !p.state.ready) return false;
+if (!p || !p.state.ready || p.state.loading || p.state.stepA !== arguments[0]) return false;
 if (p.data.differ.length) p.pin(p.data.differ[0].index);
 return true;
 """
 
 
 def compare_shot(logdir: Path, out: Path) -> None:
-    """Save ``compare.png``: the newest demo run (A) beside the one before it (B)."""
+    """Save ``compare.png`` and ``compare_umap.png``: the newest demo run beside the one before.
+
+    The newest (A) beside the one before it (B), following the step cursor (the scatter's
+    slider, shown below the comparison in ``compare.png``) and the projection menu.
+    """
     versions = sorted((logdir / "demo").glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
     if len(versions) < 2:
         raise SystemExit(f"compare.png needs two demo runs under {logdir}: run the demo twice")
@@ -344,28 +370,52 @@ def compare_shot(logdir: Path, out: Path) -> None:
         with tb_server.tensorboard(".", cwd=serve) as server, chromium(1440, 1000) as driver:
             server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 2)
             driver.get(f"{server.base}/#learnscope")
-
-            def opened() -> bool:  # in the tab's iframe, run A shown: pick B
+            wait_until(in_view_frame(driver), "the learnscope tab")
+            driver.execute_script(
+                "learnscopeView.loadRun(arguments[0]).then("
+                "() => learnscopeView.openCompare(arguments[1], 'encoder/validate'))",
+                a,
+                b,
+            )
+            wait_until(
+                lambda: driver.execute_script(
+                    "const p = window.learnscopeView.compare; return p && p.state.ready"
+                ),
+                "the comparison",
+            )
+            for name, (index, projection, colour, height) in (
+                ("compare", (3, "pca", -1, 1720)),  # tall: the scatter and its slider show too
+                ("compare_umap", (-1, "umap", 0, 1000)),
+            ):
                 driver.switch_to.default_content()
-                for frame in driver.execute_script(_DEEP_FIND_ALL, "iframe"):
-                    driver.switch_to.frame(frame)
-                    script = "return window.learnscopeView && learnscopeView.state.ready"
-                    if driver.execute_script(script):
-                        driver.execute_script(
-                            "learnscopeView.loadRun(arguments[0]).then("
-                            "() => learnscopeView.openCompare(arguments[1], 'encoder/validate'))",
-                            a,
-                            b,
-                        )
-                        return True
-                    driver.switch_to.default_content()
-                return False
+                driver.set_window_size(1440, height)
+                wait_until(in_view_frame(driver), "the tab's iframe")
+                driver.execute_script(_COMPARE_MOVE, index, projection, colour)
+                step = driver.execute_script("return learnscopeView.compare.cursor.step")
+                wait_until(
+                    lambda at=step: driver.execute_script(_COMPARE_SHOWN, at),
+                    f"the comparison at {step}",
+                )
+                time.sleep(1)
+                driver.switch_to.default_content()
+                driver.save_screenshot(str(out / f"{name}.png"))
 
-            wait_until(opened, "the learnscope tab")
-            wait_until(lambda: driver.execute_script(_COMPARE_SHOWN), "the comparison")
-            time.sleep(1)
+
+def in_view_frame(driver: Any) -> Callable[[], bool]:
+    """A check that switches the driver into the frame whose learnscope view is ready."""
+
+    def check() -> bool:
+        driver.switch_to.default_content()
+        for frame in driver.execute_script(_DEEP_FIND_ALL, "iframe"):
+            driver.switch_to.frame(frame)
+            if driver.execute_script(
+                "return !!(window.learnscopeView && learnscopeView.state.ready)"
+            ):
+                return True
             driver.switch_to.default_content()
-            driver.save_screenshot(str(out / "compare.png"))
+        return False
+
+    return check
 
 
 SHOTS = (

@@ -109,6 +109,16 @@ def build_parser() -> argparse.ArgumentParser:
         "stage, such as the demo's encoder/validate; RUN_A may be RUN_B, to compare two modules "
         "of one run",
     )
+    export.add_argument(
+        "--compare-mb",
+        type=float,
+        default=16.0,  # compare_steps.COMPARE_PAGE_BYTES in MB, written out (as --max-points)
+        metavar="MB",
+        help="with --compare: the most MB of comparisons the page holds, one at each step the "
+        "step cursor can show, so that the comparison follows it (evenly spaced steps beyond "
+        "that, said on the page); each is one comparison to compute; 0: the newest step only "
+        "(default: 16)",
+    )
     return parser
 
 
@@ -137,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         if args.tags and not args.compare:
             parser.error("--tags TAG_A TAG_B needs --compare RUN_A RUN_B")
-        return run_export_command(args.logdir, args.html, args.max_points, args.compare, args.tags)
+        return run_export_command(
+            args.logdir, args.html, args.max_points, args.compare, args.tags, args.compare_mb
+        )
     return run_demo_command(args.logdir, args.epochs, args.wandb, args.seed)
 
 
@@ -147,15 +159,18 @@ def run_export_command(
     max_points: int,
     compare: list[str] | None = None,
     tags: list[str] | None = None,
+    compare_mb: float = 16.0,
 ) -> int:
     """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
 
     ``LOGDIR`` is a local path or a URL (``s3://bucket/runs``). The runs that cannot be read
     are listed on standard error; the others are written, and those whose training failed are
     named on standard error too, one line each. With ``compare`` (two run names), the page also
-    compares them, on the two ``tags`` when given; 2 when one is not a run or a tag is not one
-    of its run's keys. A URL whose file-system package is missing (``gcsfs`` for ``gs://``), or
-    an object store that cannot be listed, is one line on standard error, and 1.
+    compares them, on the two ``tags`` when given, at the steps the step cursor can show (at
+    most ``compare_mb`` MB of comparisons; 0: the newest step only); 2 when one is not a run or
+    a tag is not one of its run's keys. A URL whose file-system package is missing (``gcsfs``
+    for ``gs://``), or an object store that cannot be listed, is one line on standard error,
+    and 1.
     """
     from learnscope.plugins.views.view_page import export_html
     from learnscope.storage import MissingFileSystem
@@ -165,10 +180,22 @@ def run_export_command(
             f"learnscope export: --max-points must be at least 1, not {max_points}", file=sys.stderr
         )
         return 2
+    if not compare_mb >= 0:  # NaN too
+        print(
+            f"learnscope export: --compare-mb must be 0 or more, not {compare_mb}", file=sys.stderr
+        )
+        return 2
     try:
         pair = (compare[0], compare[1]) if compare else None
         keys = (tags[0], tags[1]) if tags else None
-        export = export_html(logdir, html, max_points=max_points, compare=pair, tags=keys)
+        export = export_html(
+            logdir,
+            html,
+            max_points=max_points,
+            compare=pair,
+            tags=keys,
+            compare_bytes=round(compare_mb * 2**20),
+        )
     except (MissingFileSystem, OSError) as error:
         print(f"learnscope export: {error}", file=sys.stderr)
         return 1

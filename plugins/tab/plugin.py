@@ -13,10 +13,11 @@ imports the others by relative URL and fetches, relative to ``data/plugin/learns
   any data: :func:`learnscope.plugins.views.run_search.run_outcome`), so the tab opens the newest
   run that has data and marks the failed ones;
 * ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.views.run_view.RunView`);
-* ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&step_a=STEP&step_b=STEP]``: run A's ``key``
-  beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on the
-  points they share (:func:`learnscope.plugins.views.compare_runs.compare_runs`), the newest step of
-  each unless steps are given.
+* ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&at=STEP][&step_a=STEP&step_b=STEP]``: run A's
+  ``key`` beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on
+  the points they share (:func:`learnscope.plugins.views.compare_runs.compare_runs`): at the
+  step cursor ``at``, each run's newest snapshot at or before it; each run's newest without
+  it; a step given is that run's.
 
 The log directory is a local path or any fsspec URL (``tensorboard --logdir
 s3://bucket/runs``; ``gs://``, ``az://``, ...), read through a
@@ -271,8 +272,12 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         step_a: int | None = None,
         step_b: int | None = None,
         key_b: str | None = None,
+        at: int | None = None,
     ) -> dict[str, Any] | None:
         """Run ``a``'s ``key`` beside run ``b``'s ``key_b`` (``key`` by default), or ``None``.
+
+        At step cursor ``at``, each run's newest snapshot at or before it (see
+        :meth:`~learnscope.plugins.views.compare_runs.Comparisons.compare`).
 
         ``None`` when ``a`` or ``b`` is not one of :meth:`runs` (as for :meth:`view`); a record
         that cannot be read answers with a comparison that says why.
@@ -289,6 +294,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
                     step_a,
                     step_b,
                     key_b,
+                    at,
                 )
             except (OSError, ValueError) as error:
                 return comparison_error(a, b, key, str(error), key_b)
@@ -396,13 +402,15 @@ class LearnscopePlugin(base_plugin.TBPlugin):
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         a, b, key = (request.args.get(name, "") for name in ("a", "b", "key"))
         key_b = request.args.get("key_b") or None  # absent or empty: A's key
-        steps = [request.args.get(name) for name in ("step_a", "step_b")]
+        names = ("step_a", "step_b", "at")
+        steps = [request.args.get(name) for name in names]
         if not all(s is None or s.lstrip("-").isdigit() for s in steps):
-            message = {"error": f"steps {steps[0]!r} and {steps[1]!r} are not whole numbers"}
+            given = ", ".join(f"{n}={s!r}" for n, s in zip(names, steps, strict=True) if s)
+            message = {"error": f"steps are whole numbers, not {given}"}
             return _json(json.dumps(message).encode("utf-8"), status=400)
-        step_a, step_b = (None if s is None else int(s) for s in steps)
+        step_a, step_b, at = (None if s is None else int(s) for s in steps)
         try:
-            answer = self.compare(a, b, key, step_a, step_b, key_b)
+            answer = self.compare(a, b, key, step_a, step_b, key_b, at)
         except Exception as error:  # never a server error: the tab shows what went wrong
             log.exception("learnscope tab: comparing %r and %r failed", a, b)
             answer = comparison_error(a, b, key, f"{type(error).__name__}: {error}", key_b)

@@ -1,27 +1,33 @@
 """Two runs (or two tags) side by side on the points they share: aligned views and overlap.
 
 Two snapshots, one of key ``key`` (``encoder/validate``) in run A and one of ``key_b`` (the same
-key by default; ``pooler/validate``, say) in run B, the newest step of each by default, are
-compared on the ids they share (the record's point names; rows in order when neither has ids).
-A and B may be the same run, on two keys:
+key by default; ``pooler/validate``, say) in run B, are compared on the ids they share (the
+record's point names; rows in order when neither has ids): each run's newest step by default,
+or at the page's step cursor ``at``, each run's newest snapshot at or before it (its first when
+none is that early: :func:`shown_step`, the rule of every panel). A and B may be the same run,
+on two keys:
 
 * **Aligned views**: each snapshot's aligned PCA view (``xy``), centred on the shared points and
   in units of its spread, and B's rotated onto A's by orthogonal Procrustes (rotation or
   reflection only, no scaling), so that the two pictures can be read side by side; the same for
-  each further aligned view (``projections``: ``umap``) that both snapshots have.
+  each further aligned view (``projections``: ``umap``) that both snapshots have. The frame
+  of each view holds every point of both, with room to spare (no point is drawn on its edge).
 * **Neighbourhood overlap**: per shared point, ``|kNN_A ∩ kNN_B| / k`` of its ``k`` nearest
   neighbours (Euclidean, among the shared points) in each run's *full* embedding (the
   snapshot's ``tensor`` file), exact, computed a block of rows at a time so that memory stays
   bounded; its histogram (``k + 1`` bins) and the points whose neighbourhoods differ most (those
   that keep fewer than ``k``: fewest kept first, then those whose neighbours in A lie farthest
-  in B, by :func:`learnscope.neighbourhoods.neighbourhood_change`), with their metadata.
+  in B, by :func:`learnscope.neighbourhoods.neighbourhood_change`), with their metadata; and
+  the overlap that chance gives, ``k / (N - 1)`` of ``N`` points compared (``chance``: the
+  share two unrelated embeddings keep on average).
 * **Identical snapshots** are said so (``identical``, ``verdict``), and nothing is listed as
   differing: see :func:`identical`.
 
 At most ``max_points`` shared points are compared (20,000 by default), a fixed subsample by a
 hash of the id, said in the notes. The learnscope tab answers ``/compare`` with
-:func:`compare_runs`; ``learnscope export --compare A B`` embeds one comparison per shared key
-(or of one pair of keys, ``--tags KEY_A KEY_B``).
+:func:`compare_runs` (``at``: the step cursor); ``learnscope export --compare A B`` embeds
+the comparisons of each shared key (or of one pair of keys, ``--tags KEY_A KEY_B``) at the
+steps the cursor can show (``compare_steps.py``).
 Runs are read through their :class:`~learnscope.storage.RunFolder`, local or on an object
 store (``s3://...``), the tensor files under the checks of
 :func:`learnscope.plugins.views.sprite_files.read_run_file`.
@@ -130,6 +136,24 @@ class RunSnapshots:
         return sorted(self.entries.get(key, {}))
 
 
+def shown_step(steps: list[int], at: int | None) -> int | None:
+    """The step a panel shows at cursor step ``at``, of ascending ``steps``.
+
+    The newest at or before ``at``, else the first; the newest when ``at`` is ``None``;
+    ``None`` without steps. The rule of every panel of the views (``cursor.js``'s
+    ``shownIndex``).
+
+    Example:
+        >>> shown_step([20, 40, 60], 50), shown_step([20, 40, 60], 5), shown_step([20, 40], None)
+        (40, 20, 40)
+    """
+    if not steps:
+        return None
+    if at is None:
+        return steps[-1]
+    return max((s for s in steps if s <= at), default=steps[0])
+
+
 def compare_runs(
     a: RunSnapshots,
     b: RunSnapshots,
@@ -140,6 +164,7 @@ def compare_runs(
     max_points: int = MAX_COMPARED,
     key_b: str | None = None,
     refresh: bool = True,
+    at: int | None = None,
 ) -> dict[str, Any]:
     """Run ``a``'s ``key`` beside run ``b``'s ``key_b`` (refreshed first), as JSON-able data.
 
@@ -150,13 +175,15 @@ def compare_runs(
         a: Run A, whose view B is rotated onto.
         b: Run B (may be ``a``).
         key: A's snapshot key, such as ``encoder/validate``.
-        step_a: A's step; its newest by default.
-        step_b: B's step; its newest by default.
+        step_a: A's step; by default the one :func:`shown_step` picks at ``at``.
+        step_b: B's step; by default the one :func:`shown_step` picks at ``at``.
         k: The neighbours compared per point.
         max_points: The most shared points compared.
         key_b: B's snapshot key; ``key`` by default.
         refresh: Read what was added to the two records first (``False`` when the caller
             just did).
+        at: The step cursor's trainer step: each run's newest snapshot at or before it (its
+            first when none is); ``None``: each run's newest.
 
     Returns:
         ``format``, ``key`` (A's), ``k``, ``a`` and ``b`` (``run``, ``key``, ``keys`` (the
@@ -167,7 +194,8 @@ def compare_runs(
         five of each further aligned view both snapshots have, with its ``name`` and
         ``label``: ``umap``, ``UMAP``), ``overlap`` (per point,
         the neighbours in common, 0 to ``k``; ``None`` when not computed), ``histogram``
-        (points per count 0 to ``k``), ``mean_overlap``, ``differ`` (the points whose
+        (points per count 0 to ``k``), ``mean_overlap``, ``chance`` (the mean overlap of
+        unrelated embeddings, ``k / (compared - 1)``), ``differ`` (the points whose
         neighbourhoods differ most, of those that keep fewer than ``k``: ``index``, ``id``,
         ``overlap``, ``drift``, ``metadata``), ``identical`` (whether the compared snapshots
         are the same, by :func:`identical`), ``verdict`` (a sentence that says so, or
@@ -185,8 +213,9 @@ def compare_runs(
     snapshots = []
     for run, name, step, side in ((a, key, step_a, result["a"]), (b, key_b, step_b, result["b"])):
         steps = run.steps(name)
+        step = shown_step(steps, at) if step is None else step
         entry = _chosen(run, name, step)
-        side.update(step=steps[-1] if step is None and steps else step, steps=steps)
+        side.update(step=step, steps=steps)
         side["keys"] = run.keys()
         if not steps:
             result["messages"].append(missing_key(run, name))
@@ -255,6 +284,7 @@ def _empty(a: str, b: str, key: str, k: int, key_b: str) -> dict[str, Any]:
         "overlap": None,
         "histogram": None,
         "mean_overlap": None,
+        "chance": None,
         "differ": [],
         "identical": False,
         "verdict": None,
@@ -324,6 +354,7 @@ def _compare(
     result["overlap"] = overlap.tolist()
     result["histogram"] = np.bincount(overlap, minlength=k + 1).tolist()
     result["mean_overlap"] = rounded(float(overlap.mean()) / k, 6)
+    result["chance"] = rounded(k / (len(ids) - 1), 6)
     result["differ"] = most_different(overlap, ids, result["columns"], k=k, drift=drift)
     result["identical"] = identical(overlap, k, result["residual"])
     if result["identical"]:
@@ -426,7 +457,11 @@ def _aligned_views(
 
 
 def _aligned_pair(views: list[np.ndarray], rows: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
-    """One view of A and B on the shared ``rows``: B rotated onto A, in spreads, encoded."""
+    """One view of A and B on the shared ``rows``: B rotated onto A, in spreads, encoded.
+
+    The frame holds every point of both (:func:`~learnscope.scatter.frame_limits` of all of
+    them, with its room to spare), so that no point is drawn on the frame's edge.
+    """
     shared = []
     for xy, chosen in zip(views, rows, strict=True):
         if xy.ndim != 2 or xy.shape[1] != 2 or len(xy) <= int(chosen.max(initial=-1)):
@@ -437,7 +472,7 @@ def _aligned_pair(views: list[np.ndarray], rows: tuple[np.ndarray, np.ndarray]) 
     return {
         "xy_a": _encoded(shared[0]),
         "xy_b": _encoded(rotated),
-        "frame": list(frame_limits(np.vstack([shared[0], rotated]))),
+        "frame": list(frame_limits(np.vstack([shared[0], rotated]), keep=1.0)),
         "rotation": rotation.tolist(),
         "residual": rounded(float(np.sqrt(((shared[0] - rotated) ** 2).sum(1).mean())), 6),
     }
@@ -575,6 +610,7 @@ class Comparisons:
         step_a: int | None = None,
         step_b: int | None = None,
         key_b: str | None = None,
+        at: int | None = None,
     ) -> dict[str, Any]:
         """:func:`compare_runs` of runs ``a`` and ``b``, kept.
 
@@ -583,9 +619,10 @@ class Comparisons:
                 from ``source`` (see :class:`RunSnapshots`) when it is first kept.
             b: Run B, the same way.
             key: A's key.
-            step_a: A's step; its newest by default.
-            step_b: B's step; its newest by default.
+            step_a: A's step; by default the one :func:`shown_step` picks at ``at``.
+            step_b: B's step; by default the one :func:`shown_step` picks at ``at``.
             key_b: B's key; ``key`` by default.
+            at: The step cursor's trainer step (``None``: each run's newest snapshot).
 
         Raises:
             OSError: When a record cannot be read.
@@ -594,6 +631,10 @@ class Comparisons:
         run_a, run_b = self.run(*a), self.run(*b)
         run_a.refresh()
         run_b.refresh()
+        if step_a is None:
+            step_a = shown_step(run_a.steps(key), at)
+        if step_b is None:
+            step_b = shown_step(run_b.steps(key_b), at)
         entries = (_chosen(run_a, key, step_a), _chosen(run_b, key_b, step_b))
         keys = (run_a.keys(), run_b.keys())  # the answer lists them: a new key asks again
         question = (a[1], b[1], key, key_b, step_a, step_b)
@@ -612,20 +653,3 @@ class Comparisons:
 def _same(held: tuple, entries: tuple) -> bool:
     """Whether the kept snapshot entries are the very ones of now (not only equal)."""
     return all(x is y for x, y in zip(held, entries, strict=True))
-
-
-def compare_every_key(a: RunSnapshots, b: RunSnapshots) -> dict[str, dict[str, Any]]:
-    """The comparison of every key the two runs share (newest steps), by key.
-
-    Raises:
-        OSError: When a record cannot be read.
-
-    Example:
-        >>> import tempfile
-        >>> run = tempfile.mkdtemp()
-        >>> compare_every_key(RunSnapshots(run, "a"), RunSnapshots(run, "b"))
-        {}
-    """
-    a.refresh()
-    b.refresh()
-    return {key: compare_runs(a, b, key, refresh=False) for key in a.entries if key in b.entries}

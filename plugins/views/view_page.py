@@ -15,12 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.views.compare_runs import (
-    RunSnapshots,
-    compare_every_key,
-    compare_runs,
-    missing_key,
-)
+from learnscope.plugins.views.compare_runs import RunSnapshots, missing_key
+from learnscope.plugins.views.compare_steps import COMPARE_PAGE_BYTES, held_comparisons
 from learnscope.plugins.views.run_search import find_runs, folder_name, run_folder, run_of
 from learnscope.plugins.views.run_view import RunView
 from learnscope.plugins.views.view_modules import joined_source
@@ -97,7 +93,7 @@ def page_html(
         runs: ``(name, view)`` pairs, views as
             :func:`learnscope.plugins.views.run_view.read_view` returns them.
         title: The page title.
-        comparison: ``{"a", "b", "keys": {key: comparison}}`` (see
+        comparison: ``{"a", "b", "keys": {key: held comparisons}, "messages"}`` (see
             :func:`compare_pages`), or ``None``.
 
     Returns:
@@ -145,6 +141,7 @@ def export_html(
     sprites: bool = True,
     compare: tuple[str, str] | None = None,
     tags: tuple[str, str] | None = None,
+    compare_bytes: int = COMPARE_PAGE_BYTES,
 ) -> Export:
     """Write the view of every learnscope run under ``logdir`` as one page ``out``.
 
@@ -162,6 +159,8 @@ def export_html(
             holds their comparison on every key they share, and opens on it.
         tags: Keys ``(KEY_A, KEY_B)``: with ``compare``, A's ``KEY_A`` beside B's ``KEY_B``
             only (A and B may then be one run).
+        compare_bytes: The most bytes of comparisons the page holds (see
+            :func:`compare_pages`).
 
     Returns:
         The runs written, the runs left out, and the runs written that failed.
@@ -188,7 +187,8 @@ def export_html(
             failed.append((shown, str(error)))
     comparison = None
     if compare is not None and runs:
-        comparison = compare_pages(folders, [name for name, _ in runs], *compare, tags=tags)
+        written = [name for name, _ in runs]
+        comparison = compare_pages(folders, written, *compare, tags=tags, budget=compare_bytes)
     if runs:
         Path(out).write_text(page_html(runs, comparison=comparison), encoding="utf-8")
     failed_runs = [
@@ -210,11 +210,15 @@ def compare_pages(
     a: str,
     b: str,
     tags: tuple[str, str] | None = None,
+    budget: int = COMPARE_PAGE_BYTES,
 ) -> dict[str, Any]:
-    """``{"a", "b", "keys": {key: comparison}, "messages"}``: runs ``a`` and ``b`` compared.
+    """``{"a", "b", "keys": {key: held comparisons}, "messages"}``: runs ``a`` and ``b`` compared.
 
     Every key the two runs share, or with ``tags`` only A's ``tags[0]`` beside B's ``tags[1]``
-    (under the key ``tags[0]``; ``a`` and ``b`` may then be one run).
+    (under the key ``tags[0]``; ``a`` and ``b`` may then be one run). Each key holds the
+    comparison at every pair of snapshots the page's step cursor can show, within its share of
+    ``budget`` bytes (:func:`~learnscope.plugins.views.compare_steps.held_comparisons`), so
+    that the page's comparison follows the cursor as the tab's does.
 
     Args:
         folders: Each run's folder (a local path or a run folder), by the name the page shows.
@@ -222,6 +226,7 @@ def compare_pages(
         a: Run A.
         b: Run B.
         tags: A's key and B's key, or ``None`` for every shared key.
+        budget: The most bytes of comparisons (JSON), shared evenly by the keys.
 
     Raises:
         ValueError: When ``a`` or ``b`` is not one of ``written``, when it is one run without
@@ -241,13 +246,16 @@ def compare_pages(
     if a == b and (tags is None or tags[0] == tags[1]):
         raise ValueError(f"{a} is compared with itself: pick another run or two tags (--tags)")
     runs = RunSnapshots(folders[a], a), RunSnapshots(folders[b], b)
-    if tags is None:
-        keys = compare_every_key(*runs)
-        messages = [] if keys else [f"runs {a} and {b} have no snapshot key in common"]
-        return {"a": a, "b": b, "keys": keys, "messages": messages}
-    for run, tag in zip(runs, tags, strict=True):
+    for run in runs:
         run.refresh()
-        if tag not in run.entries:
-            raise ValueError(missing_key(run, tag))
-    keys = {tags[0]: compare_runs(*runs, tags[0], key_b=tags[1], refresh=False)}
-    return {"a": a, "b": b, "keys": keys, "messages": []}
+    if tags is None:
+        pairs = [(key, key) for key in runs[0].entries if key in runs[1].entries]
+    else:
+        for run, tag in zip(runs, tags, strict=True):
+            if tag not in run.entries:
+                raise ValueError(missing_key(run, tag))
+        pairs = [tags]
+    share = budget // max(1, len(pairs))
+    keys = {key: held_comparisons(*runs, key, key_b, share) for key, key_b in pairs}
+    messages = [] if keys else [f"runs {a} and {b} have no snapshot key in common"]
+    return {"a": a, "b": b, "keys": keys, "messages": messages}

@@ -321,10 +321,10 @@ def _page_data(page: Path) -> dict[str, Any]:
     return json.loads(found.group(1))
 
 
-def _expected(fitted: Path, key: str = KEY) -> dict[str, Any]:
-    """The comparison of the two fits, as JSON brings it back."""
+def _expected(fitted: Path, key: str = KEY, at: int | None = None) -> dict[str, Any]:
+    """The comparison of the two fits (at step cursor ``at``), as JSON brings it back."""
     a, b = (RunSnapshots(fitted / "fit" / v, f"fit/{v}") for v in ("version_0", "version_1"))
-    return json.loads(json.dumps(compare_runs(a, b, key)))
+    return json.loads(json.dumps(compare_runs(a, b, key, at=at)))
 
 
 def test_the_tab_route_answers_the_comparison_and_says_what_is_wrong(fitted: Path) -> None:
@@ -339,6 +339,11 @@ def test_the_tab_route_answers_the_comparison_and_says_what_is_wrong(fitted: Pat
         assert answer["overlap"] is not None and sum(answer["histogram"]) == 48
         chosen = server.json(route, a="fit/version_1", b="fit/version_0", key=KEY, step_a=6)
         assert (chosen["a"]["step"], chosen["b"]["step"]) == (6, 12)
+        for at, steps in ((6, (6, 6)), (11, (6, 6)), (2, (6, 6)), (12, (12, 12)), (99, (12, 12))):
+            cursor = server.json(route, a="fit/version_1", b="fit/version_0", key=KEY, at=at)
+            assert (cursor["a"]["step"], cursor["b"]["step"]) == steps, at  # as every panel
+        beside = server.json(route, a="fit/version_1", b="fit/version_0", key=KEY, at=6, step_b=12)
+        assert (beside["a"]["step"], beside["b"]["step"]) == (6, 12)  # a step given is kept
         few = server.json(route, a="few/a", b="few/b", key="enc")
         assert few["messages"] == [
             "runs few/a and few/b share 3 of 500/480 ids of key enc: need at least 11"
@@ -347,6 +352,7 @@ def test_the_tab_route_answers_the_comparison_and_says_what_is_wrong(fitted: Pat
             ({"a": "../fit/version_0", "b": "few/b", "key": "enc"}, 404),  # not under logdir
             ({"a": "nothing", "b": "few/b", "key": "enc"}, 404),
             ({"a": "few/a", "b": "few/b", "key": "enc", "step_a": "x"}, 400),
+            ({"a": "few/a", "b": "few/b", "key": "enc", "at": "1.5"}, 400),
         ):
             with pytest.raises(urllib.error.HTTPError) as error:
                 server.get(route, **params)
@@ -366,7 +372,12 @@ def test_the_export_holds_the_comparison_of_every_shared_key(fitted: Path, tmp_p
         "fit/version_1",
         [],
     )
-    assert list(compare["keys"]) == [KEY] and compare["keys"][KEY] == _expected(fitted)
+    assert list(compare["keys"]) == [KEY]
+    held = compare["keys"][KEY]  # every step the cursor can show: the page's comparison moves
+    assert (held["from"], held["pairs"], held["note"]) == ([6, 12], 2, None)
+    assert held["held"][-1] == _expected(fitted)
+    at_six = _expected(fitted, at=6)
+    assert (at_six["a"]["step"], at_six["b"]["step"]) == (6, 6) and held["held"][0] == at_six
     assert main([*argv[:3], str(tmp_path / "no.html"), "--compare", "fit/version_0", "x"]) == 2
     assert not (tmp_path / "no.html").exists()
 
@@ -401,7 +412,7 @@ def test_identical_snapshots_are_said_identical_in_the_route_and_the_export(
     )
     page = tmp_path / "twins.html"
     assert main(["export", str(twins), "--html", str(page), "--compare", "first", "second"]) == 0
-    assert _page_data(page)["compare"]["keys"][KEY] == answer
+    assert _page_data(page)["compare"]["keys"][KEY]["held"][-1] == answer
 
 
 # ------------------------------------------------------------------------------ in Chromium
@@ -530,11 +541,12 @@ def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browse
             picker = browser.find_element("css selector", "select[aria-label='compare with']")
             Select(picker).select_by_value("fit/version_0")
             _check_panel(browser, expected)
+            # A's step menu moves the page's step cursor: every panel and both sides follow
             Select(
                 browser.find_element("css selector", "select[aria-label='step A']")
             ).select_by_value("6")
             deadline = time.monotonic() + 60
-            while _compare_state(browser)["stepA"] != 6:
+            while (_compare_state(browser)["stepA"], _compare_state(browser)["stepB"]) != (6, 6):
                 assert time.monotonic() < deadline, "the comparison at step 6 never came"
                 time.sleep(0.2)
             at_six = server.json(
@@ -542,10 +554,14 @@ def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browse
                 a="fit/version_1",
                 b="fit/version_0",
                 key=KEY,
-                step_a=6,
-                step_b=12,
+                at=6,
             )
             assert _compare_state(browser)["histogram"] == at_six["histogram"]
+            cursor = browser.find_element("css selector", "[data-role=cursor-step]").text
+            assert (
+                cursor == "step 6"
+                and browser.execute_script("return learnscopeView.state.position") == 0
+            )
         finally:
             browser.switch_to.default_content()
 
@@ -568,7 +584,7 @@ def test_the_exported_comparison_shows_the_same_numbers(
     page = tmp_path / "compare.html"
     _open_export(browser, page, fitted, "fit/version_0", "fit/version_1")
     assert browser.execute_script("return learnscopeView.state.run") == "fit/version_0"
-    _check_panel(browser, _page_data(page)["compare"]["keys"][KEY])
+    _check_panel(browser, _page_data(page)["compare"]["keys"][KEY]["held"][-1])
     assert _expected(fitted)["histogram"] == _compare_state(browser)["histogram"]
 
     _two_runs_sharing(fitted / "few", shared=3, only_a=497, only_b=477)
@@ -588,7 +604,7 @@ def test_the_exported_page_says_identical_snapshots_are_identical(
     page = tmp_path / "twins.html"
     _open_export(browser, page, twins, "first", "second")
     state = _compare_state(browser)
-    verdict = _page_data(page)["compare"]["keys"][KEY]["verdict"]
+    verdict = _page_data(page)["compare"]["keys"][KEY]["held"][-1]["verdict"]
     assert state["identical"] is True and state["verdict"] == verdict and state["listed"] == []
     shown = browser.find_element("css selector", "[data-role=compare-verdict]").text
     assert shown == verdict
@@ -677,7 +693,8 @@ def test_the_export_with_tags_holds_that_pair_and_says_what_is_wrong(
     assert main([*argv, "--compare", TAGS_RUN, TAGS_RUN, "--tags", HIDDEN, KEY]) == 0
     compare = _page_data(page)["compare"]
     assert (compare["a"], compare["b"], compare["messages"]) == (TAGS_RUN, TAGS_RUN, [])
-    assert compare["keys"] == {HIDDEN: _expected_tags(two_tags)}
+    assert list(compare["keys"]) == [HIDDEN]
+    assert compare["keys"][HIDDEN]["held"][-1] == _expected_tags(two_tags)
     capsys.readouterr()
 
     with pytest.raises(SystemExit) as stop:
@@ -727,14 +744,16 @@ def test_the_with_tag_choice_and_the_exported_pair_show_the_routes_numbers(
             _check_panel(browser, expected)
             assert _select(browser, "compare with tag").first_selected_option.text == KEY
             heading = browser.find_element("css selector", "[data-role=compare] h2").text
-            assert heading == f"Compare {TAGS_RUN} {HIDDEN} (A) with {TAGS_RUN} {KEY} (B)"
+            assert heading == (
+                f"Compare {TAGS_RUN} {HIDDEN} (A) with {TAGS_RUN} {KEY} (B) (aligned PCA)"
+            )
         finally:
             browser.switch_to.default_content()
 
     # the exported page with --tags opens on that pair, with the route's numbers
     page = tmp_path / "tags.html"
     _open_export(browser, page, two_tags, TAGS_RUN, TAGS_RUN, "--tags", HIDDEN, KEY)
-    assert _page_data(page)["compare"]["keys"][HIDDEN] == expected
+    assert _page_data(page)["compare"]["keys"][HIDDEN]["held"][-1] == expected
     _check_panel(browser, expected)
     chosen = [
         _select(browser, label).first_selected_option.get_attribute("value")

@@ -170,7 +170,7 @@ def test_a_run_on_an_object_store_is_shown_with_its_files(memory_url: str, tmp_p
     assert base64.b64encode(PNG).decode() in html
     data = json.loads(html.split('id="learnscope-data">', 1)[1].split("</script>", 1)[0])
     assert [run["name"] for run in data["runs"]] == export.runs
-    compared = data["compare"]["keys"]["enc"]
+    compared = data["compare"]["keys"]["enc"]["held"][-1]
     assert compared["shared"] == 12 and compared["overlap"] == [10] * 12  # the tensors were read
     assert compared["messages"] == []
 

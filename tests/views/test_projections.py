@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -304,28 +305,50 @@ def check_switch(driver: Any, views: dict[int, tuple[np.ndarray, np.ndarray]]) -
     np.testing.assert_allclose(np.reshape(shown["pos"], (-1, 2)), screen(pca, PCA_FRAME), atol=0.3)
 
 
+def wait_for_comparison(driver: Any, step: int, timeout: float = 60.0) -> dict[str, Any]:
+    """The comparison's state once it shows A's snapshot of ``step`` (the tab asks its server)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = driver.execute_script(
+            "return JSON.parse(JSON.stringify(learnscopeView.compare.state))"
+        )
+        if state["stepA"] == step and not state["loading"]:
+            return state
+        assert time.monotonic() < deadline, f"the comparison never came to step {step}: {state}"
+        time.sleep(0.1)
+
+
 def check_compare(driver: Any, views: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
-    """Compare run ``run`` with ``other`` and switch the pictures to UMAP: A's drawn points are
-    its UMAP view in spreads (centred on the shared points), in the comparison's UMAP frame."""
+    """Compare run ``run`` with ``other`` and switch the page's projection menu to UMAP: the
+    comparison follows it (and the step cursor); A's drawn points are its UMAP view in spreads
+    (centred on the shared points), in the comparison's UMAP frame."""
     driver.execute_script("return learnscopeView.openCompare('other', arguments[0])", KEY)
     state = "return JSON.parse(JSON.stringify(learnscopeView.compare.state))"
     assert driver.execute_script(state)["projection"] == "pca"
-    assert driver.find_element("css selector", '[data-role="compare-projection"]').is_displayed()
+    shown = driver.find_element("css selector", '[data-role="compare-projection"]')
+    assert shown.is_displayed() and shown.text == "projection PCA"
+    assert not driver.find_elements("css selector", 'select[aria-label="compare projection"]')
     driver.execute_script("learnscopeView.compare.pin(5)")
-    driver.execute_script(_CHOOSE, "compare projection", "umap")
+    driver.execute_script(_CHOOSE, "projection", "umap")  # the page's one projection menu
     compared = driver.execute_script(state)
-    assert compared["projection"] == "umap" and compared["drawn"] == [POINTS, POINTS]
-    assert compared["pinned"] == 5
-    drawn, frame = driver.execute_script(
-        "const c = learnscopeView.compare; return [Array.from(c.positions[0]), c.frame]"
-    )
-    umap = in_spreads(views[30][1].astype(np.float64))
-    side = 400  # compare.js COMPARE_SIDE
-    x0, x1, y0, y1 = frame
-    scale = min(side / (x1 - x0), side / (y1 - y0))
-    left, top = (side - (x1 - x0) * scale) / 2, (side - (y1 - y0) * scale) / 2
-    expected = np.stack([left + (umap[:, 0] - x0) * scale, top + (y1 - umap[:, 1]) * scale], 1)
-    np.testing.assert_allclose(np.reshape(drawn, (-1, 2)), expected, atol=0.01)
+    assert compared["projection"] == compared["projectionAsked"] == "umap"
+    assert compared["drawn"] == [POINTS, POINTS] and compared["pinned"] == 5
+    assert driver.execute_script(_STATE)["projection"] == "umap"  # the scatter too
+    for step in (30, 20):  # the cursor's step: the comparison follows the slider
+        driver.execute_script(_SLIDE, STEPS.index(step))
+        compared = wait_for_comparison(driver, step)
+        assert (compared["stepB"], compared["projection"]) == (step, "umap")
+        drawn, frame = driver.execute_script(
+            "const c = learnscopeView.compare; return [Array.from(c.positions[0]), c.frame]"
+        )
+        umap = in_spreads(views[step][1].astype(np.float64))
+        side = 400  # compare.js COMPARE_SIDE
+        x0, x1, y0, y1 = frame
+        scale = min(side / (x1 - x0), side / (y1 - y0))
+        left, top = (side - (x1 - x0) * scale) / 2, (side - (y1 - y0) * scale) / 2
+        expected = np.stack([left + (umap[:, 0] - x0) * scale, top + (y1 - umap[:, 1]) * scale], 1)
+        np.testing.assert_allclose(np.reshape(drawn, (-1, 2)), expected, atol=0.01)
+        assert compared["pinned"] == 5  # the pinned point stays from step to step
 
 
 @pytest.mark.browser

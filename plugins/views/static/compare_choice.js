@@ -1,6 +1,6 @@
 // The comparison's choices in the view's header ("compare with" a run, its "tag", "with tag"
-// B's tag) and the comparison panel they open (compare.js), in a box of its own above the run's
-// panels.
+// B's tag) and the comparison panel they open (compare.js), in a box of its own under the step
+// cursor's line: it follows the run's step cursor and projection menu.
 
 import { ComparePanel } from './compare.js';
 import { el } from './dom.js';
@@ -24,12 +24,12 @@ export class CompareChooser {
     this.other = el('select', { 'aria-label': 'compare with', onchange: () => this.open() });
     this.key = el('select', { 'aria-label': 'compare tag', onchange: () => this.open() });
     this.keyB = el('select', { 'aria-label': 'compare with tag',
-      onchange: () => this.open(undefined, undefined, undefined, this.keyB.value) });
+      onchange: () => this.open(undefined, undefined, this.keyB.value) });
     this.box = el('div');
     this.panel = null;
     this.ticket = 0; // the newest comparison asked for; older answers are dropped
     this.runNames = [];
-    this.shown = { run: null, view: null }; // the run the view shows: A
+    this.shown = { run: null, view: null, cursor: null, projection: null }; // A: the run shown
   }
 
   /** The header's labels of the choices. */
@@ -46,29 +46,38 @@ export class CompareChooser {
   /** A message above the comparison. */
   say(text) { this.box.append(el('div', { class: 'ls-msg', text })); }
 
-  /** Fill the choices for ``run``, shown with ``view`` (no comparison open). */
-  showRun(run, view) {
-    this.shown = { run, view };
+  /**
+   * Fill the choices for ``run``, shown with ``view``, its step ``cursor`` and its
+   * ``projection`` choice, which a comparison follows (none is open).
+   */
+  showRun(run, view, cursor = null, projection = null) {
+    this.close();
+    this.shown = { run, view, cursor, projection };
     this.other.textContent = '';
     this.other.append(el('option', { value: '', text: '(none)' }),
       ...this.runNames.map((n) => el('option', { value: n, text: n === run ? `${n} (this run)` : n })));
     this.key.textContent = '';
     this.key.append(...view.embeddings.map((e) => el('option', { value: e.key, text: e.key })));
     setChoices(this.keyB, [], '');
-    this.panel = null;
     this.box.textContent = '';
+  }
+
+  /** Close the comparison shown, if any. */
+  close() {
+    if (this.panel) this.panel.close();
+    this.panel = null;
   }
 
   /**
    * Compare the run shown on ``key`` with run ``other`` on ``keyB`` (A's tag when not given),
-   * the header's run and tag by default; ``steps`` [A's, B's], the newest by default.
+   * the header's run and tag by default, at the step cursor, which it then follows.
    */
-  async open(other, key, steps, keyB) {
+  async open(other, key, keyB) {
     if (other !== undefined) this.other.value = other;
     if (key !== undefined) setChoices(this.key, [...this.key.options].map((o) => o.value), key);
     const b = this.other.value, chosen = this.key.value, tagB = keyB || chosen;
     const ticket = ++this.ticket;
-    this.panel = null;
+    this.close();
     this.box.textContent = '';
     if (!b || !chosen) {
       setChoices(this.keyB, [], '');
@@ -81,11 +90,13 @@ export class CompareChooser {
       return null;
     }
     this.box.textContent = 'Comparing…';
-    const data = await this.source.compare(this.shown.run, b, chosen, steps, tagB);
+    const run = this.shown.run, { cursor, projection } = this.shown;
+    const ask = (at) => this.source.compare(run, b, chosen, at, tagB);
+    const data = await ask(cursor ? cursor.step : null);
     if (ticket !== this.ticket) return null; // another comparison was asked for since
     setChoices(this.keyB, data.b.keys || [], data.b.key || tagB);
-    const chooseSteps = this.source.chooseSteps ? (sa, sb) => this.open(b, chosen, [sa, sb], tagB) : null;
-    const panel = new ComparePanel({ data, tip: this.tip, chooseSteps });
+    const panel = new ComparePanel({ data, tip: this.tip, cursor, projection, ask });
+    if (cursor && cursor.step != null) panel.follow(cursor.step); // moved while it was asked for
     this.box.textContent = '';
     this.box.append(panel.element);
     this.panel = panel;

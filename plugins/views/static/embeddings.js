@@ -1,8 +1,9 @@
 // The embedding-evolution panel: the scatter with its slider, play, trails, hover, pin, movers.
 
-import { OTHER_COLOUR, colourScheme, viridis } from './colours.js';
+import { colourScheme } from './colours.js';
 import { shownIndex } from './cursor.js';
-import { el, panelSection, setupCanvas } from './dom.js';
+import { el, panelSection } from './dom.js';
+import { showLegend } from './legend.js';
 import { prepareEmbedding } from './model.js';
 import { MoversList } from './movers.js';
 import { PointCard } from './point_card.js';
@@ -57,17 +58,19 @@ function askedRenderer() {
 /**
  * The embeddings of a view (prepared: frames decoded) in one section. It writes what it shows
  * into the shared ``state`` (key, points, steps, position, playing, frames, drawnPoints,
- * renderer, hovered, tooltip, pinned, colourBy, movers). It follows the step ``cursor`` (the
- * newest snapshot at or before its step, else the first) and moves it: its slider and play set
- * it to the snapshot's step. Its parts: the ``bar`` (ScatterBar), the picture (``scatter``, a
+ * renderer, hovered, tooltip, pinned, colourBy, legend, movers). It follows the step ``cursor``
+ * (the newest snapshot at or before its step, else the first) and moves it: its slider and play
+ * set it to the snapshot's step. Its projection menu is the page's: it sets ``projection`` (a
+ * ProjectionChoice, when given), which the comparison follows. Its parts: the ``bar`` (ScatterBar), the picture (``scatter``, a
  * ScatterCanvas: canvases, renderer, positions), the hovered and pinned point's ``card``
  * (PointCard), the movers.
  */
 export class EmbeddingPanel {
-  constructor({ view, embeddings, state, cursor, tip }) {
+  constructor({ view, embeddings, state, cursor, tip, projection = null }) {
     this.embeddings = embeddings;
     this.state = state;
     this.cursor = cursor;
+    this.projectionChoice = projection;
     this.element = panelSection(view, 'embeddings', {
       title: 'Embedding evolution (aligned PCA)', has: embeddings.length > 0,
       empty: 'No embedding snapshots with aligned PCA coordinates.',
@@ -169,6 +172,7 @@ export class EmbeddingPanel {
     this.current = e;
     this.projection = name;
     Object.assign(this.state, { projection: name, steps: e.steps, hovered: null });
+    if (this.projectionChoice) this.projectionChoice.set(name, this);
     this.bar.showSteps(e, name);
     this.movers.showSteps(e.steps, e.neighbours, before && before.map((step) => shownIndex(e.steps, step)));
     const n = e.ids.length;
@@ -188,20 +192,7 @@ export class EmbeddingPanel {
     const column = e.columns[index] || null;
     this.state.colourBy = column ? column.name : null;
     const scheme = colourScheme(column, e.ids.length);
-    this.legend.textContent = '';
-    this.legend.title = column ? `The colours: the values of ${column.name}` : '';
-    const swatch = (colour, name) => el('span', {}, [
-      el('span', { class: 'ls-swatch', style: `background:${colour}` }), name]);
-    if (scheme.categories) {
-      for (const c of scheme.categories) this.legend.append(swatch(c.colour, c.name));
-      if (scheme.others) this.legend.append(swatch(OTHER_COLOUR, 'other'));
-    } else if (scheme.range) {
-      const [lo, hi] = scheme.range;
-      const bar = el('canvas');
-      const ctx = setupCanvas(bar, 160, 10);
-      for (let i = 0; i < 160; i++) { ctx.fillStyle = viridis(i / 159); ctx.fillRect(i, 0, 1, 10); }
-      this.legend.append(el('span', {}, [`${lo.toPrecision(3)} `, bar, ` ${hi.toPrecision(3)}`]));
-    }
+    this.state.legend = showLegend(this.legend, column, scheme);
     this.scatter.setColours(scheme.bucket, scheme.colours);
     this.draw();
   }

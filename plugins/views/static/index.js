@@ -10,8 +10,10 @@
 // line above them: each panel shows its newest snapshot or analysis at or before the cursor's
 // step, and every control that picks a step moves the cursor; it opens on the run's newest
 // step (the last snapshot's or analysis's, whichever is later); "compare
-// with" opens a fourth above them (compare_choice.js, compare.js): the run's tag beside another
-// run's (or its own other) tag, "with tag" (the same tag by default), on the ids they share.
+// with" opens a fourth under the cursor's line (compare_choice.js, compare.js): the run's tag
+// beside another run's (or its own other) tag, "with tag" (the same tag by default), on the ids
+// they share, following the cursor and the embedding panel's projection menu, the page's one
+// (projection_choice.js).
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
 // mount() announces the view to the page that embeds it with a ``learnscope:mounted`` event on
@@ -26,6 +28,7 @@ import { el } from './dom.js';
 import { EmbeddingPanel } from './embeddings.js';
 import { FindingsPanel } from './findings.js';
 import { inlineSource, newestRun, prepareEmbedding, runList, serverSource } from './model.js';
+import { ProjectionChoice } from './projection_choice.js';
 import { styleElement } from './styles.js';
 
 const INLINE_DATA = 'learnscope-data';
@@ -49,7 +52,7 @@ export class LearnscopeView {
     this.body = el('div');
     this.tip = el('div', { class: 'ls-tip' });
     this.chooser = new CompareChooser({ source, tip: this.tip });
-    root.append(this.header, this.messages, this.chooser.box, this.body, this.tip);
+    root.append(this.header, this.messages, this.body, this.tip); // the chooser's box: in body
   }
 
   /** List the runs and open the newest. */
@@ -73,12 +76,12 @@ export class LearnscopeView {
     await this.loadRun(first);
     if (pair) {
       for (const m of pair.messages || []) this.chooser.say(m);
-      if (pair.key) await this.openCompare(pair.b, pair.key, undefined, pair.keyB);
+      if (pair.key) await this.openCompare(pair.b, pair.key, pair.keyB);
     }
   }
 
   /** Compare the run shown with another (see CompareChooser.open). */
-  openCompare(other, key, steps, keyB) { return this.chooser.open(other, key, steps, keyB); }
+  openCompare(other, key, keyB) { return this.chooser.open(other, key, keyB); }
 
   /** The comparison panel shown (its ``state`` for tests), or null. */
   get compare() { return this.chooser.panel; }
@@ -92,20 +95,22 @@ export class LearnscopeView {
     this.body.textContent = 'Loading…';
     const view = await this.source.view(run);
     this.view = view;
-    this.chooser.showRun(run, view);
+    const cursor = new StepCursor();
+    const projection = new ProjectionChoice();
+    this.chooser.showRun(run, view, cursor, projection);
     this.messages.textContent = '';
     for (const m of view.messages) this.messages.append(el('div', { class: 'ls-msg', text: m }));
     this.body.textContent = '';
-    const cursor = new StepCursor();
     const embeddings = view.embeddings.map(prepareEmbedding);
-    const panel = new EmbeddingPanel({ view, embeddings, state: this.state, cursor, tip: this.tip });
+    const panel = new EmbeddingPanel({ view, embeddings, state: this.state, cursor, tip: this.tip,
+      projection });
     this.embedding = embeddings.length ? panel : null;
     const acf = new AutocorrelationPanel({ view, cursor });
     const steps = (this.current ? this.current.steps : []).concat(acf.steps || []);
     const findings = new FindingsPanel({ view, cursor, steps });
     const all = steps.concat(view.findings.map((f) => f.step));
-    this.body.append(...(all.length ? [cursorLine(cursor)] : []), panel.element, acf.element,
-      findings.element);
+    this.body.append(...(all.length ? [cursorLine(cursor)] : []), this.chooser.box, panel.element,
+      acf.element, findings.element);
     cursor.set(all.length ? Math.max(...all) : null); // every panel at its newest
     this.state.readyMs = Math.round(performance.now()); // since this page (or iframe) started
     this.state.ready = true;

@@ -1,11 +1,17 @@
 // The data: where runs and their views come from, and the embeddings decoded for drawing.
 //
 // A source is {runs(): [{name, time, failed, has_data}], view(name): view,
-// compare(a, b, key, steps, keyB)} (keyB: B's tag, A's ``key`` when not given). In TensorBoard
-// it fetches the plugin's routes ./runs, ./view?run=... and ./compare?a=&b=&key=[&key_b=]
-// (relative to data/plugin/learnscope/); on a standalone page it reads the JSON script element
-// "learnscope-data", {"runs": [{"name", "view"}], "compare": {"a", "b", "keys", "messages"}},
-// the comparison being optional (learnscope export --compare [--tags]).
+// compare(a, b, key, at, keyB)} (at: the step cursor's step, each run then at its newest
+// snapshot at or before it, the newest without it; keyB: B's tag, A's ``key`` when not given).
+// In TensorBoard it fetches the plugin's routes ./runs, ./view?run=... and
+// ./compare?a=&b=&key=[&key_b=][&at=] (relative to data/plugin/learnscope/); on a standalone
+// page it reads the JSON script element "learnscope-data", {"runs": [{"name", "view"}],
+// "compare": {"a", "b", "keys": {key: {"held", "from", "pairs", "note"}}, "messages"}}, the
+// comparison being optional (learnscope export --compare [--tags]): per key the comparisons
+// the page holds, in cursor order, and the first cursor step that shows each
+// (learnscope.plugins.views.compare_steps).
+
+import { shownIndex } from './cursor.js';
 
 let HALF_TABLE = null;
 
@@ -91,11 +97,10 @@ export function serverSource() {
     runs: () => json('./runs'),
     view: (run) => json('./view?' + new URLSearchParams({ run })),
     pair: null, // no comparison to open first
-    chooseSteps: true,
-    compare: (a, b, key, steps, keyB) => {
+    compare: (a, b, key, at, keyB) => {
       const query = { a, b, key };
       if (keyB && keyB !== key) query.key_b = keyB;
-      if (steps) Object.assign(query, { step_a: steps[0], step_b: steps[1] });
+      if (at != null) query.at = at;
       return json('./compare?' + new URLSearchParams(query));
     },
   };
@@ -106,7 +111,7 @@ export function missingComparison(a, b, key, why, keyB = key) {
   const side = (run, tag) => ({ run, key: tag, keys: [], step: null, steps: [], points: 0 });
   return { format: 'learnscope-compare/1', key, k: 10, a: side(a, key), b: side(b, keyB), shared: 0,
     compared: 0, ids: [], xy_a: null, xy_b: null, frame: null, overlap: null, histogram: null,
-    mean_overlap: null, differ: [], columns: [], messages: [why], notes: [] };
+    mean_overlap: null, chance: null, differ: [], columns: [], messages: [why], notes: [] };
 }
 
 /** ``words`` as one command line for a POSIX shell, each word quoted when it needs to be, as
@@ -124,20 +129,20 @@ export function inlineSource(id) {
   const data = JSON.parse(element.textContent);
   const byName = new Map(data.runs.map((r) => [r.name, r.view]));
   const held = data.compare || null;
-  const comparisons = held ? Object.values(held.keys) : [];
-  const first = comparisons[0] || null;
-  const tagOf = (c, side) => (c[side] && c[side].key) || c.key; // pages before two tags: key
+  const comparisons = held ? Object.values(held.keys) : []; // per key: {held, from, pairs, note}
+  for (const c of comparisons) for (const one of c.held) one.held_note = c.note || null;
+  const first = comparisons.length ? comparisons[0].held[0] : null;
   return {
     runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0,
       failed: (r.view && r.view.failed) || null, has_data: !!(r.view && r.view.has_data) })),
     view: async (run) => byName.get(run),
-    pair: held && { a: held.a, b: held.b, key: first && tagOf(first, 'a'),
-      keyB: first && tagOf(first, 'b'), messages: held.messages },
-    chooseSteps: false,
-    compare: async (a, b, key, steps, keyB = key) => {
+    pair: held && { a: held.a, b: held.b, key: first && first.a.key, keyB: first && first.b.key,
+      messages: held.messages },
+    compare: async (a, b, key, at, keyB = key) => {
       const found = held && held.a === a && held.b === b &&
-        comparisons.find((c) => tagOf(c, 'a') === key && tagOf(c, 'b') === keyB);
-      if (found) return found;
+        comparisons.find((c) => c.held[0].a.key === key && c.held[0].b.key === keyB);
+      // at the cursor's step: the newest comparison held at or before it (its first else)
+      if (found) return found.held[at == null ? found.held.length - 1 : shownIndex(found.from, at)];
       const has = held ? `the comparison of ${held.a} with ${held.b}` : 'no comparison';
       const tags = keyB === key ? [] : ['--tags', key, keyB];
       const command = shellCommand('learnscope', 'export', 'LOGDIR', '--html', 'PAGE',
