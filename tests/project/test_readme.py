@@ -134,12 +134,15 @@ def test_the_plain_loop_writes_tensorboard_and_wandb(
     assert list((cwd / "wandb").glob("offline-run-*"))
 
 
-def test_the_findings_page_says_what_every_finding_code_means() -> None:
-    from learnscope.records import FINDING_CODES
+def test_the_findings_page_says_what_every_finding_code_means_and_what_to_try() -> None:
+    from learnscope.records import FINDING_ADVICE
 
     text = FINDINGS_PAGE.read_text()
-    rows = re.findall(r"^\| `([a-z-]+)`(?: \(info\))? \| .+ \| .+ \|$", text, re.M)
-    assert set(FINDING_CODES) <= set(rows), set(FINDING_CODES) - set(rows)
+    rows = re.findall(r"^\| `([a-z-]+)`(?: \(info\))? \| .+ \| (.+) \|$", text, re.M)
+    advice = dict(rows)
+    assert set(FINDING_ADVICE) <= set(advice), set(FINDING_ADVICE) - set(advice)
+    for code, said in FINDING_ADVICE.items():  # the page says what every finding says
+        assert advice[code] == said, code
 
 
 @pytest.mark.parametrize("page", USER_PAGES, ids=lambda page: page.name)
