@@ -42,8 +42,8 @@ COMMANDS = {  # name: (the line in the command list, the command's own descripti
         "every learnscope callback attached, and fill a TensorBoard log directory.",
     ),
     "export": (
-        "write the training-dynamics view of a log directory as one page that opens offline "
-        "(--html, --max-points, --compare, --tags)",
+        "write a log directory's training-dynamics view as one offline page (--html, "
+        "--max-points, --compare, --compare-mb, --tags)",
         "Write the learnscope view (embedding evolution, autocorrelation, findings) of every "
         "learnscope run under LOGDIR as one HTML page that opens from file:// offline.",
     ),

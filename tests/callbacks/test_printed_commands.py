@@ -80,10 +80,12 @@ def test_the_page_quotes_its_command_as_python_does(tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the page's shellCommand is not run")
-    shutil.copy(STATIC / "model.js", tmp_path / "model.mjs")  # an ES module wherever it lies
+    for module in STATIC.glob("*.js"):  # model.js and the modules it imports
+        shutil.copy(module, tmp_path / module.name)
+    (tmp_path / "package.json").write_text('{"type": "module"}', "utf-8")  # ES modules
     script = tmp_path / "quote.mjs"
     script.write_text(
-        "import { shellCommand } from './model.mjs';\n"
+        "import { shellCommand } from './model.js';\n"
         f"console.log(JSON.stringify(shellCommand('learnscope', ...{json.dumps(AWKWARD)})));\n",
         "utf-8",
     )

@@ -273,8 +273,12 @@ def test_given_slices_share_one_plan_between_histories() -> None:
     whole = SampledParameterHistory(named, elements_per_tensor=16, max_elements=100, seed=2)
     assert tuple(plan) == whole.slices
     encoder = [(n, p) for n, p in named if n.startswith("encoder.")]
-    part = SampledParameterHistory(encoder, slices=[s for s in plan if s.name.startswith("enc")])
+    slices = [s for s in plan if s.name.startswith("enc")]
+    # grouped as in the whole model, as OptimizerHistories passes it (groups_under)
+    part = SampledParameterHistory(encoder, slices=slices, groups_under="")
     assert part.group_names == ["encoder"] and part.parameter_names == tuple(n for n, _ in encoder)
+    alone = SampledParameterHistory(encoder, slices=slices)  # below the module holding them all
+    assert alone.group_names == ["encoder", "encoder.layers"]
     assert part.num_elements == sum(s.length for s in plan if s.name.startswith("encoder."))
     with pytest.raises(ValueError, match="'temperature', which is not a trainable parameter"):
         SampledParameterHistory(encoder, slices=plan)
