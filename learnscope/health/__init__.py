@@ -12,8 +12,10 @@ training_helper.TrainingHelper` calls it from Lightning.
   :func:`health_scalars` into per-group norms for the dashboards.
 * :class:`GradientRound` judges which parameters never get a gradient over a first round of
   every optimizer's step (with several optimizers each step sees its own parameters' gradients).
-* :class:`FindingLog` keeps one finding per (code, subject) for the findings table and says when
-  a finding is due a warning: at most once per ``warn_every_n_steps``, and unused parameters once.
+* :class:`FindingLog` keeps one finding per (code, subject) for the findings table, with its life
+  (first and last seen; no longer holding once a check whose :class:`CheckScope` covers it finds it
+  no more: :func:`gradient_scope` says what the gradient checks judged), and says when a finding
+  is due a warning: at most once per ``warn_every_n_steps``, and unused parameters once.
 * :class:`NonFiniteOutputTracer` names the first module whose output is not finite, with forward
   hooks armed for one step only (what ``torch.autograd.detect_anomaly`` does, without its cost on
   healthy steps).
