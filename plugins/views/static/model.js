@@ -1,6 +1,6 @@
 // The data: where runs and their views come from, and the embeddings decoded for drawing.
 //
-// A source is {runs(): [{name, time, failed, has_data}], view(name): view,
+// A source is {runs(): [{name, time, failed, has_data, ended}], view(name): view,
 // compare(a, b, key, steps, keyB)} (keyB: B's tag, A's ``key`` when not given). In TensorBoard
 // it fetches the plugin's routes ./runs, ./view?run=... and ./compare?a=&b=&key=[&key_b=]
 // (relative to data/plugin/learnscope/); on a standalone page it reads the JSON script element
@@ -129,7 +129,8 @@ export function inlineSource(id) {
   const tagOf = (c, side) => (c[side] && c[side].key) || c.key; // pages before two tags: key
   return {
     runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0,
-      failed: (r.view && r.view.failed) || null, has_data: !!(r.view && r.view.has_data) })),
+      failed: (r.view && r.view.failed) || null, has_data: !!(r.view && r.view.has_data),
+      ended: (r.view && r.view.ended) || null })),
     view: async (run) => byName.get(run),
     pair: held && { a: held.a, b: held.b, key: first && tagOf(first, 'a'),
       keyB: first && tagOf(first, 'b'), messages: held.messages },
