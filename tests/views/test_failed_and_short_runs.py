@@ -247,3 +247,26 @@ def test_a_run_that_failed_after_writing_data_counts_as_a_run_with_data(tmp_path
     }
     view = read_view(tb.log_dir)
     assert view["failed"] == "RuntimeError: out of memory" and view["has_data"] is True
+
+
+@needs_browser
+def test_the_wandb_page_of_a_stopped_run_says_where_it_stopped(
+    logdir: Path, browser: Any, tmp_path: Path
+) -> None:
+    """The W&B page is made from the record the W&B writer keeps, as the export's from its."""
+    from learnscope.plugins.wandb.view_page import wandb_view_html
+
+    page = tmp_path / "wandb.html"
+    page.write_text(wandb_view_html(logdir / "stopped" / "version_0", name="stopped"), "utf-8")
+    browser.get(page.as_uri())
+    assert ready_view_state(browser)["run"] == "stopped"
+    shown = _shown(browser)
+    assert shown["groups"] == [["stopped or failed", ["stopped"]]]
+    assert shown["options"] == [
+        [
+            "stopped",
+            "stopped (interrupted at step 4)",
+            "stopped: interrupted by Ctrl-C at step 4; what it wrote until then is shown",
+        ]
+    ]
+    assert shown["messages"][0] == STOPPED
