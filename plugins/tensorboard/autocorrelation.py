@@ -12,8 +12,11 @@
   Custom Scalars colours lines by run and tells the lines of one run apart only by marker
   shape, so a chart of several lines cannot be read without hovering. A chart's y range is
   its own line's (and band's), so TensorBoard's default "Ignore outliers in chart scaling"
-  does not cut one group's line to fit another's. One margin chart per category, because
-  TensorBoard's ``tf-dom-repeat`` shows the margin charts of a category in reverse order.
+  does not cut one group's line to fit another's (it still cuts the first and last of a few
+  points, and Smoothing 0.6 bends them: no setting of a writer's changes either, so the views
+  and ``docs/reading.md`` say to set Smoothing to 0 and untick it). One margin chart per
+  category, because TensorBoard's ``tf-dom-repeat`` shows the margin charts of a category in
+  reverse order.
   Charts are made from the scalars actually logged, so every chart's tags match logged
   scalars; the layout is merged with every other chart of the run
   (``TensorBoardWriter.add_charts``), and the charts of older versions are replaced.

@@ -124,11 +124,12 @@ const TAU = 'τ, the integrated autocorrelation time: about how many steps one i
   'are anti-correlated: each step partly undoes the last, typical of gradients. Shown once the ' +
   'history holds at least 50 τ steps.';
 
-// Where TensorBoard shows the same series, smoothed.
+// Where TensorBoard shows the same series, smoothed and with their ends cut by default.
 const SMOOTHING = "TensorBoard's Scalars, Time Series and Custom Scalars tabs show the same " +
-  'lag-1 medians and τ (~learnscope/autocorrelation/...) smoothed, Smoothing 0.6 by default, ' +
-  'which bends a series of a few analyses: set Smoothing to 0 there to read them as written ' +
-  '(the charts here are not smoothed).';
+  'lag-1 medians and τ (~learnscope/autocorrelation/...) with Smoothing 0.6 and "Ignore ' +
+  'outliers in chart scaling" on by default, which bend a series of a few analyses and cut ' +
+  'its first and last points: set Smoothing to 0 there and untick "Ignore outliers" to read ' +
+  'them as written (the charts here are neither smoothed nor cut).';
 
 /** A tau as the panel writes it: two significant digits, whole from 10 up (0.14, 3.2, 47). */
 function tauText(tau) {
