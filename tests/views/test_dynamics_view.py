@@ -617,7 +617,7 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
                 "time": 2_000.0,
                 "failed": None,
                 "has_data": True,
-                "ended": None,
+                "ended": {"step": 30, "status": "finished"},
             },
             {
                 "name": "demo/version_0",
