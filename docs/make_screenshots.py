@@ -11,7 +11,8 @@ It starts ``tensorboard`` on the demo's run, opens it in headless Chromium (Debi
 * ``scalars.png``: the Scalars tab,
 * ``projector.png``: the Projector tab with "Color by: label",
 * ``images.png``: the Images tab (the aligned PCA view and the ACF-against-lag pictures),
-* ``custom_scalars.png``: the Custom Scalars tab with "Ignore outliers in chart scaling" on,
+* ``custom_scalars.png``: the Custom Scalars tab with Smoothing at 0 and "Ignore outliers in
+  chart scaling" off, as docs/reading.md says to read learnscope's few-point series,
 * ``text.png``: the Text tab (the findings table),
 * ``learnscope_tab.png``: the learnscope tab, a point pinned and a heatmap cell selected,
 * ``learnscope_umap.png``: the same, in the aligned UMAP view at the first and the last step,
@@ -215,12 +216,17 @@ def images(driver: Any, base: str, out: Path) -> None:
 
 
 def custom_scalars(driver: Any, base: str, out: Path) -> None:
-    """Save the Custom Scalars tab with "Ignore outliers in chart scaling" on."""
-    driver.get(f"{base}/#custom_scalars")
+    """Save the Custom Scalars tab with Smoothing 0 and "Ignore outliers in chart scaling" off.
+
+    As docs/reading.md says to read learnscope's series of a few points: Smoothing 0 from the
+    page address (set later, the y range would stay the smoothed line's), the outliers kept so
+    that the first and last points stay on the chart.
+    """
+    driver.get(f"{base}/#custom_scalars&_smoothingWeight=0")
     dashboard = wait_until(
         lambda: deep(driver, "tf-custom-scalar-dashboard"), "the Custom Scalars dashboard"
     )
-    driver.execute_script("arguments[0]._ignoreYOutliers = true", dashboard)
+    driver.execute_script("arguments[0]._ignoreYOutliers = false", dashboard)
     wait_until(
         lambda: (
             "~learnscope/autocorrelation/params"

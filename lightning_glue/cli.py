@@ -164,13 +164,13 @@ def run_export_command(
     """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
 
     ``LOGDIR`` is a local path or a URL (``s3://bucket/runs``). The runs that cannot be read
-    are listed on standard error; the others are written, and those whose training failed are
-    named on standard error too, one line each. With ``compare`` (two run names), the page also
-    compares them, on the two ``tags`` when given, at the steps the step cursor can show (at
-    most ``compare_mb`` MB of comparisons; 0: the newest step only); 2 when one is not a run or
-    a tag is not one of its run's keys. A URL whose file-system package is missing (``gcsfs``
-    for ``gs://``), or an object store that cannot be listed, is one line on standard error,
-    and 1.
+    are listed on standard error; the others are written, and those whose training failed or
+    was interrupted (Ctrl-C) are named on standard error too, one line each, with the step.
+    With ``compare`` (two run names), the page also compares them, on the two ``tags`` when
+    given, at the steps the step cursor can show (at most ``compare_mb`` MB of comparisons; 0:
+    the newest step only); 2 when one is not a run or a tag is not one of its run's keys. A URL
+    whose file-system package is missing (``gcsfs`` for ``gs://``), or an object store that
+    cannot be listed, is one line on standard error, and 1.
     """
     from learnscope.plugins.views.view_page import export_html
     from learnscope.storage import MissingFileSystem
@@ -204,7 +204,7 @@ def run_export_command(
         return 2
     for name, why in export.failed:
         print(f"learnscope export: left out {name}: {why}", file=sys.stderr)
-    for name, how in export.failed_runs:
+    for name, how in [*export.failed_runs, *export.interrupted_runs]:
         print(f"learnscope export: {name} {how} (its page says so)", file=sys.stderr)
     if not export.runs:
         what = "no readable learnscope run" if export.failed else "no learnscope run"

@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -23,10 +24,17 @@ def free_port() -> int:
 
 
 class TensorBoardServer:
-    """HTTP access to a running TensorBoard."""
+    """HTTP access to a running TensorBoard, and what it logged (``log_file``, when known)."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, log_file: Path | None = None) -> None:
         self.base = base
+        self.log_file = log_file
+
+    def log(self) -> str:
+        """What the server wrote to standard error so far (its log: warnings, errors)."""
+        if self.log_file is None:
+            return ""
+        return self.log_file.read_text(encoding="utf-8", errors="replace")
 
     def get(self, path: str, **params: Any) -> bytes:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
@@ -71,10 +79,14 @@ def tensorboard(
 
     ``logdir`` is read from ``cwd`` when given (``logdir="."`` then shows no path in the page).
     ``learnscope=False`` starts TensorBoard without the learnscope tab (all its other plugins);
-    ``args`` are more command-line flags.
+    ``args`` are more command-line flags. What the server logs (standard error) is
+    :meth:`TensorBoardServer.log`.
     """
     port = free_port()
     start = ["-m", "tensorboard.main"] if learnscope else ["-c", _WITHOUT_LEARNSCOPE]
+    logs = tempfile.TemporaryDirectory(prefix="tensorboard-log-")
+    log_file = Path(logs.name) / "stderr.txt"
+    stderr = log_file.open("wb")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -91,14 +103,14 @@ def tensorboard(
         ],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
     )
     try:
-        server = TensorBoardServer(f"http://127.0.0.1:{port}")
+        server = TensorBoardServer(f"http://127.0.0.1:{port}", log_file)
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"tensorboard exited: {process.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"tensorboard exited: {server.log()[-2000:]}")
             try:
                 server.get("/data/plugins_listing")
                 break
@@ -114,3 +126,5 @@ def tensorboard(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        stderr.close()
+        logs.cleanup()

@@ -321,7 +321,8 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
     whose ACF lies inside cannot be told from noise. The legend lists the groups in their
     order, each with its integrated autocorrelation time (``τ``) when known, else its median
     lag-1 autocorrelation (``r₁``); a group whose elements all stayed constant is listed
-    as such, without a line.
+    as such, without a line. Where a ``τ`` is shown, a last entry says what it counts, and
+    what a ``τ`` below 1 means (:func:`tau_note`).
 
     Args:
         groups: The groups to draw, in legend order (usually one kind's, in module order).
@@ -346,7 +347,10 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
     if steps:
         known = f"T={steps[0]}" if len(steps) == 1 else f"T={steps[0]}..{steps[-1]}"
         band = f"white noise 95%\n±1.96/√T, {known}"
-    entries = [_legend_text(g) for g in groups] + ([band] if band else [])
+    note = tau_note(groups)
+    entries = (
+        [_legend_text(g) for g in groups] + ([band] if band else []) + ([note] if note else [])
+    )
     title_lines = _wrap(title, TITLE_FONT)
     top = _text_height(len(title_lines), TITLE_FONT) + 10
     ncols, legend_height = _legend_shape(entries, handle_em=2.1, fit_columns=2)
@@ -389,8 +393,47 @@ def acf_figure(groups: Sequence[GroupAutocorrelation], title: str = "") -> Figur
     ax.set_title(
         "\n".join(title_lines), fontsize=TITLE_FONT, color="black", x=_centre(ACF_LEFT, ACF_WIDTH)
     )
-    _legend_under(ax, legend_height + 8, height, ncols=ncols, handlelength=1.6, handletextpad=0.5)
+    handles, labels = ax.get_legend_handles_labels()
+    if note:  # text only: an empty handle
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], linestyle="", marker=""))
+        labels.append(note)
+    _legend_under(
+        ax,
+        legend_height + 8,
+        height,
+        handles=handles,
+        labels=labels,
+        ncols=ncols,
+        handlelength=1.6,
+        handletextpad=0.5,
+    )
     return figure
+
+
+def tau_note(groups: Sequence[GroupAutocorrelation]) -> str:
+    """What the legend says of ``τ`` when it shows one: what it counts, and what below 1 means.
+
+    ``τ``, the integrated autocorrelation time, is about how many steps one independent value
+    spans; below 1 (typical of gradients), successive values are anti-correlated. Nothing when
+    no group shows a ``τ``.
+
+    Example:
+        >>> g = GroupAutocorrelation("head", "grads", np.array([1.0, -0.4]), -0.4, -0.5, -0.3,
+        ...                          tau=0.4)
+        >>> print(tau_note([g]))
+        τ: steps per independent value;
+        τ < 1: each step partly undoes
+        the last (anti-correlated)
+    """
+    shown = [g.tau for g in groups if g.tau is not None and np.isfinite(g.mean_acf).any()]
+    if not shown:
+        return ""
+    note = "τ: steps per independent value"
+    if min(shown) < 1:
+        note += ";\nτ < 1: each step partly undoes\nthe last (anti-correlated)"
+    return note
 
 
 def acf_chart(groups: Sequence[GroupAutocorrelation], title: str = "") -> np.ndarray:

@@ -7,11 +7,13 @@ a learnscope run record. The tab is a few plain ES modules (``static/*.js``,
 imports the others by relative URL and fetches, relative to ``data/plugin/learnscope/``:
 
 * ``/index.js``, ``/model.js``, ...: the modules, each at its own route;
-* ``/runs``: the runs with a record, ``[{"name", "time", "failed", "has_data"}]`` sorted by
-  name (names relative to the log directory; ``time`` is when the run started; ``failed`` the
-  exception of a newest run that failed, else ``null``; ``has_data`` whether the record holds
-  any data: :func:`learnscope.plugins.views.run_search.run_outcome`), so the tab opens the newest
-  run that has data and marks the failed ones;
+* ``/runs``: the runs with a record, ``[{"name", "time", "failed", "has_data", "ended"}]``
+  sorted by name (names relative to the log directory; ``time`` is when the run started;
+  ``failed`` the exception of a newest run that failed, else ``null``; ``has_data`` whether the
+  record holds any data; ``ended`` the newest run's ``end`` entry, ``{"step", "status"}``, or
+  ``null`` while it has none: :func:`learnscope.plugins.views.run_search.run_outcome`), so the
+  tab opens the newest run that has data, marks the failed and interrupted ones, and lists them
+  apart from the others;
 * ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.views.run_view.RunView`);
 * ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&at=STEP][&step_a=STEP&step_b=STEP]``: run A's
   ``key`` beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on
@@ -56,6 +58,7 @@ from learnscope.plugins.views.run_view import RunView, error_view
 from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
 
 log = logging.getLogger("learnscope")
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]  # a WSGI application (PEP 3333)
 
 PLUGIN_NAME = "learnscope"
 DEFAULT_INTERVAL_S = 5.0  # between searches of the log directory (TensorBoard's reload_interval)
@@ -192,10 +195,15 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             thread.join(timeout_s)
 
     def get_plugin_apps(self) -> dict[str, Any]:
-        """The routes under ``data/plugin/learnscope/``: the modules, runs, view, compare."""
+        """The routes under ``data/plugin/learnscope/``: the modules, runs, view, compare.
+
+        Every route answers through :func:`secured`: each response passes TensorBoard's
+        security validator.
+        """
         modules = {f"/{name}": self._serve_module for name in view_modules.module_sources()}
         routes = {"/runs": self._serve_runs, "/view": self._serve_view}
-        return {**modules, **routes, "/compare": self._serve_compare}
+        apps = {**modules, **routes, "/compare": self._serve_compare}
+        return {route: secured(app) for route, app in apps.items()}
 
     def is_active(self) -> bool:
         """Whether the last search found a run record, or there is a problem to show.
@@ -223,15 +231,16 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         return self._searched.wait(timeout)
 
     def runs(self) -> list[dict[str, Any]]:
-        """The runs with a record, ``{"name", "time", "failed", "has_data"}``, by name.
+        """The runs with a record, ``{"name", "time", "failed", "has_data", "ended"}``, by name.
 
         As the last search found them (see the module's description).
         """
         runs, outcomes = self._runs, self._outcomes
         problem = self.problem
         if problem is not None:  # the one entry, whose view says why
-            return [{"name": self._problem_name, "time": 0.0, "failed": problem, "has_data": False}]
-        none = {"failed": None, "has_data": False}
+            problem_run = {"name": self._problem_name, "time": 0.0, "failed": problem}
+            return [{**problem_run, "has_data": False, "ended": None}]
+        none = {"failed": None, "has_data": False, "ended": None}
         return [{"name": n, "time": runs[n], **outcomes.get(n, none)} for n in sorted(runs)]
 
     @property
@@ -419,6 +428,40 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             message = {"error": f"no learnscope run named {missing!r}"}
             return _json(json.dumps(message).encode("utf-8"), status=404)
         return _json(json.dumps(answer, separators=(",", ":")).encode("utf-8"))
+
+
+def secured(app: WsgiApp) -> WsgiApp:
+    """``app`` with the headers TensorBoard's security validator asks of every response.
+
+    TensorBoard (``tensorboard/backend/security_validator.py``) warns, and from 3.0 refuses, a
+    response without ``X-Content-Type-Options: nosniff``, and an HTML response without a
+    ``Content-Security-Policy`` that has ``default-src``. The tab serves no HTML of its own (its
+    modules are JavaScript, its data JSON), but an error werkzeug answers for it is a page: it
+    gets ``default-src 'none'`` (it loads nothing). A header ``app`` set itself stays.
+
+    Example:
+        >>> from werkzeug.test import Client
+        >>> page = wrappers.Response("<p>hi</p>", content_type="text/html")
+        >>> headers = Client(secured(page)).get("/").headers
+        >>> headers["X-Content-Type-Options"], headers["Content-Security-Policy"]
+        ('nosniff', "default-src 'none'")
+    """
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            names = {name.lower(): value for name, value in headers}
+            added = []
+            if names.get("x-content-type-options") != "nosniff":
+                headers = [(n, v) for n, v in headers if n.lower() != "x-content-type-options"]
+                added.append(("X-Content-Type-Options", "nosniff"))
+            kind = names.get("content-type", "").split(";", 1)[0].strip().lower()
+            if kind == "text/html" and "content-security-policy" not in names:
+                added.append(("Content-Security-Policy", "default-src 'none'"))
+            return start_response(status, [*headers, *added], exc_info)
+
+        return app(environ, start)
+
+    return guarded
 
 
 def _json(data: bytes, status: int = 200) -> wrappers.Response:

@@ -7,12 +7,16 @@
   ``~learnscope/autocorrelation/{kind}/{group}``, in module order: a margin chart of the lag-1
   autocorrelation (the median over the sampled elements, with their inter-quartile band; the
   median alone when the quartiles are not logged) and, once one has been logged, a chart of
-  the group's integrated autocorrelation time tau.
+  the group's integrated autocorrelation time tau, titled with what it counts and what a value
+  below 1 means.
   Custom Scalars colours lines by run and tells the lines of one run apart only by marker
   shape, so a chart of several lines cannot be read without hovering. A chart's y range is
   its own line's (and band's), so TensorBoard's default "Ignore outliers in chart scaling"
-  does not cut one group's line to fit another's. One margin chart per category, because
-  TensorBoard's ``tf-dom-repeat`` shows the margin charts of a category in reverse order.
+  does not cut one group's line to fit another's (it still cuts the first and last of a few
+  points, and Smoothing 0.6 bends them: no setting of a writer's changes either, so the views
+  and ``docs/reading.md`` say to set Smoothing to 0 and untick it). One margin chart per
+  category, because TensorBoard's ``tf-dom-repeat`` shows the margin charts of a category in
+  reverse order.
   Charts are made from the scalars actually logged, so every chart's tags match logged
   scalars; the layout is merged with every other chart of the run
   (``TensorBoardWriter.add_charts``), and the charts of older versions are replaced.
@@ -32,6 +36,10 @@ from learnscope.tags import AUTOCORRELATION, ROOT
 
 if TYPE_CHECKING:
     from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+
+# The title of a group's tau chart: what tau counts, and what a value below 1 means (successive
+# values anti-correlated: each step partly undoes the last, typical of gradients).
+TAU_TITLE = "tau, steps per independent value (below 1: anti-correlated)"
 
 
 def autocorrelation_charts(
@@ -63,8 +71,8 @@ def autocorrelation_charts(
         ...         print(f"{category} | {title} | {kind} {len(tags)}")
         autocorrelation/grads/head | head grads: lag-1 autocorrelation, median and quartiles \
 | Margin 3
-        autocorrelation/grads/head | head grads: integrated autocorrelation time tau (steps) \
-| Multiline 1
+        autocorrelation/grads/head | head grads: tau, steps per independent value (below 1: \
+anti-correlated) | Multiline 1
     """
     charts: dict[str, dict[str, Chart]] = {}
     for group in summary.groups:
@@ -78,7 +86,7 @@ def autocorrelation_charts(
             category[f"{name}: lag-1 autocorrelation, median"] = multiline(band[:1])
         if f"{base}/tau" in scalars:
             tau = multiline([f"{base}/tau"])
-            category[f"{name}: integrated autocorrelation time tau (steps)"] = tau
+            category[f"{name}: {TAU_TITLE}"] = tau
         if category:
             charts[base.removeprefix(f"{ROOT}/")] = category
     return charts

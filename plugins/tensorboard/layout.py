@@ -49,6 +49,10 @@ RETIRED_CHARTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
             r"|integrated autocorrelation time \(steps\)"
         ),
     ),
+    (  # a group's tau chart, before its title said what tau counts (issue 37)
+        re.compile(r"autocorrelation/[^/]+/[^/]+"),
+        re.compile(r".+: integrated autocorrelation time tau \(steps\)"),
+    ),
 )
 MAX_LAYOUT_BYTES = 16 << 20  # a larger layout file is damage, not a layout
 

@@ -109,12 +109,25 @@ def rounded(value: Any, digits: int = 4) -> float | None:
 
 
 def finding_row(row: Any) -> dict[str, Any]:
-    """A row of a findings table, checked: code, subject, message, step, severity.
+    """A row of a findings table, checked: what was found, when, and what to try.
+
+    ``code``, ``subject``, ``message`` and ``severity`` are text; ``step`` (when it was last
+    seen) a whole number; ``first_step`` (when it was first seen) a whole number no larger than
+    ``step``; ``resolved_step`` (the first check at which it was no longer found) ``None``
+    while it still holds, else a whole number larger than ``step``; ``advice`` (what to try)
+    text. A row written before these came (issue 37) has none of the last three: it was first
+    seen at its step, still holds, and has no advice (``""``).
 
     Example:
-        >>> finding_row({"severity": "warning", "code": "c", "subject": "s", "message": "m",
-        ...              "step": 3})["step"]
-        3
+        >>> row = finding_row({"severity": "warning", "code": "c", "subject": "s",
+        ...                    "message": "m", "step": 3})
+        >>> row["first_step"], row["resolved_step"], row["advice"]
+        (3, None, '')
+        >>> try:
+        ...     finding_row({**row, "first_step": 0, "resolved_step": 2})
+        ... except DamagedEntry as error:
+        ...     print(error)
+        a row of its table has resolved_step 2, not after its step 3
     """
     if not isinstance(row, Mapping):
         raise DamagedEntry("a row of its table is not an object")
@@ -123,16 +136,36 @@ def finding_row(row: Any) -> dict[str, Any]:
         if not isinstance(row.get(name), str):
             raise DamagedEntry(f"a row of its table has no text {name!r}")
         out[name] = row[name]
-    step = row.get("step")
-    if not isinstance(step, int) or isinstance(step, bool):
-        raise DamagedEntry(f"a row of its table has step {step!r}, not a whole number")
+    step = _row_step(row, "step")
+    first = _row_step(row, "first_step") if row.get("first_step") is not None else step
+    resolved = _row_step(row, "resolved_step") if row.get("resolved_step") is not None else None
+    if first > step:
+        raise DamagedEntry(f"a row of its table has first_step {first}, after its step {step}")
+    if resolved is not None and resolved <= step:
+        raise DamagedEntry(
+            f"a row of its table has resolved_step {resolved}, not after its step {step}"
+        )
+    advice = row.get("advice")
+    if advice is not None and not isinstance(advice, str):
+        raise DamagedEntry(f"a row of its table has advice {advice!r}, not text")
     return {
         "code": out["code"],
         "subject": out["subject"],
         "message": out["message"],
         "step": step,
         "severity": out["severity"],
+        "first_step": first,
+        "resolved_step": resolved,
+        "advice": advice or "",
     }
+
+
+def _row_step(row: Mapping[str, Any], name: str) -> int:
+    """The step ``name`` of a findings row, a whole number."""
+    value = row.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DamagedEntry(f"a row of its table has {name} {value!r}, not a whole number")
+    return value
 
 
 def typed_column(column: Any, points: int, rows: Sequence[int] | np.ndarray) -> dict[str, Any]:

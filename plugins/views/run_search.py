@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from learnscope.plugins.views.record_checks import is_number
+from learnscope.plugins.views.record_checks import DamagedEntry, is_number
 from learnscope.plugins.views.run_status import RunEntries, error_text
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
 from learnscope.storage import LocalFolder, RunFolder, UnreadableFile, open_run_folder
@@ -199,13 +199,15 @@ def run_started(run_dir: str | Path | RunFolder) -> float:
 
 
 def run_outcome(run_dir: str | Path | RunFolder) -> dict[str, Any]:
-    """Whether the record's newest run failed, and whether the record holds any data.
+    """How the record's newest run ended, whether it failed, and whether the record holds data.
 
     Read from the record's last 64 KiB (an object store's last segments, whole):
     ``failed`` is the exception (``type: message``) of the newest run's ``end`` entry when it
     says ``failed``, else ``None``; ``has_data`` is whether there is a snapshot, an
     autocorrelation analysis or a findings table with rows (a longer record always holds
-    some). An unreadable record has neither.
+    some); ``ended`` is the newest run's ``end`` entry, ``{"step", "status"}`` (``finished``,
+    ``interrupted`` or ``failed``), or ``None`` while it has none (the run goes on, or its
+    process was killed). An unreadable record has none of them.
 
     Example:
         >>> import tempfile
@@ -215,14 +217,15 @@ def run_outcome(run_dir: str | Path | RunFolder) -> dict[str, Any]:
         ...     {"kind": "end", "step": 0, "status": "failed",
         ...      "error": {"type": "ValueError", "message": "no such module"}}])
         >>> run_outcome(run)
-        {'failed': 'ValueError: no such module', 'has_data': False}
+        {'failed': 'ValueError: no such module', 'has_data': False, \
+'ended': {'step': 0, 'status': 'failed'}}
     """
     try:
         tail = run_folder(run_dir).record_tail(_TAIL_BYTES + 1)
     except OSError:
         tail = None
     if tail is None:
-        return {"failed": None, "has_data": False}
+        return {"failed": None, "has_data": False, "ended": None}
     lines = tail.split(b"\n")
     longer = len(tail) > _TAIL_BYTES  # more than 64 KiB: data, and the first line is cut
     if longer:
@@ -240,9 +243,14 @@ def run_outcome(run_dir: str | Path | RunFolder) -> dict[str, Any]:
         if kind == "run":
             newest.ended = None  # a newer run: the end read so far was an older run's
         elif kind == "end":
-            newest.fold_end(entry)
+            try:
+                newest.fold_end(entry)
+            except DamagedEntry:  # a step that is no whole number: the view names it
+                continue
         elif kind in _DATA_KINDS or (kind == "findings" and entry.get("rows")):
             has_data = True
-    ended = newest.ended if newest.failure() is not None else None
-    failed = error_text(ended) if ended is not None else None
-    return {"failed": failed, "has_data": has_data}
+    failed = error_text(newest.ended) if newest.failure() is not None else None
+    ended = None
+    if newest.ended is not None:
+        ended = {"step": newest.ended["step"], "status": newest.ended["status"]}
+    return {"failed": failed, "has_data": has_data, "ended": ended}

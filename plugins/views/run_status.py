@@ -3,8 +3,10 @@
 The callbacks attached come from the ``run`` entries, so a section with nothing yet says
 "waiting for ..." while the run goes on, why it is empty once the run ended (the setting that
 left it empty and the value that would fill it, from the callback's settings in the ``run``
-entry and the ``end`` entry's step; or that the run failed, with its exception), and "attach
-..." only when no ``run`` entry lists the callback that fills it. The end-of-fit line says the
+entry and the ``end`` entry's step; or that the run failed, with its exception, or was
+interrupted), and "attach ..." only when no ``run`` entry lists the callback that fills it. How
+a run that did not finish ended is said in the same words by every view and by ``learnscope
+export`` (:func:`ending_text`). The end-of-fit line says the
 same (:func:`analysis_missing`). Nothing here imports torch.
 """
 
@@ -87,6 +89,19 @@ class RunEntries:
             return None
         return f"the run failed at step {self.ended['step']}: {error_text(self.ended)}"
 
+    def interruption(self) -> str | None:
+        """How the newest run was interrupted (Ctrl-C), and at which step; ``None`` otherwise.
+
+        Example:
+            >>> run = RunEntries()
+            >>> run.fold_end({"kind": "end", "step": 252, "status": "interrupted"})
+            >>> run.interruption()
+            'the run was interrupted by Ctrl-C at step 252: what it wrote until then is shown'
+        """
+        if self.ended is None or self.ended["status"] != "interrupted":
+            return None
+        return f"the run was {ending_text(self.ended)}: what it wrote until then is shown"
+
     def charted_lags(self) -> list[int]:
         """The lags ``ModelAutocorrelation`` was made with (its ``run`` settings), else 1..50."""
         settings = self.callbacks.get(AUTOCORRELATION)
@@ -110,6 +125,32 @@ def end_error(error: Any) -> dict[str, str]:
         if isinstance(kind, str) and kind:
             return {"type": kind, "message": message if isinstance(message, str) else ""}
     return {"type": "unknown exception", "message": "the record does not say which"}
+
+
+def ending_text(ended: Mapping[str, Any] | None) -> str | None:
+    """How a run that did not finish ended, and at which step; ``None`` for a finished run.
+
+    The words every view and ``learnscope export`` use: ``failed at step S: type: message``
+    for a failed run, ``interrupted by Ctrl-C at step S`` for one stopped with
+    ``KeyboardInterrupt``. ``None`` too for a run with no ``end`` entry (it is still going on,
+    or its process was killed).
+
+    Example:
+        >>> ending_text({"step": 7, "status": "interrupted"})
+        'interrupted by Ctrl-C at step 7'
+        >>> ending_text({"step": 0, "status": "failed", "error": {"type": "OSError",
+        ...     "message": "disk full"}})
+        'failed at step 0: OSError: disk full'
+        >>> ending_text({"step": 9, "status": "finished"}) is None, ending_text(None) is None
+        (True, True)
+    """
+    if ended is None:
+        return None
+    if ended.get("status") == "failed":
+        return f"failed at step {ended.get('step')}: {error_text(ended)}"
+    if ended.get("status") == "interrupted":
+        return f"interrupted by Ctrl-C at step {ended.get('step')}"
+    return None
 
 
 def error_text(ended: Mapping[str, Any]) -> str:
@@ -147,7 +188,7 @@ def _stopped(ended: Mapping[str, Any], before: str) -> str | None:
     if ended.get("status") == "failed":
         return f"the run failed at step {ended.get('step')} ({error_text(ended)}), before {before}"
     if ended.get("status") == "interrupted":
-        return f"the run was interrupted at step {ended.get('step')}, before {before}"
+        return f"the run was {ending_text(ended)}, before {before}"
     return None
 
 
@@ -299,7 +340,7 @@ def section_status(
     elif known and HELPER not in attached and findings is None:
         status["findings"] = "no findings table (attach TrainingHelper)"
     elif ended is not None and ended["status"] in ("failed", "interrupted"):
-        stopped = "failed" if ended["status"] == "failed" else "was interrupted"
+        stopped = "failed" if ended["status"] == "failed" else "was interrupted by Ctrl-C"
         status["findings"] = f"no findings before the run {stopped}"
     else:
         status["findings"] = "no findings" if ended is not None else "no findings yet"

@@ -23,13 +23,16 @@ model holds:
 * **Autocorrelation**: per kind (``params``, ``grads``), groups x lags at each analysis step,
   and the median lag-1 autocorrelation of each group over the steps
   (:mod:`learnscope.plugins.views.autocorrelation_fold`).
-* **Findings**: the newest findings table (every finding of the run so far).
+* **Findings**: the newest findings table (every finding of the run so far), those that still
+  hold first, each with its life in words
+  (:mod:`learnscope.plugins.views.findings_fold`).
 
 What is attached comes from the record's ``run`` entries, so an empty section says "waiting for
 the first snapshot" while the run goes on, why it is empty once the run ended (the setting and
 the value that would fill it: :mod:`learnscope.plugins.views.run_status`), and "attach ..." only
 when no ``run`` entry lists that callback. A run whose ``end`` entry says ``failed`` is marked so:
-``failed`` holds its exception and the first message says so. A damaged entry is skipped and
+``failed`` holds its exception and the first message says so; one that says ``interrupted``
+(Ctrl-C) has a first message that says at which step it stopped. A damaged entry is skipped and
 named in ``messages``. Nothing here imports torch, Lightning or TensorBoard.
 """
 
@@ -48,6 +51,7 @@ from learnscope.plugins.views.embedding_fold import (
     projection_views,
     snapshot_fields,
 )
+from learnscope.plugins.views.findings_fold import findings_view
 from learnscope.plugins.views.record_checks import (
     DamagedEntry,
     describe_entry,
@@ -247,8 +251,9 @@ class RunView:
         )
         messages.extend(missing)
         failure = self._run.failure()
-        if failure is not None:
-            messages.insert(0, failure)
+        ending = failure if failure is not None else self._run.interruption()
+        if ending is not None:
+            messages.insert(0, ending)
         if self.reader.skipped:
             messages.append(f"{self.reader.skipped} damaged line(s) of the record skipped")
         messages.extend(self._damage.messages())
@@ -262,7 +267,7 @@ class RunView:
             "has_data": bool(embeddings or autocorrelation or self._findings),
             "embeddings": embeddings,
             "autocorrelation": autocorrelation,
-            "findings": self._findings or [],
+            "findings": findings_view(self._findings or []),
             "status": status,
             "messages": messages,
         }
@@ -327,7 +332,9 @@ def read_view(
         ``ended`` (the newest run's ``end`` entry: ``step``, ``status``, and a failed run's
         ``error``), ``failed`` (a failed run's ``type: message``, else ``None``),
         ``has_data`` (any snapshot, analysis or findings table shown), ``embeddings``,
-        ``autocorrelation``, ``findings``, ``status``, ``messages``.
+        ``autocorrelation``, ``findings`` (each row with ``holds`` and ``life``:
+        :func:`~learnscope.plugins.views.findings_fold.findings_view`), ``status``,
+        ``messages``.
 
     Raises:
         OSError: When the record cannot be read.

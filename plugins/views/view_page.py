@@ -18,6 +18,7 @@ from typing import Any
 from learnscope.plugins.views.compare_runs import RunSnapshots, missing_key
 from learnscope.plugins.views.compare_steps import COMPARE_PAGE_BYTES, held_comparisons
 from learnscope.plugins.views.run_search import find_runs, folder_name, run_folder, run_of
+from learnscope.plugins.views.run_status import ending_text
 from learnscope.plugins.views.run_view import RunView
 from learnscope.plugins.views.view_modules import joined_source
 from learnscope.storage import LocalFolder, RunFolder
@@ -86,8 +87,8 @@ def page_html(
     The page loads nothing from the network and opens from ``file://``; it shows the newest
     run first (the largest ``time`` of the views, passing over runs that failed without
     writing any data while another run is there), or run A beside run B when it holds a
-    comparison. A failed run is marked so in the run picker, and its first message says how it
-    failed.
+    comparison. A failed or interrupted run is marked so in the run picker, listed apart from
+    the others, and its first message says how it ended.
 
     Args:
         runs: ``(name, view)`` pairs, views as
@@ -126,12 +127,15 @@ class Export:
     """What :func:`export_html` wrote: the runs in the page, and those it could not read.
 
     ``failed_runs`` are the runs in the page whose training failed, each with how:
-    ``(run, "failed at step S: type: message")``.
+    ``(run, "failed at step S: type: message")``; ``interrupted_runs`` those stopped with
+    Ctrl-C: ``(run, "interrupted by Ctrl-C at step S")``
+    (:func:`~learnscope.plugins.views.run_status.ending_text`).
     """
 
     runs: list[str]
     failed: list[tuple[str, str]]  # (run, why it could not be read)
     failed_runs: list[tuple[str, str]] = field(default_factory=list)  # (run, how it failed)
+    interrupted_runs: list[tuple[str, str]] = field(default_factory=list)  # (run, where)
 
 
 def export_html(
@@ -147,7 +151,8 @@ def export_html(
 
     A run whose record cannot be read is left out and listed in :attr:`Export.failed`; the
     other runs are written, and those whose newest run failed are listed in
-    :attr:`Export.failed_runs`. No file is written when no run could be read.
+    :attr:`Export.failed_runs`, those interrupted (Ctrl-C) in :attr:`Export.interrupted_runs`.
+    No file is written when no run could be read.
 
     Args:
         logdir: A log directory (or one run directory): a local path, a URL such as
@@ -163,7 +168,8 @@ def export_html(
             :func:`compare_pages`).
 
     Returns:
-        The runs written, the runs left out, and the runs written that failed.
+        The runs written, the runs left out, and the runs written that failed or were
+        interrupted.
 
     Raises:
         ValueError: When a run to compare is not one of the runs written, or a tag is not one
@@ -174,7 +180,7 @@ def export_html(
     Example:
         >>> import tempfile
         >>> export_html(tempfile.mkdtemp(), "never-written.html")
-        Export(runs=[], failed=[], failed_runs=[])
+        Export(runs=[], failed=[], failed_runs=[], interrupted_runs=[])
     """
     root = run_folder(logdir)
     runs, failed, folders = [], [], {}
@@ -191,12 +197,10 @@ def export_html(
         comparison = compare_pages(folders, written, *compare, tags=tags, budget=compare_bytes)
     if runs:
         Path(out).write_text(page_html(runs, comparison=comparison), encoding="utf-8")
-    failed_runs = [
-        (name, f"failed at step {view['ended']['step']}: {view['failed']}")
-        for name, view in runs
-        if view.get("failed")
-    ]
-    return Export([name for name, _ in runs], failed, failed_runs)
+    ended = [(name, view["ended"], ending_text(view["ended"])) for name, view in runs]
+    failed_runs = [(name, how) for name, end, how in ended if how and end["status"] == "failed"]
+    interrupted = [(name, how) for name, end, how in ended if how and end["status"] != "failed"]
+    return Export([name for name, _ in runs], failed, failed_runs, interrupted)
 
 
 def _root_name(root: RunFolder) -> str:

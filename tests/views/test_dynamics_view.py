@@ -164,9 +164,17 @@ def test_the_view_is_the_record_folded(tmp_path: Path) -> None:
     assert kinds["params"]["rho1"] == [[0.9, 0.9], [-0.2, -0.2]]
 
     names = ("code", "subject", "message", "step", "severity")
-    assert view["findings"] == [
-        dict(zip(names, row, strict=True)) for row in written["findings"]
-    ]  # the newest table, whole
+    assert view["findings"] == [  # the newest table, whole; rows of before issue 37 still hold
+        {
+            **dict(zip(names, row, strict=True)),
+            "first_step": row[3],
+            "resolved_step": None,
+            "advice": "",
+            "holds": True,
+            "life": f"found at step {row[3]}; still holds",
+        }
+        for row in written["findings"]
+    ]
     assert view["messages"] == []
     assert view["status"] == {"embeddings": None, "autocorrelation": None, "findings": None}
     assert view["attached"] == sorted(ALL_CALLBACKS) and view["time"] == 500.0
@@ -604,8 +612,20 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
         runs = server.json("/data/plugin/learnscope/runs")
         started = run_view.read_view(demo_run)["time"]
         assert runs == [
-            {"name": "archive/version_0", "time": 2_000.0, "failed": None, "has_data": True},
-            {"name": "demo/version_0", "time": started, "failed": None, "has_data": True},
+            {
+                "name": "archive/version_0",
+                "time": 2_000.0,
+                "failed": None,
+                "has_data": True,
+                "ended": {"step": 30, "status": "finished"},
+            },
+            {
+                "name": "demo/version_0",
+                "time": started,
+                "failed": None,
+                "has_data": True,
+                "ended": {"step": 60, "status": "finished"},
+            },
         ]
         view = server.json("/data/plugin/learnscope/view", run="demo/version_0")
         enter_learnscope_tab(browser, server.base)

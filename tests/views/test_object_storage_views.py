@@ -130,7 +130,7 @@ def test_runs_on_an_object_store_are_found_as_on_a_disk(
     run = root.child("exp/version_0")
     assert run_search.run_started(run) == 5_000.0
     assert run_search.run_started(copied) == 6_000.0
-    assert run_search.run_outcome(run) == {"failed": None, "has_data": True}
+    assert run_search.run_outcome(run) == {"failed": None, "has_data": True, "ended": None}
     append(
         run,
         {
@@ -143,6 +143,7 @@ def test_runs_on_an_object_store_are_found_as_on_a_disk(
     assert run_search.run_outcome(f"{memory_url}/exp/version_0") == {
         "failed": "RuntimeError: out of memory",
         "has_data": True,
+        "ended": {"step": 9, "status": "failed"},
     }
     stamp = run_search.record_stamp(run)
     append(run, run_entry(*ALL_CALLBACKS))
@@ -255,7 +256,9 @@ def test_the_tab_reads_an_object_store_on_its_search_thread_only(
     assert plugin.wait_for_search(30.0) and plugin.is_active()
     apps = plugin.get_plugin_apps()
     runs = Client(apps["/runs"]).get("/runs").json
-    assert runs == [{"name": "exp/version_0", "time": 5_000.0, "failed": None, "has_data": True}]
+    assert runs == [
+        {"name": "exp/version_0", "time": 5_000.0, "failed": None, "has_data": True, "ended": None}
+    ]
     view = Client(apps["/view"]).get("/view?run=exp/version_0").json
     assert view["embeddings"][0]["steps"] == [1]
 

@@ -88,8 +88,7 @@ for (const box of document.querySelectorAll('[data-role^="lag1-values-"]')) {
 return {cursor: text('cursor-step'), snapshot: text('snapshot-step'), spread: text('spread'),
         analysis: text('analysis-step'), position: window.learnscopeView.state.position,
         analysisIndex: value('analysis step'), lagOne,
-        current: [...document.querySelectorAll('tr.ls-current')]
-          .map((r) => r.cells[0].textContent)};
+        current: [...document.querySelectorAll('tr.ls-current')].map((r) => r.dataset.step)};
 """
 
 _SLIDE = """
@@ -142,9 +141,12 @@ def check_shown(driver: Any, view: dict, cursor: int) -> None:
         k = kind["steps"].index(analyses[a])
         expected = {g: shown_value(kind["rho1"][r][k]) for r, g in enumerate(kind["groups"])}
         assert shown["lagOne"][kind["kind"]] == expected, (kind["kind"], shown)
-    found = [f["step"] for f in view["findings"] if f["step"] <= cursor]
-    marked = [str(f["step"]) for f in view["findings"] if found and f["step"] == max(found)]
-    assert shown["current"] == marked, shown
+    held = [  # the findings that held at the cursor's step: found by then, not yet healthy
+        str(f["step"])
+        for f in view["findings"]
+        if f["first_step"] <= cursor and (f["resolved_step"] is None or cursor < f["resolved_step"])
+    ]
+    assert shown["current"] == held, shown
 
 
 def check_cursor_moves(driver: Any, view: dict) -> None:
@@ -163,7 +165,7 @@ def check_cursor_moves(driver: Any, view: dict) -> None:
     finding = view["findings"][0]
     driver.execute_script(
         "[...document.querySelectorAll('tr.ls-click[title=\"show this step\"]')]"
-        ".find((r) => r.cells[0].textContent === String(arguments[0])).click()",
+        ".find((r) => r.dataset.step === String(arguments[0])).click()",
         finding["step"],
     )
     check_shown(driver, view, finding["step"])

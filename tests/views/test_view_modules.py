@@ -156,7 +156,7 @@ def test_every_served_module_loads_in_the_browser_without_errors(tmp_path: Path)
 
 _CLICK_FINDING = """
 const row = [...document.querySelectorAll('tr.ls-click[title="show this step"]')]
-  .find((r) => r.cells[0].textContent === String(arguments[0]));
+  .find((r) => r.dataset.step === String(arguments[0]));
 row.click();
 const acf = document.querySelector('input[aria-label="analysis step"]');
 return {position: window.learnscopeView.state.position, analysis: +acf.value};

@@ -96,8 +96,8 @@ def test_lag_one_charts_have_axis_titles_and_every_panel_a_one_line_hint(
         assert hint is not None and hint["height"] <= 1.5 * hint["line"], hint  # one line
         text = hint["text"].lower()
         assert "good" in text and "bad" in text, text
-    assert "near 0" in boxes["grads"]["hint"]["text"]  # what a healthy gradient shows
-    assert "near 1" in boxes["params"]["hint"]["text"]
+    assert "good from −0.3 to 0.5" in boxes["grads"]["hint"]["text"]  # a healthy gradient
+    assert "good from 0.9 to 1" in boxes["params"]["hint"]["text"]
 
 
 _STATE = """

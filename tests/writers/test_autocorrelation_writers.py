@@ -21,6 +21,7 @@ from readers import (
 
 from learnscope.plugins import Writers
 from learnscope.plugins.pipeline.figures import COLOURS, WIDTH, acf_chart
+from learnscope.plugins.tensorboard.autocorrelation import TAU_TITLE
 from learnscope.plugins.tensorboard.layout import LAYOUT_FILE, margin, multiline
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.plugins.wandb.writer import WandbWriter
@@ -72,8 +73,7 @@ def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
     band = "lag-1 autocorrelation, median and quartiles"
     assert list(charts) == [  # one line per chart, titles say what
         f"autocorrelation/params/encoder: encoder params: {band}",
-        "autocorrelation/params/encoder: encoder params: integrated autocorrelation time tau "
-        "(steps)",
+        f"autocorrelation/params/encoder: encoder params: {TAU_TITLE}",
         f"autocorrelation/params/head: head params: {band}",
         f"autocorrelation/grads/encoder: encoder grads: {band}",
         f"autocorrelation/grads/head: head grads: {band}",
@@ -93,7 +93,7 @@ def test_tensorboard_scalars_layout_and_images(tmp_path: Path) -> None:
     assert [image.step for image in images["~learnscope/autocorrelation/grads/acf"]] == [9, 19]
     first = images["~learnscope/autocorrelation/params/acf"][0]
     assert first.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (first.width, first.height) == (350, 333)  # as wide as an Images-tab card
+    assert (first.width, first.height) == (350, 385)  # as wide as an Images-tab card
 
 
 def test_resumed_run_replaces_the_layout_of_older_versions(tmp_path: Path) -> None:
@@ -112,6 +112,11 @@ def test_resumed_run_replaces_the_layout_of_older_versions(tmp_path: Path) -> No
             "a chart of the user's": multiline(["autocorrelation/params/encoder/lag_2"]),
         },
         "losses": {"train": multiline(["train_loss"])},
+        "autocorrelation/params/encoder": {  # before the tau chart's title said what tau is
+            "encoder params: integrated autocorrelation time tau (steps)": multiline(
+                ["~learnscope/autocorrelation/params/encoder/tau"]
+            ),
+        },
     }
     (tmp_path / LAYOUT_FILE).write_text(json.dumps({"version": 3, "layout": old}))
     writer = TensorBoardWriter(tmp_path)
@@ -125,11 +130,11 @@ def test_resumed_run_replaces_the_layout_of_older_versions(tmp_path: Path) -> No
         "losses: train",
         "autocorrelation/params/encoder: encoder params: lag-1 autocorrelation, median and "
         "quartiles",
-        "autocorrelation/params/encoder: encoder params: integrated autocorrelation time tau "
-        "(steps)",
+        f"autocorrelation/params/encoder: encoder params: {TAU_TITLE}",
     ]
     assert not any("ACF at lags" in c or c.endswith(": lag-1 median and quartiles") for c in charts)
     assert "autocorrelation/params: integrated autocorrelation time (steps)" not in charts
+    assert not any(c.endswith("integrated autocorrelation time tau (steps)") for c in charts)
     assert json.loads((tmp_path / LAYOUT_FILE).read_text())["version"] == 4
 
 
@@ -169,7 +174,7 @@ def test_wandb_line_series_and_scalars(wandb_dir: Path) -> None:
     for row in history:  # the pictures TensorBoard shows, under the same tags
         for kind in ("params", "grads"):
             image = row[f"~learnscope/autocorrelation/{kind}/acf"]
-            size = (WIDTH, 333) if kind == "params" else (WIDTH, 385)  # grads: a third legend row
+            size = (WIDTH, 385)  # params: tau's note; grads: a third legend row
             assert (image["_type"], image["width"], image["height"]) == ("image-file", *size)
     tables = wandb_artifact_tables(run_dir, "~learnscope/autocorrelation/grads/acf_lines_table")
     assert len(tables) == 2

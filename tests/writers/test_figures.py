@@ -58,17 +58,18 @@ def groups(num_steps: int | None = 128) -> list[GroupAutocorrelation]:
 def test_acf_figure_has_the_groups_in_order_and_the_white_noise_band_where_it_belongs() -> None:
     figure = acf_figure(groups(), "mean ACF of parameters, step 99")
     texts = legend_texts(figure)
-    assert [t.split()[0] for t in texts] == ["encoder", "head", "frozen", "white"]
+    assert [t.split()[0] for t in texts] == ["encoder", "head", "frozen", "white", "τ:"]
     assert texts[0] == "encoder  τ=9.5" and texts[1].startswith("head  r₁=-0.50")
     assert "3 NaN/Inf left out" in texts[1] and texts[2] == "frozen  constant"
     assert "T=128" in texts[3]
+    assert texts[4] == "τ: steps per independent value"  # what tau counts, where one is shown
     ax = figure.axes[0]
     assert ax.get_ylim() == (-1.0, 1.0) and ax.get_xlim() == (0.0, 20.0)
     assert all(float(t).is_integer() for t in ax.get_xticks())  # round lags
     assert ax.get_title() == "mean ACF of parameters, step 99"
 
     pixels = figure_pixels(figure)
-    assert pixels.shape == (447, figures.WIDTH, 3) and pixels.dtype == np.uint8
+    assert pixels.shape[1:] == (figures.WIDTH, 3) and pixels.dtype == np.uint8
     half = 1.96 / math.sqrt(128)
     x = 13.5  # between two round ticks, where no grid line runs and both lines are near 0
     inside = pixel_at(figure, pixels, x, 0.6 * half)
@@ -83,7 +84,7 @@ def test_acf_figure_has_the_groups_in_order_and_the_white_noise_band_where_it_be
 
 def test_acf_figure_without_the_number_of_steps_has_no_band() -> None:
     figure = acf_figure(groups(num_steps=None)[:1], "t")
-    assert legend_texts(figure) == ["encoder  τ=9.5"]
+    assert legend_texts(figure) == ["encoder  τ=9.5", "τ: steps per independent value"]
     pixels = figure_pixels(figure)
     np.testing.assert_allclose(pixel_at(figure, pixels, 13.5, 0.1), 255, atol=2)
 
@@ -101,9 +102,9 @@ def test_acf_images_of_a_real_summary_one_per_kind_with_its_band() -> None:
     assert {grp.num_steps for grp in summary.groups} == {96}
     with figures.Drawing() as drawing, drawing.current():  # as a run's writers draw
         images = acf_images(summary, "ac")
-        assert [(i.tag, i.step, i.pixels.shape) for i in images] == [
-            ("ac/params/acf", 95, (455, figures.WIDTH, 3)),
-            ("ac/grads/acf", 95, (455, figures.WIDTH, 3)),
+        assert [(i.tag, i.step, i.pixels.shape[1:]) for i in images] == [
+            ("ac/params/acf", 95, (figures.WIDTH, 3)),
+            ("ac/grads/acf", 95, (figures.WIDTH, 3)),
         ]
         assert not np.array_equal(images[0].pixels, images[1].pixels)
     alone = acf_images(summary, "ac")  # outside a drawing: drawn, the same pixels
@@ -277,7 +278,25 @@ def test_acf_figure_is_legible_at_card_size() -> None:
     for chosen in (groups(), groups()[:1], many + groups()):
         figure = acf_figure(chosen, "mean ACF of gradients, step 160")
         assert_legible_at_card_size(figure)
-        assert len(legend_texts(figure)) == len(chosen) + 1  # the band's entry
+        assert len(legend_texts(figure)) == len(chosen) + 2  # the band's entry, tau's note
+
+
+def test_a_tau_below_one_is_explained_in_the_legend() -> None:
+    """tau < 1 (gradients that undo each other's steps) says so where it is shown."""
+    anti = 0.6 * (-0.5) ** LAG
+    anti[0] = 1.0
+    below = GroupAutocorrelation("features", "grads", anti, 0.3, 0.2, 0.4, 0.136, 0, 256)
+    above = GroupAutocorrelation("classifier", "grads", 0.5**LAG, 0.5, 0.4, 0.6, 2.5, 0, 256)
+    none = GroupAutocorrelation("head", "grads", 0.5**LAG, 0.5, 0.4, 0.6, None, 0, 256)
+    texts = legend_texts(acf_figure([below, above], "mean ACF of gradients, step 315"))
+    assert texts[0] == "features  τ=0.136" and texts[1] == "classifier  τ=2.5"
+    assert texts[-1] == (
+        "τ: steps per independent value;\nτ < 1: each step partly undoes\n"
+        "the last (anti-correlated)"
+    )
+    assert legend_texts(acf_figure([above], "t"))[-1] == "τ: steps per independent value"
+    assert [t.split()[0] for t in legend_texts(acf_figure([none], "t"))] == ["head", "white"]
+    assert_legible_at_card_size(acf_figure([below, above], "mean ACF of gradients, step 315"))
 
 
 def test_scatter_figure_is_legible_at_card_size() -> None:

@@ -102,5 +102,5 @@ def test_pictures_drawn_on_many_threads_keep_one_set_of_font_files_open() -> Non
             worker.start()
         for worker in workers:
             worker.join(timeout=60)
-        assert len(drawn) == 6 and drawn[0] == (333, figures.WIDTH, 3)
+        assert len(drawn) == 6 and drawn[0] == (359, figures.WIDTH, 3)
     assert open_descriptors() <= before, "font files stayed open for threads that ended"

@@ -87,28 +87,64 @@ function drawLagOne(ctx, kind, step, lw, lh) {
   });
 }
 
-/** Each group's lag-1 value of ``kind`` at ``step`` in ``box``: its colour, name and value. */
+/**
+ * Each group's lag-1 value of ``kind`` at ``step`` in ``box``: its colour, name and value, and
+ * its tau when the analysis has one.
+ */
 function showLagOneValues(box, kind, step) {
   const i = kind.steps.indexOf(step);
   box.textContent = '';
   kind.groups.forEach((g, r) => {
     const v = i < 0 ? null : kind.rho1[r][i];
+    const tau = i < 0 || !kind.tau ? null : kind.tau[r][i];
     box.append(el('div', { 'data-group': g }, [
       el('span', { class: 'ls-swatch', style: `background:${categoryColour(r)}` }),
       `${g.length > 14 ? g.slice(0, 13) + '…' : g} `,
       el('span', { 'data-role': 'lag1-value', text: v == null ? '–' : v.toFixed(2) }),
+      tau == null ? null : el('span', { class: 'ls-help', 'data-role': 'tau-value',
+        text: ` τ ${tauText(tau)}`, title: tauWords(tau) }),
     ]));
   });
 }
 
-// How to read each kind's charts: what a good and a bad value look like.
+// How to read each kind's charts: lag-1 bands that cover every value from −1 to 1, the same
+// as docs/reading.md gives ("What a lag-1 value says").
 const HINTS = {
-  params: 'Parameters: good: lag-1 near 1 (each step moves them a little); ' +
-    'bad: well below 1 (they jump from step to step).',
-  grads: 'Gradients: good: lag-1 near 0 (each step follows fresh batches); bad: below −0.3 ' +
-    '(they flip sign: overshooting, lower the learning rate) or above 0.5 (the same push step ' +
-    'after step: a higher one would go faster).',
+  params: 'Parameters, lag-1: good from 0.9 to 1 (each step moves them a little); fair from 0 ' +
+    'to 0.9 (large steps for their curvature: watch the loss); bad below 0 (they jump back ' +
+    'and forth: lower the learning rate).',
+  grads: 'Gradients, lag-1: good from −0.3 to 0.5 (each step follows fresh batches); bad ' +
+    'below −0.3 (they flip sign: overshooting, lower the learning rate) or above 0.5 (the ' +
+    'same push step after step: a higher learning rate would go faster).',
 };
+
+// What tau is, said where it is shown (beside each group's lag-1 value).
+const TAU = 'τ, the integrated autocorrelation time: about how many steps one independent value ' +
+  'spans (1: each step is new; above 1: values linger for τ steps). Below 1, successive values ' +
+  'are anti-correlated: each step partly undoes the last, typical of gradients. Shown once the ' +
+  'history holds at least 50 τ steps.';
+
+// Where TensorBoard shows the same series, smoothed and with their ends cut by default.
+const SMOOTHING = "TensorBoard's Scalars, Time Series and Custom Scalars tabs show the same " +
+  'lag-1 medians and τ (~learnscope/autocorrelation/...) with Smoothing 0.6 and "Ignore ' +
+  'outliers in chart scaling" on by default, which bend a series of a few analyses and cut ' +
+  'its first and last points: set Smoothing to 0 there and untick "Ignore outliers" to read ' +
+  'them as written (the charts here are neither smoothed nor cut).';
+
+/** A tau as the panel writes it: two significant digits, whole from 10 up (0.14, 3.2, 47). */
+function tauText(tau) {
+  return tau >= 10 ? String(Math.round(tau)) : tau.toPrecision(2);
+}
+
+/** What a tau value says, in words, for its title. */
+function tauWords(tau) {
+  const shown = tauText(tau);
+  if (tau < 1) {
+    return `τ = ${shown}, below 1: successive values are anti-correlated, each step partly ` +
+      'undoes the last (typical of gradients)';
+  }
+  return `τ = ${shown}: one independent value about every ${shown} steps`;
+}
 
 // What the lag-1 autocorrelation is.
 const LAG_ONE = 'Lag-1 autocorrelation: how alike each value is to itself one step before, ' +
@@ -188,6 +224,10 @@ export class AutocorrelationPanel {
     for (let i = 0; i < 200; i++) { ctx.fillStyle = diverging(i / 99.5 - 1); ctx.fillRect(i, 0, 1, 12); }
     this.element.append(el('div', { class: 'ls-legend',
       title: "The heatmaps' colours: −1 blue, 0 white, +1 red" }, ['-1 ', legend, ' +1']));
+    const taus = kinds.some((k) => (k.tau || []).some((row) => row.some((t) => t != null)));
+    if (taus) this.element.append(el('div', { class: 'ls-hint', 'data-role': 'note-tau', text: TAU }));
+    this.element.append(el('div', { class: 'ls-hint', 'data-role': 'note-smoothing',
+      text: SMOOTHING }));
     this.show(cursor.step == null ? this.steps.length - 1 : shownIndex(this.steps, cursor.step));
     cursor.subscribe((step, from) => { if (from !== this) this.show(shownIndex(this.steps, step)); });
   }

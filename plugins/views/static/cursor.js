@@ -3,8 +3,9 @@
 // Every control that picks a step moves the cursor: the scatter's slider and play, the analysis
 // slider, a click on a heatmap or a lag-1 chart, a finding's row. Each panel then shows its
 // newest item at or before the cursor's step (the embeddings their snapshot, the
-// autocorrelation its analysis, the findings those found by then), its first when it has none
-// that early, and says which; the line above the panels says where the cursor is.
+// autocorrelation its analysis; the findings mark those that held at that step), its first
+// when it has none that early, and says which; the line above the panels says where the cursor
+// is.
 
 import { el } from './dom.js';
 

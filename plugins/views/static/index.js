@@ -5,7 +5,8 @@
 //    render(): the data comes from the plugin's routes ./runs and ./view?run=...;
 //  * a standalone page (learnscope export, the W&B panel) holds the modules joined into one
 //    inline script beside a JSON script element "learnscope-data"; the view then mounts itself.
-// The view is a run picker, the run's messages and three panels (embeddings.js,
+// The view is a run picker (the runs stopped or failed listed apart: run_menu.js), the run's
+// messages and three panels (embeddings.js,
 // autocorrelation.js, findings.js) that follow one shared step cursor (cursor.js), shown on a
 // line above them: each panel shows its newest snapshot or analysis at or before the cursor's
 // step, and every control that picks a step moves the cursor; it opens on the run's newest
@@ -26,9 +27,10 @@ import { CompareChooser } from './compare_choice.js';
 import { StepCursor, cursorLine } from './cursor.js';
 import { el } from './dom.js';
 import { EmbeddingPanel } from './embeddings.js';
-import { FindingsPanel } from './findings.js';
+import { FindingsPanel, findingSteps } from './findings.js';
 import { inlineSource, newestRun, prepareEmbedding, runList, serverSource } from './model.js';
 import { ProjectionChoice } from './projection_choice.js';
+import { menuOrder, runOptions } from './run_menu.js';
 import { styleElement } from './styles.js';
 
 const INLINE_DATA = 'learnscope-data';
@@ -59,10 +61,10 @@ export class LearnscopeView {
   async start() {
     const runs = runList(await this.source.runs());
     const select = el('select', { onchange: () => this.loadRun(select.value), 'aria-label': 'run',
-      title: 'The run shown: each run folder with a learnscope record (the newest with data opens first)' },
-      runs.map((r) => el('option', { value: r.name, text: r.failed ? `${r.name} (failed)` : r.name,
-        title: r.failed ? `failed: ${r.failed}` : r.name })));
-    this.chooser.setRuns(runs.map((r) => r.name));
+      title: 'The run shown: each run folder with a learnscope record (the newest with data ' +
+        'opens first); the runs stopped (Ctrl-C) or failed are listed apart, after the others' },
+      runOptions(runs));
+    this.chooser.setRuns(menuOrder(runs).map((r) => r.name));
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
       el('label', {}, ['run ', select]), ...this.chooser.labels());
     if (!runs.length) {
@@ -108,7 +110,7 @@ export class LearnscopeView {
     const acf = new AutocorrelationPanel({ view, cursor });
     const steps = (this.current ? this.current.steps : []).concat(acf.steps || []);
     const findings = new FindingsPanel({ view, cursor, steps });
-    const all = steps.concat(view.findings.map((f) => f.step));
+    const all = steps.concat(findingSteps(view.findings));
     this.body.append(...(all.length ? [cursorLine(cursor)] : []), this.chooser.box, panel.element,
       acf.element, findings.element);
     cursor.set(all.length ? Math.max(...all) : null); // every panel at its newest

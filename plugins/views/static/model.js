@@ -1,6 +1,6 @@
 // The data: where runs and their views come from, and the embeddings decoded for drawing.
 //
-// A source is {runs(): [{name, time, failed, has_data}], view(name): view,
+// A source is {runs(): [{name, time, failed, has_data, ended}], view(name): view,
 // compare(a, b, key, at, keyB)} (at: the step cursor's step, each run then at its newest
 // snapshot at or before it, the newest without it; keyB: B's tag, A's ``key`` when not given).
 // In TensorBoard it fetches the plugin's routes ./runs, ./view?run=... and
@@ -134,7 +134,8 @@ export function inlineSource(id) {
   const first = comparisons.length ? comparisons[0].held[0] : null;
   return {
     runs: async () => data.runs.map((r) => ({ name: r.name, time: (r.view && r.view.time) || 0,
-      failed: (r.view && r.view.failed) || null, has_data: !!(r.view && r.view.has_data) })),
+      failed: (r.view && r.view.failed) || null, has_data: !!(r.view && r.view.has_data),
+      ended: (r.view && r.view.ended) || null })),
     view: async (run) => byName.get(run),
     pair: held && { a: held.a, b: held.b, key: first && first.a.key, keyB: first && first.b.key,
       messages: held.messages },

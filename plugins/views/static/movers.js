@@ -65,6 +65,11 @@ export function neighbourChange(frameA, frameB, n, k) {
   return { change, drift };
 }
 
+/** A factor as the movers list writes it: ``47.4×``, ``∞×`` for no end. */
+function factorText(value) {
+  return Number.isFinite(value) ? `${value.toFixed(1)}×` : '∞×';
+}
+
 /**
  * The movers box: two snapshots to compare, a find button (calls ``onFind``), and the top
  * movers (a row calls ``onPick`` with its point).
@@ -76,14 +81,18 @@ export class MoversList {
     this.to = el('select', { 'aria-label': 'movers to', title: 'The later snapshot' });
     this.list = el('div', { class: 'ls-movers' });
     this.title = el('h2', { text: 'Movers: nearest neighbours replaced' });
+    // the top mover's factor in a sentence, once the movers are found
+    this.example = el('div', { class: 'ls-hint', 'data-role': 'movers-example' });
     this.nodes = [
       this.title,
       el('div', { class: 'ls-hint', text: 'Of its nearest neighbours in the 2-D view, the share ' +
-        'replaced between the two steps; of equal shares, first the point whose old neighbours ' +
-        'went farthest (x: their mean distance now over that of its new ones).' }),
+        'replaced between the two steps; of equal shares, the point whose old neighbours went ' +
+        'farthest first ("old neighbours now": how far they lie from it at the later step, in ' +
+        'multiples of how far its new ones lie).' }),
       el('div', { class: 'ls-bar' }, ['from ', this.from, ' to ', this.to,
         el('button', { text: 'find', onclick: onFind, title: 'List the points that moved most' })]),
       this.list,
+      this.example,
     ];
   }
 
@@ -102,6 +111,7 @@ export class MoversList {
     this.from.value = chosen ? chosen[0] : Math.max(0, steps.length - 2);
     this.to.value = chosen ? chosen[1] : steps.length - 1;
     this.list.textContent = '';
+    this.example.textContent = '';
   }
 
   /** The trainer steps [from, to] chosen among ``steps`` (those offered). */
@@ -121,18 +131,27 @@ export class MoversList {
       .sort((i, j) => change[j] - change[i] || drift[j] - drift[i] || i - j);
     const top = order.slice(0, LISTED);
     const label = e.columns[0];
+    const [from, to] = this.chosenSteps(e.steps), k = e.neighbours;
     this.list.textContent = '';
     this.list.append(el('table', {}, [
       el('tr', {}, [el('th', { text: 'id', title: "the point's id" }),
         el('th', { text: label ? label.name : '', title: label ? `its ${label.name}` : '' }),
-        el('th', { text: 'replaced', title: `the share of its ${e.neighbours} nearest neighbours replaced` }), el('th', { text: 'farther', title: 'how far its old neighbours went: their mean distance now over that of its new ones' })]),
-      ...top.map((k) => el('tr', { class: 'ls-click', onclick: () => this.onPick(k) }, [
-        el('td', { text: e.ids[k] }),
-        el('td', { text: label ? columnText(label, k) : '' }),
-        el('td', { text: `${Math.round(change[k] * 100)}%` }),
-        el('td', { text: Number.isFinite(drift[k]) ? `x${drift[k].toFixed(1)}` : 'x∞' }),
+        el('th', { text: 'replaced', title: `the share of its ${k} nearest neighbours of step ` +
+          `${from} that are no longer among its ${k} nearest at step ${to}` }),
+        el('th', { text: 'old neighbours now', title: `At step ${to}: the mean distance from the ` +
+          `point to its ${k} neighbours of step ${from}, in multiples of its mean distance to ` +
+          `its ${k} nearest at step ${to} (1× as far: they are as near as its nearest)` })]),
+      ...top.map((i) => el('tr', { class: 'ls-click', onclick: () => this.onPick(i) }, [
+        el('td', { text: e.ids[i] }),
+        el('td', { text: label ? columnText(label, i) : '' }),
+        el('td', { text: `${Math.round(change[i] * 100)}%` }),
+        el('td', { text: `${factorText(drift[i])} as far` }),
       ])),
     ]));
-    return top.map((k) => ({ id: e.ids[k], change: change[k], drift: drift[k] }));
+    const first = top[0];
+    this.example.textContent = first === undefined ? '' : `Point ${e.ids[first]}: at step ` +
+      `${to}, its ${k} neighbours of step ${from} lie on average ${factorText(drift[first])} as ` +
+      `far from it as its ${k} nearest do.`;
+    return top.map((i) => ({ id: e.ids[i], change: change[i], drift: drift[i] }));
   }
 }

@@ -17,6 +17,10 @@ const CSS = `
 .ls-root tr.ls-click { cursor: pointer; }
 .ls-root tr.ls-click:hover { background: #f5f5f5; }
 .ls-root tr.ls-current { background: #fff3e0; }
+.ls-root tr.ls-resolved { color: #9e9e9e; }
+.ls-root td.ls-nowrap { white-space: nowrap; }
+.ls-root tr.ls-resolved.ls-current { background: #f5f5f5; }
+.ls-root tr.ls-apart td { color: #757575; font-size: 12px; padding-top: 8px; }
 .ls-root .ls-help { cursor: help; text-decoration: underline dotted #9e9e9e; }
 .ls-root .ls-series { font-size: 12px; line-height: 1.7; min-width: 110px; }
 .ls-root .ls-movers { max-height: 260px; overflow: auto; }
