@@ -216,7 +216,10 @@ def test_a_store_that_refuses_learnscopes_writes_leaves_the_fit_finished_and_say
     entries = RecordReader(open_run_folder(run_url).record_source()).read()
     assert entries[-1]["kind"] == "end" and entries[-1]["status"] == "finished"
     assert [e for e in entries if e["kind"] == "snapshot"] == []  # refused, not half written
-    assert f"to {run_url} (" in line and "records not written" in line
+    analyses = len({e["step"] for e in entries if e["kind"] == "autocorrelation"})
+    # the line counts what is in the bucket, and names what is not and why
+    assert line.startswith(f"learnscope wrote 0 embedding snapshots, {analyses} autocorrelation")
+    assert f"to {run_url} (2 embedding snapshots not written: " in line
     assert "reduce your request rate" in line or "SlowDown" in line or "Busy" in line
 
 
