@@ -18,11 +18,11 @@ Lightning's loops by hand does, gets a session that writes nothing (said once at
 no thread, event file or run-record entry is left behind by a run that is over. When
 the last callback leaves at the end of a fit, rank zero says in one info line, on a child of
 Lightning's logger (shown by default, as Lightning's own lines are), how many snapshots,
-analyses and findings were written, where, and the commands that open them, quoted for the
-shell (:meth:`WriterSession.summary`). A logger whose dashboard package is missing gets
-stand-in writers and a disabled W&B run none, each said once when the writers are made (see
-:func:`~learnscope.plugins.pipeline.loggers.logger_writers`); the end-of-fit line names them as
-such.
+analyses and findings reached each place, what did not and why, and the commands that open
+them, quoted for the shell (:meth:`WriterSession.summary`). A logger whose dashboard package
+is missing gets stand-in writers and a disabled W&B run none, each said once when the writers
+are made (see :func:`~learnscope.plugins.pipeline.loggers.logger_writers`); the end-of-fit line
+names them as such.
 
 **Who owns it.** No registry: the callbacks hold the session. The first learnscope callback of
 a trainer to join makes it; the others find it through ``trainer.callbacks`` (the session a
@@ -222,9 +222,14 @@ class WriterSession:
     def summary(self, stage: str = "fit") -> str | None:
         """One line on what was written, where, and the commands that open it; after :meth:`close`.
 
-        A finished run's line also names the findings it counts (a few) and why a section of
-        an attached callback is empty (:mod:`learnscope.plugins.views.run_status`). A failed run's
-        line says how it failed and what was written before, with no command to open it.
+        The counts are what reached each place (:meth:`_places`): the places that got every
+        record made lead the line; a place that did not says what it got, what it did not and
+        why (the first reason: the free-space reserve, a store's refusal, a failure, the end's
+        bound), and a place that got nothing is named only among those that got nothing, with
+        no command to open it. A finished run's line also names the findings it counts (a few)
+        and why a section of an attached callback is empty
+        (:mod:`learnscope.plugins.views.run_status`). A failed run's line says how it failed
+        and what was written before, with no command to open it.
         ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
 
         Example:
