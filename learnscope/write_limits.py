@@ -12,7 +12,7 @@ next fit, and to a fit already running from its next large write or its end):
   (a snapshot's tensor, metadata and sprite, a wandb table), learnscope checks the free space of
   the run directory's file system and skips the record, saying so once per run directory, when
   less than ``max(reserve_fraction * size of the file system, reserve_min_bytes)`` would be left
-  for the training's own logs and checkpoints.
+  for the training's own logs and checkpoints; the end-of-fit line counts every record skipped.
 
 Example:
     >>> previous = set_write_limits(end_timeout_s=60)

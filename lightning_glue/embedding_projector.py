@@ -289,7 +289,7 @@ class EmbeddingProjector(LearnscopeCallback):
         job = partial(
             write_snapshot, rows, parts=self.parts, tag=self.tag, module=self.module, views=views
         )
-        writers.submit(job, size=rows.nbytes())
+        writers.submit(job, size=rows.nbytes(), record="write_embedding")
 
     @override
     def on_train_batch_start(

@@ -18,11 +18,11 @@ Lightning's loops by hand does, gets a session that writes nothing (said once at
 no thread, event file or run-record entry is left behind by a run that is over. When
 the last callback leaves at the end of a fit, rank zero says in one info line, on a child of
 Lightning's logger (shown by default, as Lightning's own lines are), how many snapshots,
-analyses and findings were written, where, and the commands that open them, quoted for the
-shell (:meth:`WriterSession.summary`). A logger whose dashboard package is missing gets
-stand-in writers and a disabled W&B run none, each said once when the writers are made (see
-:func:`~learnscope.plugins.pipeline.loggers.logger_writers`); the end-of-fit line names them as
-such.
+analyses and findings reached each place, what did not and why, and the commands that open
+them, quoted for the shell (:meth:`WriterSession.summary`). A logger whose dashboard package
+is missing gets stand-in writers and a disabled W&B run none, each said once when the writers
+are made (see :func:`~learnscope.plugins.pipeline.loggers.logger_writers`); the end-of-fit line
+names them as such.
 
 **Who owns it.** No registry: the callbacks hold the session. The first learnscope callback of
 a trainer to join makes it; the others find it through ``trainer.callbacks`` (the session a
@@ -34,14 +34,17 @@ hook run by hand on a trainer whose callbacks do not include it gets a session o
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import logging
 import os
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from learnscope.plugins import LoggerWriters, logger_writers, shows
+from learnscope.plugins import LoggerWriters, Writer, logger_writers, shows
 from learnscope.plugins.pipeline.background import BackgroundWriters
+from learnscope.plugins.pipeline.fanout import Outcome, takes
 from learnscope.plugins.pipeline.loggers import dashboard_of
 from learnscope.plugins.views.run_status import (
     AUTOCORRELATION,
@@ -96,8 +99,7 @@ class WriterSession:
         self.findings: list[Finding] = []  # the findings table the writers were given
         self._writers: BackgroundWriters | None = None
         self._made: list[LoggerWriters] = []  # the writers of each logger, as made
-        # id(writer) -> (records written, records lost, the first reason), after close
-        self._outcomes: dict[int, tuple[int, int, str]] = {}
+        self._outcomes: dict[int, Outcome] = {}  # id(writer) -> what it wrote, after close
         self._said: set[tuple[str, str]] = set()  # (who, what) already warned about
         self.written: dict[str, int] = dict.fromkeys(
             ("write_embedding", "write_autocorrelation", "findings"), 0
@@ -208,25 +210,26 @@ class WriterSession:
                 self._writers = None
 
     def _count_written(self, writers: BackgroundWriters) -> None:
-        """Keep in :attr:`written` what ``writers`` were given."""
+        """Keep in :attr:`written` what ``writers`` were given, and what each of them wrote."""
         parts = (writers.inline, writers.queued)
         for method in ("write_embedding", "write_autocorrelation"):
             self.written[method] = max(part.records[method] for part in parts)
         self.findings = max((part.findings for part in parts), key=len)
         self.written["findings"] = len(self.findings)
-        for made in self._made:
-            for writer in made.writers:
-                written = sum(part.written[id(writer)] for part in parts)
-                lost = [part.lost[id(writer)] for part in parts if id(writer) in part.lost]
-                count = sum(n for n, _ in lost)
-                self._outcomes[id(writer)] = (written, count, lost[0][1] if lost else "")
+        for part in parts:
+            self._outcomes.update((id(w), part.outcomes[id(w)]) for w in part.writers)
 
     def summary(self, stage: str = "fit") -> str | None:
         """One line on what was written, where, and the commands that open it; after :meth:`close`.
 
-        A finished run's line also names the findings it counts (a few) and why a section of
-        an attached callback is empty (:mod:`learnscope.plugins.views.run_status`). A failed run's
-        line says how it failed and what was written before, with no command to open it.
+        The counts are what reached each place (:meth:`_places`): the places that got every
+        record made lead the line; a place that did not says what it got, what it did not and
+        why (the first reason: the free-space reserve, a store's refusal, a failure, the end's
+        bound), and a place that got nothing is named only among those that got nothing, with
+        no command to open it. A finished run's line also names the findings it counts (a few)
+        and why a section of an attached callback is empty
+        (:mod:`learnscope.plugins.views.run_status`). A failed run's line says how it failed
+        and what was written before, with no command to open it.
         ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
 
         Example:
@@ -250,27 +253,32 @@ is in CSVLogger (logs), its run record ending 'failed'
         if not self.is_global_zero or self.fast_dev_run or not self.loggers:
             return None
         written = self.written
-        counts = (
-            f"{_count(written['write_embedding'], 'embedding snapshot')}, "
-            f"{_count(written['write_autocorrelation'], 'autocorrelation analysis')} and "
-            f"{_count(written['findings'], 'finding')}"
-        )
-        places, commands, unwritten = self._places()
+        made = (written["write_embedding"], written["write_autocorrelation"], written["findings"])
+        places, unwritten = self._places()
+        whole = [place for place in places if place.received is None]
+        short = [place for place in places if place.received is not None]
+        # the counts lead with the places that got every record; else with one that got some
+        named, rest = (whole, short) if whole or not short else (short[:1], short[1:])
+        counts = _counts(named[0].received or made if named else (0, 0, 0))
+        commands = [place.opens for place in places if place.opens]
         end = self.end
         if end is not None and end.error is not None:
-            where = f" is in {', '.join(places)}, its run record ending 'failed'" if places else ""
+            where = ", ".join(place.name + place.lost for place in named)
+            where += "".join(f"; {_counts(p.received)} in {p.name}{p.lost}" for p in rest)
+            ending = ", its run record ending 'failed'" if all(p.ended for p in places) else ""
             line = (
                 f"learnscope: {_what_failed(stage)} failed at step {end.step} "
                 f"({end.error.text(True)}); "
-                f"what learnscope wrote before it ({counts}){where}"
-            )
+                f"what learnscope wrote before it ({counts})"
+            ) + (f" is in {where}{ending}" if places else "")
             return line + ("; nothing to " + ", ".join(unwritten) if unwritten else "")
         interrupted = end is not None and end.status == "interrupted"
         line = f"learnscope wrote {counts} in this {stage}" + (
             " (interrupted)" if interrupted else ""
         )
-        if places:
-            line += ", to " + ", ".join(places)
+        if named:
+            line += ", to " + ", ".join(place.name + place.lost for place in named)
+        line += "".join(f"; {_counts(p.received)} to {p.name}{p.lost}" for p in rest)
         if unwritten:
             line += "; nothing to " + ", ".join(unwritten)
         if self.findings:
@@ -281,48 +289,49 @@ is in CSVLogger (logs), its run record ending 'failed'
             line += ". Open it with: " + "; ".join(commands)
         return line
 
-    def _places(self) -> tuple[list[str], list[str], list[str]]:
-        """Where the records went, the commands that open them, and the loggers that got none.
+    def _places(self) -> tuple[list[Place], list[str]]:
+        """Where the records went, and the loggers that got none (each with the reason).
 
-        A place is named only when its writers wrote there: a logger whose writers lost every
-        record (an object store that refused them all) is among the unwritten, with the
-        reason, and one that lost some says how many and why.
+        A place is named only when its writers wrote there: a logger whose writers wrote no
+        record (an object store that refused them all, a disk below the free-space reserve) is
+        among the unwritten, with what was not written and why; one that did not get every
+        record says what it got, what it did not and why (:class:`Place`).
         """
         made = {id(m.logger): m for m in self._made}
-        places, commands, unwritten = [], [], []
+        places, unwritten = [], []
         for logger in self.loggers:
             name = type(logger).__name__
             mine = made.get(id(logger))
-            lost = self._lost(mine)
+            outcomes = [] if mine is None else self._outcomes_of(mine)
+            lost = _lost(outcomes)
             if mine is not None and mine.unwritable is not None:
                 unwritten.append(f"{name} ({mine.unwritable})")
-            elif lost is not None and lost[0] == 0:
-                unwritten.append(f"{name} ({lost[2]})")
-            elif dashboard_of(logger) == "TensorBoardLogger" and getattr(logger, "log_dir", None):
-                place, opens = _tensorboard_place(logger, mine.missing if mine else None)
-                places.append(place + _lost_text(lost))
-                commands.append(opens)
+                continue
+            if lost and not any(sum(outcome.written.values()) for _, outcome in outcomes):
+                unwritten.append(f"{name} ({lost})")
+                continue
+            opens = None
+            if dashboard_of(logger) == "TensorBoardLogger" and getattr(logger, "log_dir", None):
+                where, opens = _tensorboard_place(logger, mine.missing if mine else None)
             elif dashboard_of(logger) == "WandbLogger":
                 run = getattr(logger, "_experiment", None)  # never starts one
                 if run is not None and run_mode(run) == "disabled":
                     unwritten.append(_wandb_run(run))
-                else:
-                    places.append(_wandb_run(run) + _lost_text(lost))
+                    continue
+                where = _wandb_run(run)
             else:
-                where = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
-                places.append((f"{name} ({where})" if where else name) + _lost_text(lost))
-        return places, commands, unwritten
+                folder = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
+                where = f"{name} ({folder})" if folder else name
+            received = _received(outcomes) if lost else None
+            ended = all(
+                o.written["write_run_end"] for w, o in outcomes if takes(w, "write_run_end")
+            )
+            places.append(Place(where, received, f" ({lost})" if lost else "", opens, ended))
+        return places, unwritten
 
-    def _lost(self, made: LoggerWriters | None) -> tuple[int, int, str] | None:
-        """``(written, lost, first reason)`` of a logger's writers when they lost records."""
-        if made is None:
-            return None
-        outcomes = [self._outcomes[id(w)] for w in made.writers if id(w) in self._outcomes]
-        lost = sum(o[1] for o in outcomes)
-        if not lost:
-            return None
-        written = sum(o[0] for o in outcomes)
-        return written, lost, next(o[2] for o in outcomes if o[1])
+    def _outcomes_of(self, made: LoggerWriters) -> list[tuple[Writer, Outcome]]:
+        """The writers of one logger with what each wrote (after :meth:`close`)."""
+        return [(w, self._outcomes[id(w)]) for w in made.writers if id(w) in self._outcomes]
 
     def _empty_sections(self, end: RunEnd) -> list[str]:
         """Why the sections of attached callbacks that got nothing are empty, as the views say.
@@ -574,16 +583,90 @@ def _count(number: int, thing: str) -> str:
     return f"{number} {thing[:-2] + 'es' if thing.endswith('is') else thing + 's'}"
 
 
-def _lost_text(lost: tuple[int, int, str] | None) -> str:
-    """What a place lost, for the end-of-fit line.
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where a logger's records went, for the end-of-fit line.
+
+    Attributes:
+        name: The place in words (a run directory, a W&B run with its address).
+        received: ``(snapshots, analyses, findings)`` it got, when it did not get every
+            record; ``None`` when it got all of them.
+        lost: `` (<what> not written: <why>)``, or ``""``.
+        opens: The commands that open it, if any.
+        ended: Its run record got the run's end (or it keeps none).
+    """
+
+    name: str
+    received: tuple[int, int, int] | None
+    lost: str
+    opens: str | None
+    ended: bool
+
+
+def _lost(outcomes: Sequence[tuple[Writer, Outcome]]) -> str:
+    """What the writers of one place did not write, and why (the first reason); ``""`` if none.
+
+    A record counts once for the place, however many of its writers did not write it.
 
     Example:
-        >>> _lost_text((4, 2, "OSError: 503 SlowDown"))
-        ' (2 records not written: OSError: 503 SlowDown)'
+        >>> outcome = Outcome()
+        >>> for method in ("write_embedding", "write_scalars", "write_image"):
+        ...     outcome.not_written(method, "OSError: 503 SlowDown")
+        >>> _lost([(Writer(), outcome)])
+        '1 embedding snapshot and 2 other records not written: OSError: 503 SlowDown'
+        >>> _lost([])
+        ''
     """
-    if lost is None:
+    lost: collections.Counter[str] = collections.Counter()
+    reason = ""
+    for _, outcome in outcomes:
+        for method, count in outcome.lost.items():
+            lost[method] = max(lost[method], count)
+        reason = reason or outcome.reason
+    if not lost:
         return ""
-    return f" ({_count(lost[1], 'record')} not written: {lost[2]})"
+    snapshots, analyses = lost.pop("write_embedding", 0), lost.pop("write_autocorrelation", 0)
+    parts = [_count(snapshots, "embedding snapshot")] if snapshots else []
+    parts += [_count(analyses, "autocorrelation analysis")] if analyses else []
+    others = sum(lost.values())
+    if others:
+        parts.append(_count(others, "other record" if parts else "record"))
+    said = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"{said} not written: {reason}"
+
+
+def _received(outcomes: Sequence[tuple[Writer, Outcome]]) -> tuple[int, int, int]:
+    """``(snapshots, analyses, findings)`` a place got: the least any of its writers wrote.
+
+    Example:
+        >>> outcome = Outcome()
+        >>> outcome.written["write_autocorrelation"] = 2
+        >>> _received([(Writer(), outcome)])  # a Writer that shows nothing keeps nothing
+        (0, 0, 0)
+    """
+
+    def least(method: str, value: Callable[[Outcome], int]) -> int:
+        return min((value(o) for w, o in outcomes if takes(w, method)), default=0)
+
+    return (
+        least("write_embedding", lambda o: o.written["write_embedding"]),
+        least("write_autocorrelation", lambda o: o.written["write_autocorrelation"]),
+        least("write_findings", lambda o: o.findings),
+    )
+
+
+def _counts(counts: tuple[int, int, int]) -> str:
+    """Snapshots, analyses and findings, in words.
+
+    Example:
+        >>> _counts((1, 2, 0))
+        '1 embedding snapshot, 2 autocorrelation analyses and 0 findings'
+    """
+    snapshots, analyses, findings = counts
+    return (
+        f"{_count(snapshots, 'embedding snapshot')}, "
+        f"{_count(analyses, 'autocorrelation analysis')} and {_count(findings, 'finding')}"
+    )
 
 
 def _tensorboard_place(logger: Any, missing: str | None) -> tuple[str, str]:

@@ -44,7 +44,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from learnscope.plugins.pipeline.base import Writer, forwards_records
 from learnscope.plugins.pipeline.fanout import Writers
@@ -109,7 +109,7 @@ class BackgroundWriters(Writer):
         self.max_pending_jobs = max_pending_jobs
         self.writes_nothing = writes_nothing
         self.drawing = Drawing()  # the pictures of the jobs, on its own thread
-        self._jobs: collections.deque[tuple[Job, int, str]] = collections.deque()
+        self._jobs: collections.deque[_Queued] = collections.deque()
         self._pending_bytes = 0
         self._busy: str | None = None  # what the worker is running, if anything
         self._closed = False
@@ -147,9 +147,14 @@ class BackgroundWriters(Writer):
         label = method.removeprefix("write_").replace("_", " ")  # "run end"
         if method == "write_embedding":
             label = f"snapshot {args[0].key} step {args[0].step}"
-        self.submit(lambda writers: getattr(writers, method)(*args), size=size, label=label)
+        record = method if method.startswith("write_") else None
+        self.submit(
+            lambda writers: getattr(writers, method)(*args), size=size, label=label, record=record
+        )
 
-    def submit(self, job: Job, size: int = 0, label: str | None = None) -> None:
+    def submit(
+        self, job: Job, size: int = 0, label: str | None = None, record: str | None = None
+    ) -> None:
         """Queue ``job(writers)`` to run on the worker after everything queued before it.
 
         The job gets the worker's writers only (not those with ``on_training_thread``): give
@@ -162,6 +167,9 @@ class BackgroundWriters(Writer):
             job: Called with the :class:`Writers` on the worker thread.
             size: Bytes the job holds until it has run (a snapshot's vectors), for the bound.
             label: What the job writes, for messages (default: the job's name).
+            record: The :class:`Writer` method of the record the job hands the writers (such
+                as ``"write_embedding"``), if any: abandoned at the end of a fit, the record is
+                counted as not written (:meth:`Writers.not_written`).
 
         Raises:
             RuntimeError: The queue was closed.
@@ -177,7 +185,7 @@ class BackgroundWriters(Writer):
             ):
                 self._changed.wait(SIGNAL_CHECK_S)
                 self._raise_failure()
-            self._jobs.append((job, size, label or _describe(job)))
+            self._jobs.append(_Queued(job, size, label or _describe(job), record))
             self._pending_bytes += size
             if not self._at_exit:  # written at exit unless closed before
                 atexit.register(self._close_at_exit)
@@ -297,7 +305,7 @@ class BackgroundWriters(Writer):
 
     def _queue_words(self) -> str:
         """The records queued, in words; ``""`` for none (call with the lock held)."""
-        labels = [label for _, _, label in self._jobs if label not in ("close", "flush")]
+        labels = [job.label for job in self._jobs if job.label not in ("close", "flush")]
         if not labels:
             return ""
         size = _mb(self._pending_bytes)
@@ -307,11 +315,15 @@ class BackgroundWriters(Writer):
         """Drop every queued job, saying what was dropped and why."""
         with self._changed:
             busy, queued = self._in_progress(), self._queue_words()
-            for _, job_size, _ in self._jobs:
-                self._pending_bytes -= job_size
+            dropped = list(self._jobs)
+            for job in dropped:
+                self._pending_bytes -= job.size
             self._jobs.clear()
             self._closed = True
             self._changed.notify_all()
+        for job in dropped:  # counted for the end-of-fit line
+            if job.record is not None:
+                self.queued.not_written(job.record, f"abandoned: {reason}")
         if queued:
             log.warning(
                 "learnscope: %s; abandoning %s; those records are not written%s",
@@ -341,7 +353,7 @@ class BackgroundWriters(Writer):
                     self._thread = None  # the next job starts another
                     self._changed.notify_all()
                     return
-                job, size, label = self._jobs.popleft()
+                job, size, label, _ = self._jobs.popleft()
                 self._busy = label
                 self._changed.notify_all()  # a place in the queue is free
             try:
@@ -357,6 +369,15 @@ class BackgroundWriters(Writer):
                     self._busy = None
                     self._pending_bytes -= size
                     self._changed.notify_all()
+
+
+class _Queued(NamedTuple):
+    """A job in the queue: what it runs, the bytes it holds, its label, the record it makes."""
+
+    job: Job
+    size: int
+    label: str
+    record: str | None
 
 
 def _describe(job: Job) -> str:

@@ -81,6 +81,22 @@ class Writer:
         return type(self).__name__
 
 
+class RecordSkipped(Exception):
+    """A writer leaves this record unwritten on purpose, saying why (its message).
+
+    Raised by a writer's ``write_...`` method instead of returning, so that the fan-out
+    (:class:`~learnscope.plugins.pipeline.fanout.Writers`) counts the record as not written
+    for that writer, with the reason, in the end-of-fit line: one way every record that does
+    not reach a run directory is counted. Unlike a failure, it is not logged per record (the
+    writer says once why it skips), never switches the writer off, and is not raised under
+    ``LEARNSCOPE_STRICT=1``: it is what the writer was asked to do (keep the disk's reserve free).
+
+    Example:
+        >>> str(RecordSkipped("/runs has 3.0 MiB free, below the reserve of 64.0 MiB"))
+        '/runs has 3.0 MiB free, below the reserve of 64.0 MiB'
+    """
+
+
 RECORD_KINDS = (
     "write_embedding",
     "write_scalars",

@@ -7,7 +7,10 @@ default (see :mod:`learnscope.write_limits`). When it would not, the record is s
 first skip of a writer says so in one warning; the training's own logs and checkpoints keep the
 room. Small records (scalars, histograms, pictures, the run record's entries) are skipped too
 while the free space is below the reserve: on a nearly full disk learnscope writes nothing.
-The file system is asked at most every 0.2 s; the bytes allowed meanwhile are counted off.
+A writer skips a record by raising :class:`~learnscope.plugins.pipeline.base.RecordSkipped`
+(:meth:`DiskReserve.check`), so the fan-out counts every skipped record, with the free space
+and the reserve, for the end-of-fit line. The file system is asked at most every 0.2 s; the
+bytes allowed meanwhile are counted off.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from learnscope.plugins.pipeline.base import RecordSkipped
 from learnscope.write_limits import write_limits
 
 if TYPE_CHECKING:
@@ -50,6 +55,7 @@ class DiskReserve:
     def __init__(self, directory: Path | None) -> None:
         self.directory = None if directory is None else Path(directory)
         self.skipped = 0  # records skipped so far
+        self.last_reason = ""  # why the latest write did not fit
         self._asked = -1.0  # when the file system was last asked (time.monotonic)
         self._free = self._total = 0  # what it said, less the bytes allowed since
 
@@ -63,40 +69,93 @@ class DiskReserve:
             nbytes: About how many bytes the record takes on disk.
             what: The record, for the message, such as ``"snapshot encoder step 40"``.
         """
+        short = self.shortfall(nbytes)
+        if short is None:
+            return True
+        self.skipped += 1
+        if self.skipped == 1:
+            limits = write_limits()
+            log.warning(
+                "learnscope: %s is not written: %s has %s free and learnscope leaves %s "
+                "(%g%% of %s, at least %s) for the training's own logs and checkpoints; later "
+                "records are skipped too while it has less, without a message each (the "
+                "end-of-fit line counts them; the reserve is set with "
+                "learnscope.write_limits.set_write_limits)",
+                f"{what} ({_size(nbytes)})" if nbytes else what,
+                self.directory,
+                _size(short.free),
+                _size(short.reserve),
+                100 * limits.reserve_fraction,
+                _size(short.total),
+                _size(limits.reserve_min_bytes),
+            )
+        return False
+
+    def check(self, nbytes: int, what: str) -> None:
+        """Raise :class:`RecordSkipped` unless writing ``nbytes`` more leaves the reserve free.
+
+        The rule and the one message of :meth:`allows`; the exception says the free space and
+        the reserve of this skip, for the end-of-fit line.
+
+        Example:
+            >>> import tempfile
+            >>> DiskReserve(Path(tempfile.mkdtemp())).check(1 << 62, "a record")
+            Traceback (most recent call last):
+            ...
+            learnscope.plugins.pipeline.base.RecordSkipped: the free-space reserve: ...
+        """
+        if not self.allows(nbytes, what):
+            raise RecordSkipped(self.last_reason)
+
+    def shortfall(self, nbytes: int) -> Shortfall | None:
+        """``None`` when ``nbytes`` more leave the reserve free (they are counted off), else why.
+
+        Says nothing and counts no skip: :meth:`allows` and :meth:`check` do.
+        """
         limits = write_limits()
         if self.directory is None:
-            return True  # an object store: no disk to keep free
+            return None  # an object store: no disk to keep free
         if limits.reserve_fraction == 0 and limits.reserve_min_bytes == 0:
-            return True  # no reserve: a write that does not fit fails as it would
+            return None  # no reserve: a write that does not fit fails as it would
         now = time.monotonic()
         if now - self._asked > ASK_EVERY_S or nbytes >= LARGE_BYTES:
             try:
                 fs = os.statvfs(self.directory)
             except OSError:
-                return True
+                return None
             self._asked = now
             self._free, self._total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
         free, total = self._free, self._total
         reserve = limits.reserve_bytes(total)
         if free - nbytes >= reserve:
             self._free -= nbytes
-            return True
-        self.skipped += 1
-        if self.skipped == 1:
-            log.warning(
-                "learnscope: %s is not written: %s has %s free and learnscope leaves %s "
-                "(%g%% of %s, at least %s) for the training's own logs and checkpoints; later "
-                "records that do not fit are skipped too, without a message (the reserve is "
-                "set with learnscope.write_limits.set_write_limits)",
-                f"{what} ({_size(nbytes)})" if nbytes else what,
-                self.directory,
-                _size(free),
-                _size(reserve),
-                100 * limits.reserve_fraction,
-                _size(total),
-                _size(limits.reserve_min_bytes),
-            )
-        return False
+            return None
+        short = Shortfall(self.directory, free, reserve, total)
+        self.last_reason = short.reason
+        return short
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """Why a write does not fit above the reserve: the free space and the reserve, in bytes.
+
+    Example:
+        >>> Shortfall(Path("/runs"), 3 << 20, 64 << 20, 1 << 30).reason
+        'the free-space reserve: /runs has 3.0 MiB free and learnscope leaves 64.0 MiB'
+    """
+
+    directory: Path
+    free: int
+    reserve: int
+    total: int
+
+    @property
+    def reason(self) -> str:
+        """The shortfall in words, for the end-of-fit line."""
+        return (
+            f"the free-space reserve: {self.directory} has {_size(self.free)} free and "
+            f"learnscope leaves {_size(self.reserve)}"
+        )
 
 
 def snapshot_bytes(snapshot: EmbeddingSnapshot) -> int:
@@ -118,12 +177,12 @@ def _size(nbytes: int) -> str:
     """Bytes for a person.
 
     Example:
-        >>> _size(64 << 20), _size(1536)
-        ('64.0 MiB', '1.5 KiB')
+        >>> _size(64 << 20), _size(1536), _size(1 << 60)
+        ('64.0 MiB', '1.5 KiB', '1024.0 PiB')
     """
     value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover - unreachable
+    return f"{value:.1f} PiB"

@@ -11,11 +11,12 @@ import collections
 import dataclasses
 import errno
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.plugins.pipeline.base import Writer, forwards_records, shows
+from learnscope.plugins.pipeline.base import RecordSkipped, Writer, forwards_records, shows
 from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
 from learnscope.strict import strict_mode
@@ -37,12 +38,20 @@ class Writers(Writer):
     * :attr:`MAX_FAILURES_IN_A_ROW` failures in a row of one kind of record (three snapshots,
       say) switch that kind off for this writer, with one message; its other kinds go on (so
       a broken projector folder does not cost the scalars). Any success resets the count.
+    * A writer whose writes keep failing is switched off, with one message naming the record,
+      the reason and that later records are not written: :attr:`MAX_FAILURES_IN_A_ROW`
+      records in a row failed, of any kind, with none written in between (a full disk, a
+      store that refuses every write), or its failed writes in a row took
+      :attr:`GIVE_UP_AFTER_S` seconds or more (a store's client, botocore and s3fs, retries a
+      refused request with back-off for about 30 s before it gives up: one such failure is
+      already many). So the end of a fit is not held by a writer that cannot write.
     * A failure that is clearly permanent switches the whole writer off at once, with one
-      message: its run directory is gone, its wandb run has finished, or the file system is
-      read-only. So a dead disk logs a handful of lines, not one per step.
-    * A full disk (or quota) is the writer's, not one kind's: its failures are also counted
-      over every kind of record together, and :attr:`MAX_FAILURES_IN_A_ROW` of them with no
-      success in between switch the whole writer off, with one message.
+      message: its run directory is gone, its wandb run has finished, the file system is
+      read-only, or an object store refuses the credentials.
+    * A record a writer skips on purpose (it raises
+      :class:`~learnscope.plugins.pipeline.base.RecordSkipped`: the disk is below the
+      free-space reserve) is not written and not a failure: nothing is logged for it (the
+      writer says once why it skips) and nothing is switched off.
 
     Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the error is raised.
 
@@ -52,9 +61,11 @@ class Writers(Writer):
     later call), in the order they were first seen. A callback may hand its own full table or
     only a new finding; no writer ever shows a one-callback table.
 
-    What each writer wrote and lost is kept for the end-of-fit line: :attr:`written` counts the
-    records each wrote (by ``id`` of the writer), :attr:`lost` the records each failed to write
-    and the first reason.
+    **What reached each writer** is kept for the end-of-fit line: :attr:`records` counts the
+    records made (by method), and :attr:`outcomes` (by ``id`` of the writer) what each writer
+    wrote and what it did not write, with the first reason: every record that failed, was
+    skipped, came after the writer (or that kind) was switched off, or was abandoned at the
+    end of the fit (:meth:`not_written`).
 
     Args:
         writers: The writers to call, in order.
@@ -66,25 +77,31 @@ class Writers(Writer):
         ...         if step == 1:
         ...             raise OSError("disk hiccup")
         ...         print("wrote step", step)
-        >>> writers = Writers([Flaky()])
+        >>> flaky = Flaky()
+        >>> writers = Writers([flaky])
         >>> for step in range(3):
         ...     writers.write_scalars({"a": 1.0}, step=step)  # step 1 is logged and skipped
         wrote step 0
         wrote step 2
         >>> len(writers.active)
         1
+        >>> outcome = writers.outcomes[id(flaky)]
+        >>> outcome.written["write_scalars"], outcome.lost["write_scalars"], outcome.reason
+        (2, 1, 'OSError: disk hiccup')
     """
 
     MAX_FAILURES_IN_A_ROW = 3
+    GIVE_UP_AFTER_S = 20.0
 
     def __init__(self, writers: Iterable[Writer]) -> None:
-        self.active: list[Writer] = list(writers)
+        self.writers: list[Writer] = list(writers)  # every writer, switched off or not
+        self.active: list[Writer] = list(self.writers)
         self._in_a_row: dict[tuple[int, str], int] = {}  # (writer id, method) -> failures
+        self._failing: dict[int, FailingStreak] = {}  # writer id -> its failures in a row
         self._off: set[tuple[int, str]] = set()  # kinds of record switched off per writer
         self._findings: dict[tuple[str, str], Finding] = {}  # the run's table, first-seen order
-        self.records: collections.Counter[str] = collections.Counter()  # method -> calls
-        self.written: collections.Counter[int] = collections.Counter()  # id(writer) -> records
-        self.lost: dict[int, tuple[int, str]] = {}  # id(writer) -> (records lost, first reason)
+        self.records: collections.Counter[str] = collections.Counter()  # method -> records made
+        self.outcomes: dict[int, Outcome] = {id(w): Outcome() for w in self.writers}
         self._unpictured: set[str] = set()  # pictures that failed to draw, said once
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
@@ -170,43 +187,75 @@ class Writers(Writer):
             if picture is not None:
                 self._call("write_image", picture)
 
-    def _call(self, method: str, *args: Any) -> None:
+    def not_written(self, method: str, reason: str) -> None:
+        """Count one record of ``method`` as made and not written by any writer, for ``reason``.
+
+        For a record that never reached the writers (abandoned at the end of a fit).
+
+        Example:
+            >>> from learnscope.plugins.pipeline.base import Writer
+            >>> class Scalars(Writer):
+            ...     def write_scalars(self, scalars, step):
+            ...         pass
+            >>> writer = Scalars()
+            >>> writers = Writers([writer])
+            >>> writers.not_written("write_scalars", "the end of the fit waited 60 s")
+            >>> writers.records["write_scalars"], writers.outcomes[id(writer)].lost
+            (1, Counter({'write_scalars': 1}))
+        """
         self.records[method] += 1
-        for writer in list(self.active):
+        for writer in self.writers:
+            if takes(writer, method):
+                self.outcomes[id(writer)].not_written(method, reason)
+
+    def _call(self, method: str, *args: Any) -> None:
+        record = method.startswith("write_")
+        if record:
+            self.records[method] += 1
+        for writer in self.writers:
             key = (id(writer), method)
-            if key in self._off:
+            outcome = self.outcomes[id(writer)]
+            if writer not in self.active or key in self._off:
+                if record and takes(writer, method):
+                    outcome.not_written(method, "")  # the reason it was switched off is kept
                 continue
+            started = time.monotonic()
             try:
                 getattr(writer, method)(*args)
+            except RecordSkipped as skipped:
+                outcome.not_written(method, str(skipped))
             except Exception as error:
                 if strict_mode():
                     raise
-                lost, reason = self.lost.get(id(writer), (0, f"{type(error).__name__}: {error}"))
-                self.lost[id(writer)] = (lost + 1, reason)
-                self._failed(writer, method, args, error)
+                outcome.not_written(method, f"{type(error).__name__}: {error}")
+                self._failed(writer, method, args, error, time.monotonic() - started)
             else:
                 self._in_a_row.pop(key, None)
-                self._in_a_row.pop((id(writer), _DISK_FULL), None)
-                if method.startswith("write_"):
-                    self.written[id(writer)] += 1
+                if record:
+                    self._failing.pop(id(writer), None)
+                    outcome.written[method] += 1
+                    if method == "write_findings":
+                        outcome.findings = len(args[0])
 
-    def _failed(self, writer: Writer, method: str, args: tuple[Any, ...], error: Exception) -> None:
+    def _failed(
+        self, writer: Writer, method: str, args: tuple[Any, ...], error: Exception, seconds: float
+    ) -> None:
         """Log one failed record and switch off what keeps failing (the rule in the class doc)."""
         key = (id(writer), method)
         count = self._in_a_row.get(key, 0) + 1
         self._in_a_row[key] = count
+        failing = self._failing.setdefault(id(writer), FailingStreak())
+        failing.add(seconds)
         record = _record_name(method, args)
         reason = f"{type(error).__name__}: {error}"
-        permanent = _permanent_reason(writer, error)
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-            full = self._in_a_row.get((id(writer), _DISK_FULL), 0) + 1
-            self._in_a_row[(id(writer), _DISK_FULL)] = full
-            if full >= self.MAX_FAILURES_IN_A_ROW:
-                permanent = f"the disk stayed full for {full} records in a row"
+        permanent = _permanent_reason(writer, error) or failing.gives_up(
+            self.MAX_FAILURES_IN_A_ROW, self.GIVE_UP_AFTER_S, error
+        )
         if permanent is not None:
             log.error(
                 "learnscope: %s failed in %s%s (%s); %s, so it is switched off for the rest of "
-                "the run, training goes on",
+                "the run: this record and those after it are not written there (the end-of-fit "
+                "line counts them), training goes on",
                 writer.describe(),
                 method,
                 record,
@@ -239,7 +288,82 @@ class Writers(Writer):
             )
 
 
-_DISK_FULL = "disk full"  # the failure count shared by every kind of record of a writer
+@dataclasses.dataclass
+class Outcome:
+    """What one writer wrote and did not write in a run, for the end-of-fit line.
+
+    Attributes:
+        written: Records written, by :class:`Writer` method.
+        lost: Records not written, by method: failed, skipped (the free-space reserve), given
+            after the writer or that kind was switched off, or abandoned at the end.
+        reason: Why the first record was not written (``""`` when all were written).
+        findings: The rows of the last findings table written.
+
+    Example:
+        >>> outcome = Outcome()
+        >>> outcome.not_written("write_embedding", "OSError: SlowDown")
+        >>> outcome.not_written("write_scalars", "OSError: later")
+        >>> sum(outcome.lost.values()), outcome.reason
+        (2, 'OSError: SlowDown')
+    """
+
+    written: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    lost: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    reason: str = ""
+    findings: int = 0
+
+    def not_written(self, method: str, reason: str) -> None:
+        """Count one record of ``method`` not written; ``reason`` is kept if it is the first."""
+        self.lost[method] += 1
+        self.reason = self.reason or reason
+
+
+@dataclasses.dataclass
+class FailingStreak:
+    """A writer's failed records in a row, with none written in between, and their seconds.
+
+    Example:
+        >>> streak = FailingStreak()
+        >>> streak.add(31.0)  # one write its client retried for 31 s
+        >>> streak.gives_up(3, 20.0, OSError("Please reduce your request rate."))
+        'its writes kept failing for 31 s, none written in between (the client retried them)'
+    """
+
+    count: int = 0
+    seconds: float = 0.0
+
+    def add(self, seconds: float) -> None:
+        """One more failed record, which took ``seconds``."""
+        self.count += 1
+        self.seconds += seconds
+
+    def gives_up(self, most: int, most_s: float, error: Exception) -> str | None:
+        """Why the writer is switched off after this streak, or ``None`` while it is not."""
+        if self.count >= most:
+            if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+                return f"the disk stayed full for {self.count} records in a row"
+            return f"its last {self.count} records failed with none written in between"
+        if self.seconds >= most_s:
+            return (
+                f"its writes kept failing for {self.seconds:.0f} s, none written in between "
+                "(the client retried them)"
+            )
+        return None
+
+
+def takes(writer: Writer, method: str) -> bool:
+    """Whether ``writer`` writes records of ``method`` somewhere (itself, or as scalars).
+
+    Example:
+        >>> class Scalars(Writer):
+        ...     def write_scalars(self, scalars, step):
+        ...         pass
+        >>> takes(Scalars(), "write_autocorrelation"), takes(Scalars(), "write_embedding")
+        (True, False)
+    """
+    if method == "write_autocorrelation" and shows(writer, "write_scalars"):
+        return True  # Writer.write_autocorrelation hands the analysis's scalars on
+    return shows(writer, method)
 
 
 def _permanent_reason(writer: Writer, error: Exception) -> str | None:

@@ -102,7 +102,8 @@ class RunRecordWriter(Writer):
             directory is not made again.
         reserve: The free-space reserve of the writer this record belongs to (see
             :mod:`learnscope.plugins.pipeline.disk_reserve`): no entry is written while the free
-            space is below it. ``None``: no reserve.
+            space is below it, each one raising
+            :class:`~learnscope.plugins.pipeline.base.RecordSkipped`. ``None``: no reserve.
 
     Example:
         >>> import tempfile
@@ -180,8 +181,8 @@ class RunRecordWriter(Writer):
             return
         if not self.folder.exists():
             raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
-        if self.reserve is not None and not self.reserve.allows(0, "the run record"):
-            return
+        if self.reserve is not None:
+            self.reserve.check(0, "the run record")
         self.folder.append_record(encode_entries(entries))
         self._ended = entries[-1]["kind"] == "end"
         if step is not None:

@@ -46,7 +46,8 @@ class TensorBoardWriter(Writer):
     ``log_metrics`` and ``finalize``, taking the fit down. While the run directory's file system
     has less free space than learnscope's reserve (:mod:`learnscope.write_limits`), the writer
     writes nothing there (its event file is opened once there is room), so the last free pages
-    stay for the training's own logs and checkpoints.
+    stay for the training's own logs and checkpoints: each record it is given then raises
+    :class:`~learnscope.plugins.pipeline.base.RecordSkipped`, which the fan-out counts.
 
     Args:
         log_dir_or_summary_writer: A run directory (an event file of its own is opened there,
@@ -85,24 +86,23 @@ class TensorBoardWriter(Writer):
         self.record = RunRecordWriter(self.folder, self.reserve)
         self.projector = projector_files.ProjectorConfig(self.folder)
         self.layout = tensorboard_layout.CustomScalarsLayout(self.folder)
-        if self.summary is None and self.reserve.allows(0, "learnscope's event file"):
-            self._open_events()
+        if self.summary is None and self.reserve.shortfall(0) is None:
+            self._open_events()  # else opened by the first record written
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
 
-        Then add it to the run record, with the sprite the projector got. A snapshot that
-        would leave less than the free-space reserve (see :mod:`learnscope.write_limits`) is
-        skipped, the first one with a warning.
+        Then add it to the run record, with the sprite the projector got.
 
         Raises:
+            RecordSkipped: The snapshot would leave less than the free-space reserve (see
+                :mod:`learnscope.write_limits`); the first one skipped is said in a warning.
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
                 it is not made again, so no half run appears where the user removed one.
         """
         if not self.folder.exists():
             raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
-        if not self.reserve.allows(snapshot_bytes(snapshot), f"snapshot {snapshot.key}"):
-            return
+        self.reserve.check(snapshot_bytes(snapshot), f"snapshot {snapshot.key}")
         if self.summary is None:  # the projector lists runs by their event files
             self._open_events().touch()
         files = projector_files.write_snapshot(self.folder, snapshot, self.projector)
@@ -201,8 +201,7 @@ class TensorBoardWriter(Writer):
         """
         from torch.utils.tensorboard.summary import custom_scalars
 
-        if not self.reserve.allows(0, "the Custom Scalars layout"):
-            return
+        self.reserve.check(0, "the Custom Scalars layout")
         state = self.layout.merge(charts)
         if state is not None:
             self.add_summary(custom_scalars(state["layout"]), state["version"])
@@ -214,14 +213,15 @@ class TensorBoardWriter(Writer):
 
         Raises:
             FileNotFoundError: The run directory is gone; nothing is written into the void.
+            RecordSkipped: The disk has less free space than learnscope's reserve.
         """
         if self.summary is not None:
             self.summary._get_file_writer().add_summary(summary, step)
             return
         if not self.folder.exists():
             raise FileNotFoundError(f"the run directory {self.location} is gone")
-        if self.reserve.allows(0, f"{summary.value[0].tag if summary.value else 'a summary'}"):
-            self._open_events().add_summary(summary, step)
+        self.reserve.check(0, f"{summary.value[0].tag if summary.value else 'a summary'}")
+        self._open_events().add_summary(summary, step)
 
     def flush(self) -> None:
         """Flush a given ``SummaryWriter`` (an own event file holds every record already)."""

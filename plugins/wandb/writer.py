@@ -84,11 +84,10 @@ class WandbWriter(Writer):
         embedding.
 
         The run record gets the whole snapshot, every row. A snapshot that would leave less
-        than the free-space reserve (see :mod:`learnscope.write_limits`) is skipped, the first
-        one with a warning.
+        than the free-space reserve (see :mod:`learnscope.write_limits`) is skipped, raising
+        :class:`~learnscope.plugins.pipeline.base.RecordSkipped`; the first one with a warning.
         """
-        if not self.reserve.allows(snapshot_bytes(snapshot), f"snapshot {snapshot.key}"):
-            return
+        self.reserve.check(snapshot_bytes(snapshot), f"snapshot {snapshot.key}")
         whole = snapshot  # the run record keeps every row
         if snapshot.num_points > MAX_TABLE_ROWS:
             log.warning(

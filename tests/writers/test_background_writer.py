@@ -71,6 +71,20 @@ def test_a_full_queue_makes_the_training_thread_wait_instead_of_growing() -> Non
     assert gate.written == [0, 1, 2, 3]
 
 
+def test_records_abandoned_at_the_end_are_counted_as_not_written() -> None:
+    gate = Gate()  # shut: the first record hangs until the end gives up
+    background = BackgroundWriters([gate])
+    for step in range(5):
+        background.write_scalars({"a": 1.0}, step)
+    background.close(timeout_s=0.3)  # step 0 is being written, steps 1-4 are abandoned
+    gate.open.set()
+
+    outcome = background.queued.outcomes[id(gate)]
+    assert outcome.lost == {"write_scalars": 4}
+    assert outcome.reason == "abandoned: the end of the fit waited 0.3 s for learnscope's writes"
+    assert background.queued.records["write_scalars"] == 5  # every record made is counted
+
+
 def test_the_byte_bound_holds_one_large_snapshot_at_a_time(tmp_path: Path) -> None:
     class SlowProjector(Writer):
         def __init__(self) -> None:

@@ -22,6 +22,8 @@ from test_disk_full import _free, fill, small_disk
 from test_log_dir_faults import learnscope_callbacks
 from tiny_models import TinyClassifier, loaders, trainer
 
+from learnscope.plugins.pipeline.base import RecordSkipped
+from learnscope.plugins.pipeline.fanout import Writers
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
@@ -49,13 +51,15 @@ def test_a_snapshot_that_would_take_the_reserve_is_skipped_saying_so_once(
 ) -> None:
     with small_disk(tmp_path / "disk", size_kib=4096) as disk:
         writer = TensorBoardWriter(disk / "run")
+        writers = Writers([writer])  # strict mode: a skip is no failure, nothing is raised
         fill(disk, leave=MIB + 512 * 1024)  # 1.5 MiB free, 1 MiB of it the reserve
         large = torch.randn(2048, 64)  # 512 KiB of vectors: its files take more than 0.5 MiB
         with caplog.at_level(logging.WARNING, logger="learnscope"):
-            writer.write_embedding(EmbeddingSnapshot("large", 0, large))
-            writer.write_embedding(EmbeddingSnapshot("large", 1, large))
-            writer.write_embedding(EmbeddingSnapshot("small", 2, torch.randn(8, 3)))
-        writer.close()
+            with pytest.raises(RecordSkipped, match="1.5 MiB free and learnscope leaves 1.0"):
+                writer.write_embedding(EmbeddingSnapshot("large", 0, large))  # said to the caller
+            writers.write_embedding(EmbeddingSnapshot("large", 1, large))
+            writers.write_embedding(EmbeddingSnapshot("small", 2, torch.randn(8, 3)))
+        writers.close()
         assert entry_names(disk / "run") == ["small/step_000000002"]
         assert not (disk / "run" / "projector" / "large").exists()
         said = [r.getMessage() for r in caplog.records]
@@ -63,6 +67,10 @@ def test_a_snapshot_that_would_take_the_reserve_is_skipped_saying_so_once(
         assert "snapshot large" in said[0] and "is not written" in said[0]
         assert "1.0 MiB" in said[0] and "set_write_limits" in said[0]
         assert writer.reserve.skipped == 2
+        outcome = writers.outcomes[id(writer)]  # what the end-of-fit line counts
+        assert outcome.written["write_embedding"] == 1 and outcome.lost["write_embedding"] == 1
+        assert outcome.reason.startswith(f"the free-space reserve: {disk / 'run'} has 1.5 MiB")
+        assert writers.active == [writer]  # skipping is not failing: the writer stays on
         assert _free(disk) >= MIB  # the reserve is still free
 
 

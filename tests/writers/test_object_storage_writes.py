@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from learnscope.records import EmbeddingSnapshot, Finding, RunEnd, RunStart
 from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_SEGMENTS
 from learnscope.run_record import RecordReader
 from learnscope.storage import MissingFileSystem, open_run_folder
+from learnscope.write_limits import set_write_limits
 
 pytest_plugins = ["s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
 
@@ -216,7 +218,10 @@ def test_a_store_that_refuses_learnscopes_writes_leaves_the_fit_finished_and_say
     entries = RecordReader(open_run_folder(run_url).record_source()).read()
     assert entries[-1]["kind"] == "end" and entries[-1]["status"] == "finished"
     assert [e for e in entries if e["kind"] == "snapshot"] == []  # refused, not half written
-    assert f"to {run_url} (" in line and "records not written" in line
+    analyses = len({e["step"] for e in entries if e["kind"] == "autocorrelation"})
+    # the line counts what is in the bucket, and names what is not and why
+    assert line.startswith(f"learnscope wrote 0 embedding snapshots, {analyses} autocorrelation")
+    assert f"to {run_url} (2 embedding snapshots not written: " in line
     assert "reduce your request rate" in line or "SlowDown" in line or "Busy" in line
 
 
@@ -248,6 +253,74 @@ def test_credentials_refused_mid_run_switch_the_writer_off_once(
     assert len(switched_off) == 1 and "credentials" in switched_off[0].getMessage()
     assert "ExpiredToken" in line or "PermissionError" in line or "denied" in line.lower()
     assert os.environ.get("AWS_MAX_ATTEMPTS") == "1"
+
+
+def learnscope_objects(run_url: str) -> list[str]:
+    """The objects learnscope wrote under ``run_url`` (listed afresh)."""
+    fs = fsspec.filesystem("s3")
+    fs.invalidate_cache()
+    return [n for n in fs.find(run_url.removeprefix("s3://")) if re.search(LEARNSCOPE_FILES, n)]
+
+
+def check_refused_throughout(line: str, caplog: pytest.LogCaptureFixture) -> str:
+    """The line and the messages of a fit whose every learnscope write was refused; the
+    message that switched the writer off."""
+    said = [r.getMessage() for r in caplog.records if r.name == "learnscope"]
+    (off,) = [m for m in said if "switched off for the rest" in m]
+    assert "reduce your request rate" in off and "not written there" in off
+    assert not [m for m in said if "abandoning" in m]  # the end did not wait out its bound
+    assert line.startswith(
+        "learnscope wrote 0 embedding snapshots, 0 autocorrelation analyses and 0 findings in "
+        "this fit; nothing to TensorBoardLogger (2 embedding snapshots, 3 autocorrelation "
+        "analyses and "
+    ), line
+    assert (
+        "other records not written: OSError: [Errno 16] Please reduce your request rate.)" in line
+    )
+    assert "Open it with" not in line
+    return off
+
+
+@pytest.mark.slow
+def test_a_store_that_refuses_every_learnscope_write_switches_the_writer_off_once(
+    s3_fail_fast: LocalS3,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    lenient: None,
+) -> None:
+    s3_fail_fast.faults.refuse(503, "SlowDown", methods={"PUT"}, match=LEARNSCOPE_FILES)
+    run_url, line = _fit_to_s3(s3_fail_fast, tmp_path, monkeypatch, caplog)
+
+    off = check_refused_throughout(line, caplog)
+    assert "failed in write_scalars" in off and "its last 3 records failed" in off
+    skipped = [r for r in caplog.records if "that record is skipped" in r.getMessage()]
+    assert len(skipped) == 2  # run_start and the first scalars, then the writer is off
+    assert s3_fail_fast.requests.refused == 3  # nothing is tried once it is off
+    assert learnscope_objects(run_url) == []
+
+
+@pytest.mark.slow
+def test_a_refusal_the_client_retried_until_it_gave_up_does_not_hold_the_fit_end(
+    s3_env: LocalS3,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    lenient: None,
+) -> None:
+    """The client's default retries: one refused write takes about 30-40 s (s3_server.py);
+    before, the end of the fit waited for each queued record to fail the same way."""
+    previous = set_write_limits(end_timeout_s=120)
+    try:
+        s3_env.faults.refuse(503, "SlowDown", methods={"PUT"}, match=LEARNSCOPE_FILES)
+        run_url, line = _fit_to_s3(s3_env, tmp_path, monkeypatch, caplog)
+    finally:
+        set_write_limits(**previous.as_dict())
+
+    off = check_refused_throughout(line, caplog)
+    assert "failed in write_run_start" in off and "the client retried them" in off
+    assert s3_env.requests.refused == 25  # one record: botocore's 5 attempts, 5 times by s3fs
+    assert learnscope_objects(run_url) == []
 
 
 def test_a_damaged_config_on_a_store_is_set_aside_and_a_new_one_started(

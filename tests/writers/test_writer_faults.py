@@ -129,6 +129,91 @@ def test_a_permanent_failure_switches_the_writer_off_with_one_message(
     assert [s for kind, s in other.written if kind == "embedding"] == [0, 1, 2, 3, 4]
 
 
+class Refused(Writer):
+    """Every record fails, after ``seconds`` (a store's client retrying), with S3's reason."""
+
+    def __init__(self, seconds: float = 0.0, good: frozenset[int] = frozenset()) -> None:
+        self.seconds = seconds
+        self.good = good  # steps written after all
+        self.written: list[tuple[str, int]] = []
+        self.tries = 0
+
+    def _write(self, kind: str, step: int) -> None:
+        self.tries += 1
+        time.sleep(self.seconds)
+        if step not in self.good:
+            raise OSError(16, "Please reduce your request rate.")
+        self.written.append((kind, step))
+
+    def write_scalars(self, scalars: Any, step: int) -> None:
+        self._write("scalars", step)
+
+    def write_findings(self, findings: Any, step: int) -> None:
+        self._write("findings", step)
+
+    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+        self._write("embedding", snapshot.step)
+
+
+def feed(writers: Writers, steps: range) -> None:
+    """A snapshot, scalars and the findings table at each step."""
+    for step in steps:
+        writers.write_embedding(snapshot("enc", step))
+        writers.write_scalars({"a": 1.0}, step)
+        writers.write_findings([], step)
+
+
+def test_a_writer_whose_records_keep_failing_is_switched_off_with_one_message(
+    lenient: None, learnscope_log: pytest.LogCaptureFixture
+) -> None:
+    refused, other = Refused(), Failing(bad=set())
+    writers = Writers([refused, other])
+    feed(writers, range(4))
+
+    assert writers.active == [other]  # three records in a row of three kinds, none written
+    messages = [r.getMessage() for r in learnscope_log.records]
+    assert len(messages) == 3, messages  # two skipped records, then the one that switches off
+    assert [r.levelno for r in learnscope_log.records] == [logging.WARNING] * 2 + [logging.ERROR]
+    off = messages[-1]
+    assert "Refused failed in write_findings on findings at step 0" in off
+    assert "reduce your request rate" in off and "its last 3 records failed" in off
+    assert "switched off for the rest of the run" in off and "not written there" in off
+    outcome = writers.outcomes[id(refused)]  # every record given to it, counted as lost
+    assert sum(outcome.written.values()) == 0 and sum(outcome.lost.values()) == 12
+    assert outcome.reason == "OSError: [Errno 16] Please reduce your request rate."
+    assert [s for kind, s in other.written if kind == "embedding"] == [0, 1, 2, 3]
+
+
+def test_one_failure_between_writes_costs_that_record_only(
+    lenient: None, learnscope_log: pytest.LogCaptureFixture
+) -> None:
+    flaky = Failing(bad={1})  # one snapshot fails; the scalars around it are written
+    writers = Writers([flaky])
+    for step in range(4):
+        writers.write_scalars({"a": 1.0}, step)
+        writers.write_embedding(snapshot("enc", step))
+
+    assert writers.active == [flaky]
+    assert len(learnscope_log.records) == 1
+    outcome = writers.outcomes[id(flaky)]
+    assert outcome.written == {"write_scalars": 4, "write_embedding": 3}
+    assert outcome.lost == {"write_embedding": 1}
+
+
+def test_a_failure_its_client_retried_for_long_switches_the_writer_off_at_once(
+    lenient: None, monkeypatch: pytest.MonkeyPatch, learnscope_log: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(Writers, "GIVE_UP_AFTER_S", 0.5)  # 20 s in a run
+    slow = Refused(seconds=0.6)
+    writers = Writers([slow])
+    feed(writers, range(5))
+
+    assert slow.tries == 1  # one write tried, the other 14 records not
+    (off,) = [r.getMessage() for r in learnscope_log.records]
+    assert "kept failing for 1 s, none written in between" in off and "switched off" in off
+    assert sum(writers.outcomes[id(slow)].lost.values()) == 15
+
+
 def test_strict_mode_raises_the_first_failure() -> None:
     with pytest.raises(OSError, match="No space"):
         Writers([Failing(bad={0})]).write_embedding(snapshot("enc", 0))
