@@ -110,7 +110,7 @@ def test_a_1d_cnn_that_starts_all_but_collapsed_gets_no_finding(
         start = collapse_metrics(model.features(x).double())
     assert start["normalized_spread"] < 0.1  # under the threshold that calls collapse
     loader = DataLoader(sequences(), batch_size=32, shuffle=True)
-    helper = fit(tmp_path, model, loader, steps=60)
+    helper = fit(tmp_path, model, loader, steps=110)
     assert model.learnt()
     assert not_info(helper) == [] and warnings_of(learnscope_log) == []
 
@@ -125,7 +125,7 @@ def test_the_same_1d_cnn_with_its_last_layer_frozen_at_rank_one_is_found_collaps
         last.weight.copy_(torch.randn(16, 1) @ torch.randn(1, 32))
     last.requires_grad_(False)
     loader = DataLoader(sequences(), batch_size=32, shuffle=True)
-    helper = fit(tmp_path, model, loader, steps=60)
+    helper = fit(tmp_path, model, loader, steps=110)
     (collapse,) = [f for f in helper.findings if f.code == "embedding-collapse"]
     # the first check after training starts (step 50: its batch of 32 rows and the next
     # step's, as the ranks need 4 x 16), and not before
@@ -160,7 +160,7 @@ def test_a_cnn_with_pooling_gets_no_finding(
         nn.Linear(16, 16),
     )
     model = Classifier(features, 16, 10, lr=3e-3)
-    helper = fit(tmp_path, model, DataLoader(digits(), batch_size=32, shuffle=True), steps=60)
+    helper = fit(tmp_path, model, DataLoader(digits(), batch_size=32, shuffle=True), steps=110)
     assert model.learnt()
     assert not_info(helper) == [] and warnings_of(learnscope_log) == []
 
@@ -172,7 +172,7 @@ def test_an_mlp_gets_no_finding(
     torch.manual_seed(seed)
     model = TinyClassifier()
     helper = TrainingHelper(check_every_n_steps=50)
-    run = trainer(tmp_path, False, [helper], max_steps=60, max_epochs=-1)
+    run = trainer(tmp_path, False, [helper], max_steps=110, max_epochs=-1)
     run.fit(model, DataLoader(blobs(960, seed=seed), batch_size=32, shuffle=True))
     assert not_info(helper) == [] and warnings_of(learnscope_log) == []
 
@@ -226,7 +226,7 @@ def test_a_bert_on_padded_batches_gets_no_finding(
 ) -> None:
     torch.manual_seed(seed)
     helper = TrainingHelper(check_every_n_steps=50, select=lambda out: out.last_hidden_state)
-    run = trainer(tmp_path, False, [helper], max_steps=60, max_epochs=-1)
+    run = trainer(tmp_path, False, [helper], max_steps=110, max_epochs=-1)
     run.fit(PaddedBert(), padded_token_batches())
     assert not_info(helper) == [] and warnings_of(learnscope_log) == []
 
@@ -269,6 +269,6 @@ def test_a_two_layer_gcn_gets_no_finding(
 ) -> None:
     torch.manual_seed(seed)
     helper = TrainingHelper(check_every_n_steps=50, edge_index_fn=lambda b: b.edge_index)
-    run = trainer(tmp_path, False, [helper], max_steps=60, max_epochs=-1)
+    run = trainer(tmp_path, False, [helper], max_steps=110, max_epochs=-1)
     run.fit(GraphNodes(), graph_batches())
     assert not_info(helper) == [] and warnings_of(learnscope_log) == []
