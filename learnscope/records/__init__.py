@@ -3,10 +3,10 @@
 Callbacks (or a hand-written loop) build records; writers in ``learnscope.plugins`` show them.
 """
 
+from learnscope.finding_codes import FINDING_ADVICE, FINDING_CODES, STATE_CODES, finding_life
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
 from learnscope.records.embedding import AlignedView, EmbeddingSnapshot, ViewFrame
-from learnscope.records.finding_codes import FINDING_ADVICE, FINDING_CODES, STATE_CODES
-from learnscope.records.health import Finding, Histogram, RenderedImage, finding_life
+from learnscope.records.health import Finding, Histogram, RenderedImage
 from learnscope.records.run import CallbackSettings, RunEnd, RunError, RunStart
 
 __all__ = [

@@ -8,8 +8,8 @@ from typing import Literal
 
 import numpy as np
 
+from learnscope.finding_codes import FINDING_ADVICE, FINDING_CODES, finding_life
 from learnscope.records import checks
-from learnscope.records.finding_codes import FINDING_ADVICE, FINDING_CODES
 
 Severity = Literal["info", "warning", "error"]
 
@@ -21,7 +21,7 @@ class Finding:
     A finding has a life over the checks of a run: when it was first seen (``first_step``), when
     last (``step``), and, once a check that judges it no longer finds it, the step of that check
     (``resolved_step``; ``None`` while it still holds). What to try about it comes from one table
-    (:data:`~learnscope.records.finding_codes.FINDING_ADVICE`).
+    (:data:`~learnscope.finding_codes.FINDING_ADVICE`).
 
     Args:
         code: One of :data:`FINDING_CODES`, such as ``"unused-parameter"``.
@@ -135,27 +135,6 @@ class Finding:
             False
         """
         return dataclasses.replace(self, resolved_step=step)
-
-
-def finding_life(first_step: int, step: int, resolved_step: int | None) -> str:
-    """A finding's life in words: when it was seen, and whether it still holds.
-
-    Args:
-        first_step: When it was first found.
-        step: When it was last found.
-        resolved_step: The first check that no longer found it, ``None`` while it holds.
-
-    Example:
-        >>> finding_life(50, 50, None)
-        'found at step 50; still holds'
-        >>> finding_life(50, 120, 150)
-        'seen at steps 50-120; healthy at every check since step 150'
-    """
-    seen = f"step {step}" if first_step == step else f"steps {first_step}-{step}"
-    if resolved_step is None:
-        return f"found at {seen}; still holds"
-    only = " only" if first_step == step else ""
-    return f"seen at {seen}{only}; healthy at every check since step {resolved_step}"
 
 
 @dataclass(frozen=True, eq=False)

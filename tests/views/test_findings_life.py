@@ -18,7 +18,7 @@ import pytest
 from browser import chromium, open_page, unavailable_reason
 from record_entries import ALL_CALLBACKS, drifting_points, run_entry, snapshot_entry, write
 
-from learnscope.plugins.views.findings_fold import finding_life, findings_view
+from learnscope.plugins.views.findings_fold import findings_view, life
 from learnscope.plugins.views.record_checks import DamagedEntry, finding_row
 from learnscope.plugins.views.run_view import read_view
 from learnscope.plugins.views.view_page import export_html
@@ -100,10 +100,10 @@ def test_a_row_whose_life_does_not_add_up_is_damage(change: dict, message: str) 
 
 
 def test_each_finding_s_life_in_words() -> None:
-    assert finding_life(TINY) == "found at step 300; still holds"
-    assert finding_life(DEAD) == "found at steps 50-300; still holds"
-    assert finding_life(COLLAPSE) == "seen at step 0 only; healthy at every check since step 50"
-    assert finding_life(SPIKE) == "seen at steps 50-120; healthy at every check since step 150"
+    assert life(TINY) == "found at step 300; still holds"
+    assert life(DEAD) == "found at steps 50-300; still holds"
+    assert life(COLLAPSE) == "seen at step 0 only; healthy at every check since step 50"
+    assert life(SPIKE) == "seen at steps 50-120; healthy at every check since step 150"
 
 
 def test_the_view_lists_the_findings_that_still_hold_first(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ HEADER = ["when", "severity", "code", "subject", "message"]
 
 
 def _row(f: dict[str, Any], advice: bool = True) -> list[str]:
-    cells = [finding_life(f), f["severity"], f["code"], f["subject"], f["message"]]
+    cells = [life(f), f["severity"], f["code"], f["subject"], f["message"]]
     return cells + ([f["advice"]] if advice else [])
 
 
@@ -270,7 +270,7 @@ def test_the_wandb_page_shows_the_same_findings(
     assert data is not None
     (run,) = json.loads(data[1])["runs"]
     assert [f["life"] for f in run["view"]["findings"]] == [
-        finding_life(f) for f in (DEAD, TINY, COLLAPSE, SPIKE)
+        life(f) for f in (DEAD, TINY, COLLAPSE, SPIKE)
     ]
     open_page(browser, page)
     _check_life_panel(browser)

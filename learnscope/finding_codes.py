@@ -1,8 +1,9 @@
-"""The kinds of finding: each code, what to try about it, and whether it judges a trained model.
+"""The kinds of finding: each code, what to try about it, whether it judges a trained model.
 
 One table, read by every place that shows a finding (the logger, the TensorBoard Text tab, the
 W&B findings table, the run record and so every view), so a finding says what to try in the
-same words everywhere.
+same words everywhere; and a finding's life in words (:func:`finding_life`), the same in the
+logs, the dashboards and the views. Nothing here imports torch: the views read it too.
 
 A code is either a **verdict on the model's state** (what its weights and representations have
 become: collapse, oversmoothing, a head that dwarfs the encoder, gradients that vanish) or an
@@ -88,3 +89,24 @@ STATE_CODES: frozenset[str] = frozenset(
         "structural-zero-gradient",
     }
 )
+
+
+def finding_life(first_step: int, step: int, resolved_step: int | None) -> str:
+    """A finding's life in words: when it was seen, and whether it still holds.
+
+    Args:
+        first_step: When it was first found.
+        step: When it was last found.
+        resolved_step: The first check that no longer found it, ``None`` while it holds.
+
+    Example:
+        >>> finding_life(50, 50, None)
+        'found at step 50; still holds'
+        >>> finding_life(50, 120, 150)
+        'seen at steps 50-120; healthy at every check since step 150'
+    """
+    seen = f"step {step}" if first_step == step else f"steps {first_step}-{step}"
+    if resolved_step is None:
+        return f"found at {seen}; still holds"
+    only = " only" if first_step == step else ""
+    return f"seen at {seen}{only}; healthy at every check since step {resolved_step}"
