@@ -172,8 +172,12 @@ def test_wandb_run_holds_tables_charts_histograms_and_findings(demo_logdir: Path
         "severity",
         "code",
         "subject",
+        "still holds",
+        "seen",
         "message",
+        "what to try",
     ]
+    assert findings[-1]["data"][0][2] == "no-findings"  # the demo is healthy
 
 
 def readme_demo_tags() -> set[str]:
