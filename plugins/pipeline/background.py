@@ -103,12 +103,12 @@ class BackgroundWriters(Writer):
         writes_nothing: bool = False,
     ) -> None:
         writers = list(writers)
+        self.drawing = Drawing()  # the pictures of the jobs, on its own thread
         self.inline = Writers([w for w in writers if w.on_training_thread])
-        self.queued = Writers([w for w in writers if not w.on_training_thread])
+        self.queued = Writers([w for w in writers if not w.on_training_thread], self.drawing)
         self.max_pending_bytes = max_pending_bytes
         self.max_pending_jobs = max_pending_jobs
         self.writes_nothing = writes_nothing
-        self.drawing = Drawing()  # the pictures of the jobs, on its own thread
         self._jobs: collections.deque[_Queued] = collections.deque()
         self._pending_bytes = 0
         self._busy: str | None = None  # what the worker is running, if anything
@@ -357,8 +357,7 @@ class BackgroundWriters(Writer):
                 self._busy = label
                 self._changed.notify_all()  # a place in the queue is free
             try:
-                with self.drawing.current():  # pictures on the drawing thread
-                    job(self.queued)
+                job(self.queued)  # its pictures on the drawing thread (the queue's Writers')
             except Exception as error:
                 if strict_mode():
                     self._error = self._error or error

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import errno
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.pipeline.base import RecordSkipped, Writer, forwards_records, shows
+from learnscope.plugins.pipeline.figures import Drawing, missing_pictures
 from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
 from learnscope.strict import strict_mode
@@ -55,6 +57,10 @@ class Writers(Writer):
 
     Under ``LEARNSCOPE_STRICT=1`` (see :mod:`learnscope.strict`) the error is raised.
 
+    **Pictures** (:mod:`~learnscope.plugins.pipeline.pictures`) are drawn once per record, on
+    ``drawing``'s thread when given; without matplotlib they are skipped, said once per
+    :class:`Writers` (:func:`~learnscope.plugins.pipeline.figures.missing_pictures`).
+
     **One findings table.** Every callback of a run hands its findings to the same
     :class:`Writers`, and each writer always gets the whole table: the findings of every call
     so far, one per ``(code, subject)``, the newest one of each (by step; at the same step the
@@ -69,6 +75,7 @@ class Writers(Writer):
 
     Args:
         writers: The writers to call, in order.
+        drawing: Where the pictures are drawn (default: the calling thread).
 
     Example:
         >>> from learnscope.plugins.pipeline.base import Writer
@@ -93,8 +100,9 @@ class Writers(Writer):
     MAX_FAILURES_IN_A_ROW = 3
     GIVE_UP_AFTER_S = 20.0
 
-    def __init__(self, writers: Iterable[Writer]) -> None:
+    def __init__(self, writers: Iterable[Writer], drawing: Drawing | None = None) -> None:
         self.writers: list[Writer] = list(writers)  # every writer, switched off or not
+        self.drawing = drawing
         self.active: list[Writer] = list(self.writers)
         self._in_a_row: dict[tuple[int, str], int] = {}  # (writer id, method) -> failures
         self._failing: dict[int, FailingStreak] = {}  # writer id -> its failures in a row
@@ -103,6 +111,7 @@ class Writers(Writer):
         self.records: collections.Counter[str] = collections.Counter()  # method -> records made
         self.outcomes: dict[int, Outcome] = {id(w): Outcome() for w in self.writers}
         self._unpictured: set[str] = set()  # pictures that failed to draw, said once
+        self._said_no_pictures = False  # that matplotlib is missing
 
     def write_findings(self, findings: Sequence[Finding], step: int) -> None:
         """Merge ``findings`` into the run's table and hand the whole table to every writer.
@@ -139,14 +148,26 @@ class Writers(Writer):
         once, for the writers that show pictures.
         """
         self._call("write_embedding", snapshot)
-        if snapshot.views and self._shown("write_image"):
-            self._pictures("the embedding pictures", lambda: snapshot_pictures(snapshot))
+        if snapshot.images is not None and self._shown("write_embedding"):
+            self._tell_missing_pictures()  # the projector's thumbnails
+        if snapshot.views and self._shown("write_image") and self._tell_missing_pictures():
+            pictures = functools.partial(snapshot_pictures, snapshot, self.drawing)
+            self._pictures("the embedding pictures", pictures)
 
     def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
         """Hand ``summary`` to every writer, then its mean-ACF pictures, drawn once."""
         self._call("write_autocorrelation", summary)
-        if self._shown("write_image"):
-            self._pictures("the ACF pictures", lambda: analysis_pictures(summary))
+        if self._shown("write_image") and self._tell_missing_pictures():
+            pictures = functools.partial(analysis_pictures, summary, self.drawing)
+            self._pictures("the ACF pictures", pictures)
+
+    def _tell_missing_pictures(self) -> bool:
+        """Whether pictures can be drawn; when not, say why, once."""
+        missing = missing_pictures()
+        if missing is not None and not self._said_no_pictures:
+            self._said_no_pictures = True
+            log.warning(missing)
+        return missing is None
 
     @property
     def findings(self) -> list[Finding]:

@@ -3,17 +3,18 @@
 matplotlib (Agg) is imported only when a picture is drawn, and never through ``pyplot``: each
 picture is its own ``Figure`` on a ``FigureCanvasAgg``, so drawing touches no global state and
 may run on a writer's background thread. Without matplotlib (a core-only install), pictures are
-skipped with one warning that says what to install, and everything else is still written.
+skipped (:func:`missing_pictures` gives the words the write pipeline says once per run, with what to
+install), and everything else is still written.
 
 **Who draws.** matplotlib keeps the font files it opens per drawing thread (its font cache is
 keyed by the thread), so a thread that draws and ends would leave a set of open font files
 behind. A :class:`Drawing` owns one drawing thread (``learnscope-draw``, started by its first
 picture); closing it stops the thread and lets go of the fonts. A run's writers
-(:class:`~learnscope.plugins.pipeline.background.BackgroundWriters`) own one and run their jobs
-inside :meth:`Drawing.current`, so every picture of a fit is drawn on its one thread (which
-pictures, drawn once per record for every writer: :mod:`learnscope.plugins.pipeline.pictures`).
-Outside a :class:`Drawing` (a writer called directly), a picture is rasterised on the calling
-thread and the fonts are let go at once.
+(:class:`~learnscope.plugins.pipeline.background.BackgroundWriters`) own one and hand it to their
+picture stage, so every picture of a fit is drawn on its one thread (which pictures, drawn once per
+record for every writer: :mod:`learnscope.plugins.pipeline.pictures`). Without a :class:`Drawing`
+(a function called directly), a picture is rasterised on the calling thread and the fonts are let
+go at once.
 
 Functions return ``uint8 [H, W, 3]`` pixels, what :class:`learnscope.records.RenderedImage`
 holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``Figure`` itself.
@@ -22,8 +23,6 @@ holds; :func:`png_bytes` encodes them. The ``*_figure`` functions return the ``F
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import contextvars
 import functools
 import io
 import logging
@@ -32,7 +31,7 @@ import queue
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,6 +57,7 @@ __all__ = [
     "acf_figure",
     "acf_images",
     "figure_pixels",
+    "missing_pictures",
     "pictures_available",
     "png_bytes",
     "scatter_figure",
@@ -99,42 +99,39 @@ _MAX_MARKERS = 25  # markers per ACF line
 
 DRAWING_THREAD = "learnscope-draw"
 CLOSE_WAIT_S = 30.0  # how long closing a Drawing waits for the picture being drawn
-_warning = threading.Lock()
-_warned = False
-# The Drawing that the calling thread draws with: set by its owner around the jobs it runs
-# (Drawing.current); holds nothing of its own.
-_current: contextvars.ContextVar[Drawing | None] = contextvars.ContextVar(
-    "learnscope_drawing", default=None
-)
+
+
+def missing_pictures() -> str | None:
+    """Why pictures are skipped, in the words of one warning; ``None`` when they can be drawn.
+
+    They need matplotlib (and Pillow, which it needs). Saying it is the business of the
+    pipeline that asks for pictures (:class:`~learnscope.plugins.pipeline.fanout.Writers` says it
+    once per run).
+
+    Example:
+        >>> missing_pictures() is None
+        True
+    """
+    try:
+        import matplotlib  # noqa: F401
+        import PIL  # noqa: F401
+    except ImportError as error:
+        return (
+            f"learnscope: matplotlib could not be imported ({error}), so pictures are skipped: "
+            "ACF charts, PCA scatter images, projector thumbnails; everything else is written. "
+            f"To get them: {INSTALL}"
+        )
+    return None
 
 
 def pictures_available() -> bool:
-    """Whether matplotlib (and Pillow, which it needs) can be imported.
-
-    The first time it is missing, one warning says which pictures are skipped and what to
-    install.
+    """Whether pictures can be drawn: matplotlib and Pillow import (:func:`missing_pictures`).
 
     Example:
         >>> pictures_available()
         True
     """
-    global _warned
-    try:
-        import matplotlib  # noqa: F401
-        import PIL  # noqa: F401
-    except ImportError as error:
-        with _warning:
-            first, _warned = not _warned, True
-        if first:
-            log.warning(
-                "learnscope: matplotlib could not be imported (%s), so pictures are skipped: "
-                "ACF charts, PCA scatter images, projector thumbnails; everything else is "
-                "written. To get them: %s",
-                error,
-                INSTALL,
-            )
-        return False
-    return True
+    return missing_pictures() is None
 
 
 def png_bytes(pixels: np.ndarray, compress_level: int = 6) -> bytes:
@@ -178,8 +175,8 @@ class Drawing:
     Its thread (``learnscope-draw``, a daemon) is started by the first picture and rasterises
     every picture asked of this drawing, one at a time, whichever thread asks. :meth:`close`
     stops the thread once the pictures asked for before are drawn, and lets go of the font
-    files matplotlib opened for it. Code run inside :meth:`current` draws here through the
-    module's functions (:func:`figure_pixels`, :func:`acf_images`).
+    files matplotlib opened for it. The module's functions draw here when they are given it
+    (``drawing=``: :func:`figure_pixels`, :func:`acf_images`), on the calling thread otherwise.
 
     Example:
         >>> from matplotlib.figure import Figure
@@ -207,15 +204,6 @@ class Drawing:
         """Whether the drawing thread is alive."""
         thread = self._thread
         return thread is not None and thread.is_alive()
-
-    @contextlib.contextmanager
-    def current(self) -> Iterator[Drawing]:
-        """Within this block, pictures the calling thread asks the module for are drawn here."""
-        token = _current.set(self)
-        try:
-            yield self
-        finally:
-            _current.reset(token)
 
     def pixels(self, figure: Figure) -> np.ndarray:
         """Rasterise ``figure`` with Agg on the drawing thread into ``uint8 [H, W, 3]`` pixels.
@@ -260,18 +248,17 @@ class Drawing:
             thread.join(timeout_s)
 
 
-def figure_pixels(figure: Figure) -> np.ndarray:
+def figure_pixels(figure: Figure, drawing: Drawing | None = None) -> np.ndarray:
     """Rasterise ``figure`` with Agg into ``uint8 [H, W, 3]`` pixels.
 
-    Inside :meth:`Drawing.current` it is drawn on that drawing's thread; elsewhere on the
-    calling thread, letting go of the font files at once.
+    With a ``drawing`` it is drawn on that drawing's thread; without, on the calling thread,
+    letting go of the font files at once.
 
     Example:
         >>> from matplotlib.figure import Figure
         >>> figure_pixels(Figure(figsize=(2, 1), dpi=50)).shape
         (50, 100, 3)
     """
-    drawing = _current.get()
     if drawing is not None:
         return drawing.pixels(figure)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -449,15 +436,18 @@ def acf_chart(groups: Sequence[GroupAutocorrelation], title: str = "") -> np.nda
 
 
 def acf_images(
-    summary: AutocorrelationSummary, prefix: str = AUTOCORRELATION
+    summary: AutocorrelationSummary,
+    prefix: str = AUTOCORRELATION,
+    drawing: Drawing | None = None,
 ) -> list[RenderedImage]:
     """One :func:`acf_chart` per kind of the summary, tagged ``{prefix}/{kind}/acf``.
 
-    Inside :meth:`Drawing.current` (a run's writers) they are drawn on that drawing's thread.
+    With a ``drawing`` (a run's writers') they are drawn on that drawing's thread.
 
     Args:
         summary: One analysis.
         prefix: The first component of every tag.
+        drawing: Where to draw (default: the calling thread).
 
     Returns:
         The images, in the order the kinds first appear in ``summary.groups``; none without
@@ -470,7 +460,7 @@ def acf_images(
         >>> image.tag, image.step, image.pixels.dtype
         ('~learnscope/autocorrelation/grads/acf', 7, dtype('uint8'))
     """
-    return _acf_images(summary, prefix, figure_pixels)
+    return _acf_images(summary, prefix, functools.partial(figure_pixels, drawing=drawing))
 
 
 def _acf_images(

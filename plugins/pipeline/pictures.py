@@ -11,13 +11,16 @@ two dashboards is drawn once:
 * an autocorrelation analysis: one mean-ACF picture per kind, ``~learnscope/autocorrelation/
   <kind>/acf`` (:func:`analysis_pictures`).
 
-Without matplotlib there is no picture (said once, by :func:`~learnscope.plugins.pipeline.figures.
-pictures_available`); everything else is written.
+Without matplotlib there is no picture (said once per run by the fan-out, in the words of
+:func:`~learnscope.plugins.pipeline.figures.missing_pictures`); everything else is written. Given
+a :class:`~learnscope.plugins.pipeline.figures.Drawing` (``drawing=``), the pictures are drawn on
+its thread; else on the calling thread.
 """
 
 from __future__ import annotations
 
 from learnscope.plugins.pipeline.figures import (
+    Drawing,
     acf_images,
     figure_pixels,
     pictures_available,
@@ -28,7 +31,9 @@ from learnscope.scatter import label_column, labels_of
 from learnscope.tags import embedding_picture
 
 
-def snapshot_pictures(snapshot: EmbeddingSnapshot) -> list[RenderedImage]:
+def snapshot_pictures(
+    snapshot: EmbeddingSnapshot, drawing: Drawing | None = None
+) -> list[RenderedImage]:
     """The scatter of each of ``snapshot``'s aligned views (none without matplotlib).
 
     Example:
@@ -43,10 +48,12 @@ def snapshot_pictures(snapshot: EmbeddingSnapshot) -> list[RenderedImage]:
     """
     if not pictures_available():
         return []
-    return [view_picture(snapshot, view) for view in snapshot.views]
+    return [view_picture(snapshot, view, drawing) for view in snapshot.views]
 
 
-def view_picture(snapshot: EmbeddingSnapshot, view: AlignedView) -> RenderedImage:
+def view_picture(
+    snapshot: EmbeddingSnapshot, view: AlignedView, drawing: Drawing | None = None
+) -> RenderedImage:
     """The scatter of one aligned ``view`` of ``snapshot``, on the view's frame.
 
     A view fitted on some of the points says how many in its title (the others were placed).
@@ -69,10 +76,12 @@ def view_picture(snapshot: EmbeddingSnapshot, view: AlignedView) -> RenderedImag
         axes=name,
     )
     tag = embedding_picture(snapshot.key, view.projection)
-    return RenderedImage(tag, snapshot.step, figure_pixels(figure))
+    return RenderedImage(tag, snapshot.step, figure_pixels(figure, drawing))
 
 
-def analysis_pictures(summary: AutocorrelationSummary) -> list[RenderedImage]:
+def analysis_pictures(
+    summary: AutocorrelationSummary, drawing: Drawing | None = None
+) -> list[RenderedImage]:
     """The mean-ACF pictures of an analysis, one per kind (none without matplotlib).
 
     Example:
@@ -82,4 +91,4 @@ def analysis_pictures(summary: AutocorrelationSummary) -> list[RenderedImage]:
         >>> [p.tag for p in analysis_pictures(AutocorrelationSummary(8, (1,), (g,)))]
         ['~learnscope/autocorrelation/params/acf']
     """
-    return acf_images(summary)
+    return acf_images(summary, drawing=drawing)

@@ -349,7 +349,7 @@ def _write_files(
     images = snapshot.images_uint8()
     tensor = (entry.tensor_path, memoryview(data).nbytes)
     files = SnapshotFiles(name, snapshot.num_points, tensor=tensor)
-    if images is not None and pictures_available():  # else warned once: no sprite
+    if images is not None and pictures_available():  # else no sprite (the pipeline says why)
         sprite = sprite_png(images)
         if sprite is None:
             log.warning(

@@ -100,8 +100,8 @@ def test_acf_images_of_a_real_summary_one_per_kind_with_its_band() -> None:
         lags=(1, 2, 5),
     )
     assert {grp.num_steps for grp in summary.groups} == {96}
-    with figures.Drawing() as drawing, drawing.current():  # as a run's writers draw
-        images = acf_images(summary, "ac")
+    with figures.Drawing() as drawing:  # as a run's writers draw
+        images = acf_images(summary, "ac", drawing)
         assert [(i.tag, i.step, i.pixels.shape[1:]) for i in images] == [
             ("ac/params/acf", 95, (figures.WIDTH, 3)),
             ("ac/grads/acf", 95, (figures.WIDTH, 3)),
@@ -186,24 +186,25 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
 
     from learnscope.lightning_glue.aligned_views import AlignedViews
     from learnscope.lightning_glue.snapshot_job import compare_snapshot
+    from learnscope.plugins import Writers
     from learnscope.plugins.tensorboard import projector_files
     from learnscope.plugins.tensorboard.writer import TensorBoardWriter
     from learnscope.plugins.wandb.autocorrelation import autocorrelation_log
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
-    monkeypatch.setattr(figures, "_warned", False)
     with pytest.raises(ImportError):
         import matplotlib  # noqa: F401
 
     summary = AutocorrelationSummary(9, (1, 2), tuple(groups()[:2]))
     assert acf_images(summary) == []
-    writer = TensorBoardWriter(tmp_path)
-    writer.write_autocorrelation(summary)
+    writers = Writers([TensorBoardWriter(tmp_path)])  # the pipeline of a run: says it once
+    writers.write_autocorrelation(summary)
     vectors = np.random.default_rng(0).normal(size=(20, 4))
     thumbs = torch.rand(20, 3, 4, 4)
     with_images = EmbeddingSnapshot("enc", 3, torch.as_tensor(vectors), images=thumbs)
-    writer.write_embedding(with_images)
-    writer.close()
+    writers.write_embedding(with_images)
+    writers.write_autocorrelation(summary)  # said once, not again
+    writers.close()
     logged = autocorrelation_log(wandb, summary, "step")
     projected = compare_snapshot(
         snapshot(vectors, 5, [i % 2 for i in range(20)]), None, AlignedViews()
