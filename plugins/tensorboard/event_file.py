@@ -13,7 +13,6 @@ batch of records is one new event file instead (:class:`EventSegments`).
 from __future__ import annotations
 
 import errno
-import itertools
 import os
 import socket
 import time
@@ -22,8 +21,6 @@ from typing import Any
 
 from learnscope.optional import import_optional
 from learnscope.storage import RunFolder
-
-_NUMBERS = itertools.count()  # tells apart files opened in one second by one process
 
 
 def framed(event: Any) -> bytes:
@@ -78,12 +75,7 @@ class EventFile:
     def __init__(self, run_dir: Path, suffix: str) -> None:
         self.event_pb2 = import_optional("tensorboard.compat.proto.event_pb2", "tensorboard")
         run_dir.mkdir(parents=True, exist_ok=True)
-        name = (
-            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
-            f"{os.getpid()}.{next(_NUMBERS)}{suffix}"
-        )
-        self.path = run_dir / name
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.path, self._fd = _new_file(run_dir, suffix)
         self._size = 0
         self._add(version_event())
 
@@ -116,6 +108,24 @@ class EventFile:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+
+def _new_file(run_dir: Path, suffix: str) -> tuple[Path, int]:
+    """A new event file, named as TensorBoard names them, opened for appending.
+
+    The name holds the time in seconds, the host and the process, then the lowest number that
+    names no file yet (files opened in one second by one process), made with ``O_EXCL``: never
+    a file already there.
+    """
+    stem = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+    number = 0
+    while True:
+        path = run_dir / f"{stem}.{number}{suffix}"
+        try:
+            return path, os.open(path, flags, 0o644)
+        except FileExistsError:
+            number += 1
 
 
 class EventSegments:

@@ -219,9 +219,6 @@ STATE_PENDING = {
         "issue 38: the limits become arguments of their owners (the writers' queue, the reserve)"
     ),
     ("learnscope/write_limits.py", "_lock"): "issue 38: guards the process-wide limits above",
-    ("plugins/tensorboard/event_file.py", "_NUMBERS"): (
-        "issue 38: the run folder names the files it creates (one door)"
-    ),
     ("lightning_glue/base.py", "LearnscopeCallback.__bases__"): (
         "issue 38: both Lightning namespaces served without re-parenting a class"
     ),
