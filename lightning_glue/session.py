@@ -46,14 +46,9 @@ from learnscope.plugins import LoggerWriters, Writer, logger_writers, shows
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.pipeline.fanout import Outcome, takes
 from learnscope.plugins.pipeline.loggers import dashboard_of
-from learnscope.plugins.views.run_status import (
-    AUTOCORRELATION,
-    PROJECTOR,
-    analysis_missing,
-    snapshots_missing,
-)
 from learnscope.plugins.wandb.writer import disabled_by, run_mode
 from learnscope.records import CallbackSettings, Finding, RunEnd, RunStart
+from learnscope.run_endings import empty_sections
 from learnscope.shell import shell_command
 
 log = logging.getLogger("learnscope")
@@ -228,7 +223,7 @@ class WriterSession:
         bound), and a place that got nothing is named only among those that got nothing, with
         no command to open it. A finished run's line also names the findings it counts (a few)
         and why a section of an attached callback is empty
-        (:mod:`learnscope.plugins.views.run_status`). A failed run's line says how it failed
+        (:mod:`learnscope.run_endings`). A failed run's line says how it failed
         and what was written before, with no command to open it.
         ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
 
@@ -342,15 +337,12 @@ is in CSVLogger (logs), its run record ending 'failed'
             >>> session._empty_sections(RunEnd(1))  # doctest: +ELLIPSIS
             ["No autocorrelation analysis: the run ended at step 1, before ..."]
         """
-        settings = {callback.name: callback.settings for callback in self.callbacks}
-        ended = {"step": end.step, "status": end.status}
-        said = []
-        if PROJECTOR in settings and not self.written["write_embedding"]:
-            said.append(snapshots_missing(settings[PROJECTOR], ended))
-        if AUTOCORRELATION in settings and not self.written["write_autocorrelation"]:
-            why = analysis_missing(settings[AUTOCORRELATION], ended)
-            said.append(f"No autocorrelation analysis: {why}")
-        return said
+        return empty_sections(
+            {callback.name: callback.settings for callback in self.callbacks},
+            {"step": end.step, "status": end.status},
+            self.written["write_embedding"],
+            self.written["write_autocorrelation"],
+        )
 
 
 # Records that a writer which cannot show them still gets in another form (see plugins.base).
