@@ -230,7 +230,7 @@ class EmbeddingProjector(LearnscopeCallback):
             if by_index:
                 dataset_order(trainer, stage, dataloader_idx)  # a shuffled loader fails here
         gathering = self.gather and trainer.world_size > 1
-        armed = plan.due and self.is_on(SNAPSHOTS) and (trainer.is_global_zero or gathering)
+        armed = plan.due and self.is_on(SNAPSHOTS) and (gathering or self._read(trainer))
         if armed:
             with self.guard(SNAPSHOTS, self._record(trainer.global_step)):
                 if self._rows is None:
@@ -245,6 +245,16 @@ class EmbeddingProjector(LearnscopeCallback):
         self._capture.batch_started()
         if (armed and self.is_on(SNAPSHOTS)) or plan.checking:
             self._capture.arm(self)
+
+    def _read(self, trainer: Any) -> bool:
+        """Whether this process's writers read snapshots: rank zero's, when it has a writer.
+
+        Without one (no logger, a disabled W&B run) no row is captured and no snapshot made;
+        that nothing shows them is said once, as when a snapshot is written.
+        """
+        if not trainer.is_global_zero:
+            return False
+        return not self.writers(trainer, shows_method="write_embedding").writes_nothing
 
     def _record(self, step: int) -> str:  # what the projector works on, for a failure
         loader = f" dataloader {self._plan.loader}" if self._loaders is not None else ""

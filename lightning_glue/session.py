@@ -37,7 +37,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import os
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,16 +44,9 @@ from typing import Any
 from learnscope.plugins import LoggerWriters, Writer, logger_writers, shows
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.pipeline.fanout import Outcome, takes
-from learnscope.plugins.pipeline.loggers import dashboard_of
-from learnscope.plugins.views.run_status import (
-    AUTOCORRELATION,
-    PROJECTOR,
-    analysis_missing,
-    snapshots_missing,
-)
-from learnscope.plugins.wandb.writer import disabled_by, run_mode
+from learnscope.plugins.pipeline.loggers import installed_dashboards, logger_place
 from learnscope.records import CallbackSettings, Finding, RunEnd, RunStart
-from learnscope.shell import shell_command
+from learnscope.run_endings import empty_sections
 
 log = logging.getLogger("learnscope")
 
@@ -113,7 +105,9 @@ class WriterSession:
         :func:`~learnscope.plugins.pipeline.loggers.logger_writers`).
         """
         if self._writers is None:
-            self._made = [logger_writers(lg) for lg in self.loggers] if self.is_global_zero else []
+            loggers = self.loggers if self.is_global_zero else []
+            dashboards = installed_dashboards() if loggers else {}  # read once per session
+            self._made = [logger_writers(lg, dashboards) for lg in loggers]
             self._writers = BackgroundWriters(
                 (w for made in self._made for w in made.writers), writes_nothing=self.ended
             )
@@ -228,7 +222,7 @@ class WriterSession:
         bound), and a place that got nothing is named only among those that got nothing, with
         no command to open it. A finished run's line also names the findings it counts (a few)
         and why a section of an attached callback is empty
-        (:mod:`learnscope.plugins.views.run_status`). A failed run's line says how it failed
+        (:mod:`learnscope.run_endings`). A failed run's line says how it failed
         and what was written before, with no command to open it.
         ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
 
@@ -289,13 +283,15 @@ is in CSVLogger (logs), its run record ending 'failed'
             line += ". Open it with: " + "; ".join(commands)
         return line
 
-    def _places(self) -> tuple[list[Place], list[str]]:
+    def _places(self) -> tuple[list[Reached], list[str]]:
         """Where the records went, and the loggers that got none (each with the reason).
 
-        A place is named only when its writers wrote there: a logger whose writers wrote no
-        record (an object store that refused them all, a disk below the free-space reserve) is
-        among the unwritten, with what was not written and why; one that did not get every
-        record says what it got, what it did not and why (:class:`Place`).
+        Each logger's dashboard says where its records went and how to open them
+        (:meth:`LoggerWriters.place`). A place is named only when its writers wrote there: a
+        logger whose writers wrote no record (an object store that refused them all, a disk
+        below the free-space reserve) or whose dashboard says nothing is written there (a
+        disabled W&B run) is among the unwritten, with what was not written and why; one that
+        did not get every record says what it got, what it did not and why (:class:`Reached`).
         """
         made = {id(m.logger): m for m in self._made}
         places, unwritten = [], []
@@ -310,23 +306,17 @@ is in CSVLogger (logs), its run record ending 'failed'
             if lost and not any(sum(outcome.written.values()) for _, outcome in outcomes):
                 unwritten.append(f"{name} ({lost})")
                 continue
-            opens = None
-            if dashboard_of(logger) == "TensorBoardLogger" and getattr(logger, "log_dir", None):
-                where, opens = _tensorboard_place(logger, mine.missing if mine else None)
-            elif dashboard_of(logger) == "WandbLogger":
-                run = getattr(logger, "_experiment", None)  # never starts one
-                if run is not None and run_mode(run) == "disabled":
-                    unwritten.append(_wandb_run(run))
-                    continue
-                where = _wandb_run(run)
-            else:
-                folder = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
-                where = f"{name} ({folder})" if folder else name
+            place = logger_place(logger) if mine is None else mine.place()
+            if not place.written:
+                unwritten.append(place.name)
+                continue
             received = _received(outcomes) if lost else None
             ended = all(
                 o.written["write_run_end"] for w, o in outcomes if takes(w, "write_run_end")
             )
-            places.append(Place(where, received, f" ({lost})" if lost else "", opens, ended))
+            places.append(
+                Reached(place.name, received, f" ({lost})" if lost else "", place.opens, ended)
+            )
         return places, unwritten
 
     def _outcomes_of(self, made: LoggerWriters) -> list[tuple[Writer, Outcome]]:
@@ -342,15 +332,12 @@ is in CSVLogger (logs), its run record ending 'failed'
             >>> session._empty_sections(RunEnd(1))  # doctest: +ELLIPSIS
             ["No autocorrelation analysis: the run ended at step 1, before ..."]
         """
-        settings = {callback.name: callback.settings for callback in self.callbacks}
-        ended = {"step": end.step, "status": end.status}
-        said = []
-        if PROJECTOR in settings and not self.written["write_embedding"]:
-            said.append(snapshots_missing(settings[PROJECTOR], ended))
-        if AUTOCORRELATION in settings and not self.written["write_autocorrelation"]:
-            why = analysis_missing(settings[AUTOCORRELATION], ended)
-            said.append(f"No autocorrelation analysis: {why}")
-        return said
+        return empty_sections(
+            {callback.name: callback.settings for callback in self.callbacks},
+            {"step": end.step, "status": end.status},
+            self.written["write_embedding"],
+            self.written["write_autocorrelation"],
+        )
 
 
 # Records that a writer which cannot show them still gets in another form (see plugins.base).
@@ -584,8 +571,8 @@ def _count(number: int, thing: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Place:
-    """Where a logger's records went, for the end-of-fit line.
+class Reached:
+    """What reached one logger's place, for the end-of-fit line.
 
     Attributes:
         name: The place in words (a run directory, a W&B run with its address).
@@ -667,58 +654,6 @@ def _counts(counts: tuple[int, int, int]) -> str:
         f"{_count(snapshots, 'embedding snapshot')}, "
         f"{_count(analyses, 'autocorrelation analysis')} and {_count(findings, 'finding')}"
     )
-
-
-def _tensorboard_place(logger: Any, missing: str | None) -> tuple[str, str]:
-    """Where a TensorBoard logger's records went, and the commands that open them.
-
-    Args:
-        logger: The TensorBoard logger (its ``log_dir``, and ``save_dir``, the root of its runs).
-        missing: The package learnscope's TensorBoard writer lacked (the logger got only its
-            stand-ins: scalars and the run record), or ``None``.
-
-    Example:
-        >>> class TensorBoardLogger:
-        ...     save_dir, log_dir = "runs dir", "runs dir/version_0"
-        >>> place, opens = _tensorboard_place(TensorBoardLogger(), "tensorboard")
-        >>> print(place)
-        runs dir/version_0 (scalars and the run record only: no 'tensorboard' package)
-        >>> print(opens)
-        learnscope export 'runs dir' --html view.html (one page)
-    """
-    root = getattr(logger, "save_dir", None) or logger.log_dir
-    export = shell_command("learnscope", "export", root, "--html", "view.html") + " (one page)"
-    if missing is not None:
-        return f"{logger.log_dir} (scalars and the run record only: no {missing!r} package)", export
-    tensorboard = shell_command("tensorboard", "--logdir", root)
-    opens = f"{tensorboard} (its learnscope tab, Projector, Custom Scalars); {export}"
-    return str(logger.log_dir), opens
-
-
-def _wandb_run(run: Any) -> str:
-    """The W&B run in words: its name and address, or for an offline run its upload.
-
-    A disabled run is named by what disabled it; the mode comes from the run's settings, never
-    from ``run.url`` (which makes wandb print a line for an offline run).
-
-    Example:
-        >>> _wandb_run(None)
-        'the W&B run (not started)'
-    """
-    if run is None:
-        return "the W&B run (not started)"
-    try:
-        mode = run_mode(run)
-        if mode == "disabled":
-            return f"W&B (disabled by {disabled_by()})"
-        label = getattr(run, "name", None) or getattr(run, "id", None)
-        if mode == "offline":
-            folder = os.path.dirname(str(run.dir))  # .../offline-run-<time>-<id>, without files/
-            return f"the offline W&B run {label} (upload: {shell_command('wandb', 'sync', folder)})"
-        url = getattr(run, "url", None)
-        return f"the W&B run {label} ({url})" if url else f"the W&B run {label}"
-    except Exception:  # a finished or broken run: no more to say
-        return "the W&B run"
 
 
 def _lightning_log(trainer: Any) -> logging.Logger:

@@ -353,7 +353,7 @@ class TrainingHelper(LearnscopeCallback):
             with self.guard(_COLLAPSE, f"step {step}"):
                 self._judge_collapse(trainer, buffer)
         if self._report.take_new():
-            self._dashboards(trainer).write_findings(self.findings, step)
+            self._write_findings(trainer, step)
 
     @override
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
@@ -364,7 +364,7 @@ class TrainingHelper(LearnscopeCallback):
         if self.is_on(_COLLAPSE):
             self._judge_unfinished(trainer, "end")
             self._report.take_new()
-        self._dashboards(trainer).write_findings(self.findings, trainer.global_step)
+        self._write_findings(trainer, trainer.global_step)
 
     def _finish_trace(self) -> None:  # after the forward, before the optimizer steps
         if self._trace.armed:
@@ -411,11 +411,24 @@ class TrainingHelper(LearnscopeCallback):
         shown = ("write_histogram", "write_findings") if self.histograms else ("write_findings",)
         return self.writers(trainer, shown, warn_without_logger=False)
 
+    def _write_findings(self, trainer: Any, step: int) -> None:
+        """Hand the findings table to the writers, when one reads it."""
+        writers = self._dashboards(trainer)
+        if not writers.writes_nothing:
+            writers.write_findings(self.findings, step)
+
     def _publish(self, trainer: Any, step: int, found: checks.CheckReport) -> None:
+        """Report a check's findings (on the ``learnscope`` logger too); hand its numbers on.
+
+        The findings are reported whether or not a writer reads them; the scalars and the
+        histogram only go to writers that do.
+        """
         if step <= self._first_step:  # the weights the fit started with: no verdict on them
             found = found.on_starting_weights()
         self._report.add(found.findings, step, found.scope)
         writers = self._dashboards(trainer)
+        if writers.writes_nothing:
+            return
         writers.write_scalars(found.scalars, step)
         if found.histogram is not None:
             writers.write_histogram(found.histogram)

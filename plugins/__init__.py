@@ -6,8 +6,9 @@ are imported when first used, and each writer imports its dashboard when it is c
 ``learnscope.plugins.tensorboard.TensorBoardWriter``, ``learnscope.plugins.wandb.WandbWriter`` and
 ``learnscope.plugins.wandb.WandbViewWriter`` are the dashboard writers. The folders show the
 layers: ``pipeline/`` (the fan-out, its worker thread, the picture stage, which writers a logger
-gets), ``tensorboard/`` and ``wandb/`` (the writers by dashboard), ``views/`` (everything that
-reads run records) and ``tab/`` (the TensorBoard plugin).
+gets), ``tensorboard/`` and ``wandb/`` (the writers by dashboard, each with its ``dashboard.py``
+entry, installed as a ``learnscope.dashboards`` entry point), ``views/`` (everything that reads
+run records) and ``tab/`` (the TensorBoard plugin).
 """
 
 from typing import TYPE_CHECKING

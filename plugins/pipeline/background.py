@@ -18,8 +18,10 @@ waits until everything queued is written; :meth:`close` drains and closes the wr
 jobs draw pictures on (``learnscope-draw``, started by the first picture); :meth:`close` stops both.
 A queue that has been given a record registers its own :mod:`atexit` call, removed by
 :meth:`close`: a queue still open when the interpreter exits is closed then, what it holds
-written. A queue made with ``writes_nothing`` (the writers of a run that is over) drops what it
-is given and starts no thread.
+written. A queue made with ``writes_nothing`` (the writers of a run that is over), or with no
+writer at all (a fit without a logger, a disabled W&B run: nothing would read what it is given),
+drops what it is given and starts no thread; :attr:`~BackgroundWriters.writes_nothing` tells the
+callbacks, which then make no record for it.
 
 The end is bounded: :meth:`close` waits at most ``end_timeout_s`` seconds (see
 :mod:`learnscope.write_limits`, default 300), says in one line what it waits for when the wait
@@ -81,7 +83,7 @@ class BackgroundWriters(Writer):
             the training thread waits (one snapshot larger than this is still taken, alone).
         max_pending_jobs: How many jobs may wait in the queue.
         writes_nothing: Drop every record and job as it comes, starting no thread (the writers
-            of a run that is over).
+            of a run that is over). Without writers it does so anyway.
 
     Example:
         >>> class Printing(Writer):
@@ -92,6 +94,8 @@ class BackgroundWriters(Writer):
         >>> background.drain()
         step 3 {'loss': 0.5}
         >>> background.close()
+        >>> BackgroundWriters([]).writes_nothing  # no writer reads: no thread, no job
+        True
     """
 
     def __init__(
@@ -108,7 +112,8 @@ class BackgroundWriters(Writer):
         self.queued = Writers([w for w in writers if not w.on_training_thread], self.drawing)
         self.max_pending_bytes = max_pending_bytes
         self.max_pending_jobs = max_pending_jobs
-        self.writes_nothing = writes_nothing
+        # what is given is dropped: a run that is over, or no writer to read it
+        self.writes_nothing = writes_nothing or not writers
         self._jobs: collections.deque[_Queued] = collections.deque()
         self._pending_bytes = 0
         self._busy: str | None = None  # what the worker is running, if anything
@@ -160,8 +165,8 @@ class BackgroundWriters(Writer):
         The job gets the worker's writers only (not those with ``on_training_thread``): give
         records for every writer to the ``write_...`` methods.
 
-        Waits while the queue is full (see the class arguments). Made with ``writes_nothing``,
-        the job is dropped.
+        Waits while the queue is full (see the class arguments). Made with ``writes_nothing``
+        or without writers, the job is dropped.
 
         Args:
             job: Called with the :class:`Writers` on the worker thread.

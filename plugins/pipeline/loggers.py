@@ -1,15 +1,21 @@
 """Map loggers (Lightning's or anything alike) to learnscope writers, without importing Lightning.
 
-A logger is recognised by the name of its class or one of its bases, so the same code serves
-``lightning.pytorch`` and ``pytorch_lightning`` loggers. A new dashboard is one new entry in
-:data:`DASHBOARDS`.
+A dashboard is a :class:`Dashboard`: the writers a logger of its kind gets, where their records
+go and how to open them (the end-of-fit line's words), and the package it needs. Dashboards are
+installed as entry points of the group :data:`ENTRY_POINTS`, named by the logger class they
+serve (learnscope's own, ``TensorBoardLogger`` and ``WandbLogger``, are in its ``pyproject.toml``;
+another package adds one the same way), and read once per writer session
+(:func:`installed_dashboards`). A logger is recognised by the name of its class or of its nearest
+base that has a dashboard (:func:`dashboard_of`), so the same code serves ``lightning.pytorch``
+and ``pytorch_lightning`` loggers. A logger with no dashboard gets its scalars through its own
+``log_metrics`` (:class:`~learnscope.plugins.pipeline.metrics.LoggerMetricsWriter`).
 
 A dashboard whose package is not installed does not cost the fit (Lightning's
 ``TensorBoardLogger`` writes through tensorboardX when the ``tensorboard`` package is missing):
 its logger gets what can be written without the package (:func:`stand_in_writers`: the scalars
 through the logger itself, and the run record, which ``learnscope export`` reads), said in one
-warning, with the install that adds the rest, when the writers are made. A wandb run that is
-disabled (``WANDB_MODE=disabled``) gets no writer, said in one warning. A logger whose log
+warning, with the install that adds the rest, when the writers are made. A dashboard may make
+no writer for a logger (a disabled wandb run), saying why itself. A logger whose log
 directory is on a file system whose package is missing (``s3fs`` for ``s3://``) gets no writer
 either, said in one error naming the package: never a local folder named after the scheme.
 """
@@ -17,77 +23,182 @@ either, said in one error naming the package: never a local folder named after t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import types
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.metrics import LoggerMetricsWriter
-from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
+from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
 from learnscope.shell import shell_command
-from learnscope.storage import LocalFolder, MissingFileSystem, open_run_folder
+from learnscope.storage import MissingFileSystem, open_run_folder
 
 log = logging.getLogger("learnscope")
 
-
-def _tensorboard(logger: Any) -> list[Writer]:
-    """A writer with its own event file in the logger's run directory (never the logger's)."""
-    from learnscope.plugins.tensorboard.writer import TensorBoardWriter
-
-    return [TensorBoardWriter(logger.log_dir)]
+ENTRY_POINTS = "learnscope.dashboards"  # the entry-point group: logger class name -> Dashboard
+OWN_PACKAGE = "learnscope"  # the entries whose module is learnscope's are its own dashboards
 
 
-def _wandb(logger: Any) -> list[Writer]:
-    """A writer into the logger's run and its view page; none when the run is disabled."""
-    from learnscope.plugins.wandb.view_page import WandbViewWriter
-    from learnscope.plugins.wandb.writer import WandbWriter, disabled_by, run_mode
+@dataclass(frozen=True)
+class Place:
+    """Where a logger's records go, in words, and the commands that open them.
 
-    run = logger.experiment
-    if run_mode(run) == "disabled":
-        log.warning(
-            "learnscope: W&B is disabled (%s), so learnscope writes nothing to %s's run",
-            disabled_by(),
-            type(logger).__name__,
-        )
-        return []
-    return [WandbWriter(run), WandbViewWriter(run)]  # the page after the record it reads
+    Args:
+        name: The place (a run directory, a W&B run with its address).
+        opens: The commands that open it, quoted for the user's shell, if any.
+        written: Whether anything is written there: ``False`` for a place that gets nothing
+            (a disabled W&B run), which the end-of-fit line names among those.
+
+    Example:
+        >>> Place("runs/version_0", "tensorboard --logdir runs").written
+        True
+    """
+
+    name: str
+    opens: str | None = None
+    written: bool = True
 
 
 @dataclass(frozen=True)
 class Dashboard:
-    """How learnscope writes to the dashboard of one kind of logger.
+    """How learnscope writes to the dashboard of one kind of logger, and says where it wrote.
 
     Args:
-        writers: Makes the writers for a logger (none: nothing is written there).
-        package: The package they need, as ``pip install`` names it.
-        extra: learnscope's extra that installs it.
+        writers: Makes the writers for a logger (none: nothing is written there). A run
+            folder's writers share its one run record, which this makes
+            (:func:`~learnscope.plugins.pipeline.run_record_writer.record_writer`).
+        place: Where a logger's records went and how to open them, for the end-of-fit line:
+            called with the logger and the package its writers lacked (they were then the
+            stand-ins of :func:`stand_in_writers`) or ``None``. It never starts anything (a
+            W&B run not started is said as such).
+        package: The package the writers need, as ``pip install`` names it.
+        extra: learnscope's extra that installs it, if any.
 
     Example:
-        >>> DASHBOARDS["TensorBoardLogger"].package
+        >>> dashboard = Dashboard(lambda logger: [], logger_place, "tensorboard", "tensorboard")
+        >>> dashboard.package
         'tensorboard'
     """
 
     writers: Callable[[Any], list[Writer]]
+    place: Callable[[Any, str | None], Place]
     package: str
-    extra: str
+    extra: str | None = None
 
     def install(self) -> str:
         """The commands that install the package, for messages.
 
         Example:
-            >>> print(DASHBOARDS["WandbLogger"].install())
+            >>> print(Dashboard(lambda logger: [], logger_place, "wandb", "wandb").install())
             pip install wandb or pip install 'learnscope[wandb]'
         """
         package = shell_command("pip", "install", self.package)
+        if self.extra is None:
+            return package
         extra = shell_command("pip", "install", f"learnscope[{self.extra}]")
         return f"{package} or {extra}"
 
 
-DASHBOARDS: dict[str, Dashboard] = {
-    "TensorBoardLogger": Dashboard(_tensorboard, "tensorboard", "tensorboard"),
-    "WandbLogger": Dashboard(_wandb, "wandb", "wandb"),
-}
+def installed_dashboards() -> Mapping[str, Dashboard]:
+    """The installed dashboards (the :data:`ENTRY_POINTS` entry points), by logger class name.
+
+    An entry of another package that cannot be loaded, is not a :class:`Dashboard`, or names a
+    logger class that another entry names too is said in one error and left out (the loggers
+    of that class get no dashboard writer, only their scalars).
+
+    Raises:
+        ModuleNotFoundError: A module of learnscope's own is missing (a broken install).
+        LookupError: learnscope's own dashboards are not among the entry points: its installed
+            metadata is older than its code (reinstall it).
+
+    Example:
+        >>> sorted(installed_dashboards())
+        ['TensorBoardLogger', 'WandbLogger']
+    """
+    entries = list(entry_points(group=ENTRY_POINTS))
+    if not any(_own(entry) for entry in entries):
+        raise LookupError(
+            f"learnscope's dashboards are not among the installed entry points "
+            f"({ENTRY_POINTS!r}): its install is older than its code; reinstall it "
+            f"({shell_command('pip', 'install', '-e', '.')} in a checkout)"
+        )
+    named: dict[str, list[EntryPoint]] = {}
+    for entry in entries:
+        named.setdefault(entry.name, []).append(entry)
+    found = {}
+    for name, same in named.items():
+        if len(same) > 1:
+            log.error(
+                "learnscope: %d dashboards are installed for %s (%s); it gets neither, only its "
+                "scalars: uninstall all but one",
+                len(same),
+                name,
+                ", ".join(f"{entry.value} of {_package(entry)}" for entry in same),
+            )
+            continue
+        dashboard = _load(same[0])
+        if dashboard is not None:
+            found[name] = dashboard
+    return types.MappingProxyType(found)
+
+
+def _load(entry: EntryPoint) -> Dashboard | None:
+    """The :class:`Dashboard` of ``entry``; ``None`` (said in one error) for a broken one."""
+    try:
+        dashboard = entry.load()
+    except Exception as error:
+        if _own(entry):
+            raise
+        log.error(
+            "learnscope: the dashboard %s of %s cannot be loaded (%s: %s); %s loggers get only "
+            "their scalars",
+            entry.value,
+            _package(entry),
+            type(error).__name__,
+            error,
+            entry.name,
+        )
+        return None
+    if not isinstance(dashboard, Dashboard):
+        log.error(
+            "learnscope: the dashboard %s of %s is a %s, not a learnscope Dashboard; %s loggers "
+            "get only their scalars",
+            entry.value,
+            _package(entry),
+            type(dashboard).__name__,
+            entry.name,
+        )
+        return None
+    return dashboard
+
+
+def _own(entry: EntryPoint) -> bool:
+    return entry.module.partition(".")[0] == OWN_PACKAGE
+
+
+def _package(entry: EntryPoint) -> str:
+    return entry.dist.name if entry.dist is not None else "an unnamed package"
+
+
+def logger_place(logger: Any, missing: str | None = None) -> Place:
+    """Where the records of a logger with no dashboard of its own went: its class and folder.
+
+    Args:
+        logger: The logger (its ``log_dir``, else its ``save_dir``, names the folder).
+        missing: Not used: such a logger has no dashboard package.
+
+    Example:
+        >>> class CSVLogger:
+        ...     save_dir = "logs"
+        >>> logger_place(CSVLogger()).name
+        'CSVLogger (logs)'
+    """
+    name = type(logger).__name__
+    folder = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
+    return Place(f"{name} ({folder})" if folder else name)
 
 
 @dataclass(frozen=True)
@@ -104,6 +215,7 @@ class LoggerWriters:
         unwritable: Why nothing can be written where the logger writes (its log directory's
             file system package is missing), said in one error when the writers were made;
             ``None`` when it can be written.
+        dashboard: The dashboard that made them; ``None`` for a logger with none.
 
     Example:
         >>> LoggerWriters(None, []).missing is None
@@ -114,18 +226,36 @@ class LoggerWriters:
     writers: list[Writer]
     missing: str | None = None
     unwritable: str | None = None
+    dashboard: Dashboard | None = None
+
+    def place(self) -> Place:
+        """Where the logger's records went and how to open them, as its dashboard says.
+
+        A logger with no dashboard is named by its class and folder (:func:`logger_place`).
+
+        Example:
+            >>> class CSVLogger:
+            ...     log_dir = "logs/version_0"
+            >>> LoggerWriters(CSVLogger(), []).place()
+            Place(name='CSVLogger (logs/version_0)', opens=None, written=True)
+        """
+        if self.dashboard is None:
+            return logger_place(self.logger)
+        return self.dashboard.place(self.logger, self.missing)
 
 
-def logger_writers(logger: Any) -> LoggerWriters:
+def logger_writers(logger: Any, dashboards: Mapping[str, Dashboard] | None = None) -> LoggerWriters:
     """The writers that show learnscope records through ``logger``.
 
-    A TensorBoard or wandb logger gets its dashboard writer (none for a disabled wandb run);
-    when the dashboard's package cannot be imported, the stand-ins of
-    :func:`stand_in_writers`, with one warning naming the package and its install. Any other
-    logger gets a :class:`LoggerMetricsWriter` (scalars only).
+    A logger with a dashboard (TensorBoard, wandb, or one another package installs) gets its
+    dashboard's writers (none for a disabled wandb run); when the dashboard's package cannot be
+    imported, the stand-ins of :func:`stand_in_writers`, with one warning naming the package
+    and its install. Any other logger gets a :class:`LoggerMetricsWriter` (scalars only).
 
     Args:
         logger: A Lightning logger, or anything with its ``log_metrics`` method.
+        dashboards: The dashboards, by logger class name (default:
+            :func:`installed_dashboards`, read anew).
 
     Raises:
         ModuleNotFoundError: A module of learnscope's own is missing (a broken install).
@@ -137,21 +267,23 @@ def logger_writers(logger: Any) -> LoggerWriters:
         >>> [w.describe() for w in logger_writers(CSVLogger()).writers]
         ['LoggerMetricsWriter(CSVLogger)']
     """
-    dashboard = _dashboard(logger)
-    if dashboard is None:
+    dashboards = installed_dashboards() if dashboards is None else dashboards
+    name = dashboard_of(logger, dashboards)
+    if name is None:
         return LoggerWriters(logger, [LoggerMetricsWriter(logger)])
+    dashboard = dashboards[name]
     try:
         try:
-            return LoggerWriters(logger, dashboard.writers(logger))
+            return LoggerWriters(logger, dashboard.writers(logger), dashboard=dashboard)
         except ModuleNotFoundError as error:
-            if (error.name or "").partition(".")[0] == "learnscope":
+            if (error.name or "").partition(".")[0] == OWN_PACKAGE:
                 raise
             writers = stand_in_writers(logger)
             _tell_stand_ins(logger, dashboard, error, writers)
-            return LoggerWriters(logger, writers, dashboard.package)
+            return LoggerWriters(logger, writers, dashboard.package, dashboard=dashboard)
     except MissingFileSystem as error:
         log.error("%s, so it writes nothing for %s", error, type(logger).__name__)
-        return LoggerWriters(logger, [], unwritable=_unwritable(error))
+        return LoggerWriters(logger, [], unwritable=_unwritable(error), dashboard=dashboard)
 
 
 def stand_in_writers(logger: Any) -> list[Writer]:
@@ -174,12 +306,9 @@ def stand_in_writers(logger: Any) -> list[Writer]:
     writers: list[Writer] = [LoggerMetricsWriter(logger)]
     log_dir = getattr(logger, "log_dir", None)
     if isinstance(log_dir, str | Path):
-        from learnscope.plugins.pipeline.disk_reserve import DiskReserve
-
         folder = open_run_folder(log_dir)
         folder.make()
-        local = folder.root if isinstance(folder, LocalFolder) else None
-        writers.append(RunRecordWriter(folder, DiskReserve(local)))
+        writers.append(record_writer(folder))
     return writers
 
 
@@ -213,10 +342,15 @@ def _unwritable(error: MissingFileSystem) -> str:
     return f"no {error.package!r} package for {error.location}"
 
 
-def dashboard_of(logger: Any) -> str | None:
-    """The name under which :data:`DASHBOARDS` knows ``logger``'s class or its nearest base.
+def dashboard_of(logger: Any, dashboards: Mapping[str, Dashboard] | None = None) -> str | None:
+    """The name under which the dashboards know ``logger``'s class or its nearest base.
 
     The one way learnscope recognises a logger (the writers it gets, the end-of-fit line).
+
+    Args:
+        logger: The logger.
+        dashboards: The dashboards, by logger class name (default:
+            :func:`installed_dashboards`, read anew).
 
     Example:
         >>> class TensorBoardLogger:
@@ -226,26 +360,23 @@ def dashboard_of(logger: Any) -> str | None:
         >>> dashboard_of(MyLogger()), dashboard_of(object())
         ('TensorBoardLogger', None)
     """
+    dashboards = installed_dashboards() if dashboards is None else dashboards
     for cls in type(logger).__mro__:
-        if cls.__name__ in DASHBOARDS:
+        if cls.__name__ in dashboards:
             return cls.__name__
     return None
-
-
-def _dashboard(logger: Any) -> Dashboard | None:
-    """The dashboard of ``logger``'s class or of its nearest base that has one."""
-    name = dashboard_of(logger)
-    return None if name is None else DASHBOARDS[name]
 
 
 def writers_for(loggers: Iterable[Any]) -> list[Writer]:
     """The writers of every logger, in order (see :func:`logger_writers`).
 
-    The TensorBoard and wandb writers each keep a run record in their own directory, and the
-    wandb writer's ``~learnscope/view`` panel is made from its own: neither needs the other.
+    Each dashboard keeps the run record of its own folder (the wandb writer's
+    ``~learnscope/view`` panel is made from its own): none needs another.
 
     Example:
         >>> writers_for([])
         []
     """
-    return [writer for logger in loggers for writer in logger_writers(logger).writers]
+    loggers = list(loggers)
+    dashboards = installed_dashboards() if loggers else {}
+    return [writer for logger in loggers for writer in logger_writers(logger, dashboards).writers]

@@ -6,9 +6,9 @@ run starts, a ``snapshot`` per embedding snapshot (ids, the aligned PCA view wit
 and frame, typed metadata columns, the sprite, the full embedding's file), an
 ``autocorrelation`` entry per kind of each analysis, the whole ``findings`` table, and an
 ``end`` entry. Each record is one append of its lines, under the directory's lock (on an
-object store, one new segment). The
-TensorBoard and wandb writers each keep one in their own directory; failures are raised to the
-caller (the writer fan-out isolates them).
+object store, one new segment). A run folder has one: a dashboard's entry makes it
+(:func:`record_writer`) and hands it to its writers that write there (the TensorBoard writer,
+the W&B writer); failures are raised to the caller (the writer fan-out isolates them).
 
 Example:
     >>> import tempfile, torch
@@ -187,6 +187,24 @@ class RunRecordWriter(Writer):
         self._ended = entries[-1]["kind"] == "end"
         if step is not None:
             self._step = step if self._step is None else max(self._step, step)
+
+
+def record_writer(directory: str | Path | RunFolder) -> RunRecordWriter:
+    """The run record of ``directory``, with the free-space reserve of its disk.
+
+    The one record writer of a run folder: a dashboard's entry makes it and hands it to its
+    writers that write there, which check their large records against its reserve too. On an
+    object store the reserve allows every write.
+
+    Example:
+        >>> import tempfile
+        >>> record = record_writer(tempfile.mkdtemp())
+        >>> record.path.name, record.reserve is not None
+        ('learnscope_record.jsonl', True)
+    """
+    folder = directory if isinstance(directory, RunFolder) else open_run_folder(directory)
+    local = folder.root if isinstance(folder, LocalFolder) else None
+    return RunRecordWriter(folder, DiskReserve(local))
 
 
 def snapshot_entry(

@@ -13,13 +13,18 @@ from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS, LastTable, Writer, finding_table
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.pipeline.figures import png_bytes
-from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, Sprite, TensorFile
+from learnscope.plugins.pipeline.run_record_writer import (
+    RunRecordWriter,
+    Sprite,
+    TensorFile,
+    record_writer,
+)
 from learnscope.plugins.tensorboard import layout as tensorboard_layout
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.event_file import EventFile, EventSegments
 from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
 from learnscope.run_files import EVENTS_SUFFIX, TENSOR_FILE
-from learnscope.storage import LocalFolder, open_run_folder
+from learnscope.storage import LocalFolder, RunFolder, open_run_folder
 from learnscope.tags import FINDINGS
 
 SUFFIX = EVENTS_SUFFIX
@@ -50,10 +55,15 @@ class TensorBoardWriter(Writer):
     :class:`~learnscope.plugins.pipeline.base.RecordSkipped`, which the fan-out counts.
 
     Args:
-        log_dir_or_summary_writer: A run directory (an event file of its own is opened there,
+        log_dir_or_summary_writer: A run directory, as a path or a
+            :class:`~learnscope.storage.RunFolder` (an event file of its own is opened there,
             which also lets the projector list the run, and closed by :meth:`close`), or an
             existing ``torch.utils.tensorboard.SummaryWriter``, which is written through and
             not closed.
+        record: The run record of that directory, shared with the other writers there (the
+            TensorBoard dashboard's entry makes it: see
+            :func:`~learnscope.plugins.pipeline.run_record_writer.record_writer`); its
+            free-space reserve is this writer's too. By default the writer makes its own.
 
     Example:
         >>> import tempfile, torch
@@ -63,10 +73,16 @@ class TensorBoardWriter(Writer):
         >>> writer.close()
     """
 
-    def __init__(self, log_dir_or_summary_writer: str | Path | Any) -> None:
+    def __init__(
+        self,
+        log_dir_or_summary_writer: str | Path | RunFolder | Any,
+        record: RunRecordWriter | None = None,
+    ) -> None:
         import_optional("tensorboard", "tensorboard")
         self.summary: Any = None
-        if isinstance(log_dir_or_summary_writer, str | Path):
+        if isinstance(log_dir_or_summary_writer, RunFolder):
+            self.folder = log_dir_or_summary_writer
+        elif isinstance(log_dir_or_summary_writer, str | Path):
             self.folder = open_run_folder(log_dir_or_summary_writer)
         else:
             self.summary = log_dir_or_summary_writer
@@ -82,8 +98,14 @@ class TensorBoardWriter(Writer):
             # MB): see remove_orphan_temporaries for which go.
             remove_orphan_temporaries(self.run_dir)
             self._refresh = ProjectorRefresh(self.run_dir)
-        self.reserve = DiskReserve(self.run_dir)  # learnscope leaves the disk's last space
-        self.record = RunRecordWriter(self.folder, self.reserve)
+        self.record = record_writer(self.folder) if record is None else record
+        if self.record.location != self.location:
+            raise ValueError(
+                f"the run record given is {self.record.location}'s, not the writer's "
+                f"{self.location}: a writer keeps the record of its own run directory"
+            )
+        reserve = self.record.reserve  # learnscope leaves the disk's last space
+        self.reserve = DiskReserve(self.run_dir) if reserve is None else reserve
         self.projector = projector_files.ProjectorConfig(self.folder)
         self.layout = tensorboard_layout.CustomScalarsLayout(self.folder)
         if self.summary is None and self.reserve.shortfall(0) is None:

@@ -14,8 +14,6 @@ from typing import Any
 from learnscope.plugins.views.record_checks import DamagedEntry, list_field, rounded, whole_number
 from learnscope.run_record import decode_array
 
-CHARTED_LAGS = (1, 2, 5, 10, 20, 50)  # ModelAutocorrelation's default lags
-
 
 @dataclass
 class AutocorrelationSeries:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from learnscope.plugins.views.record_checks import DamagedEntry, is_number
-from learnscope.plugins.views.run_status import RunEntries, error_text
+from learnscope.plugins.views.run_status import RunEntries
+from learnscope.run_endings import error_text
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
 from learnscope.storage import LocalFolder, RunFolder, UnreadableFile, open_run_folder
 

@@ -59,8 +59,9 @@ from learnscope.plugins.views.record_checks import (
     list_field,
 )
 from learnscope.plugins.views.run_search import folder_name, run_folder
-from learnscope.plugins.views.run_status import PCA_HINT, RunEntries, error_text, section_status
+from learnscope.plugins.views.run_status import PCA_HINT, RunEntries, section_status
 from learnscope.plugins.views.sprite_files import KeptSprite
+from learnscope.run_endings import error_text
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
 from learnscope.storage import LocalFolder, RecordSource, RunFolder

@@ -18,9 +18,9 @@ from typing import Any
 from learnscope.plugins.views.compare_runs import RunSnapshots, missing_key
 from learnscope.plugins.views.compare_steps import COMPARE_PAGE_BYTES, held_comparisons
 from learnscope.plugins.views.run_search import find_runs, folder_name, run_folder, run_of
-from learnscope.plugins.views.run_status import ending_text
 from learnscope.plugins.views.run_view import RunView
 from learnscope.plugins.views.view_modules import joined_source
+from learnscope.run_endings import ending_text
 from learnscope.storage import LocalFolder, RunFolder
 
 # Points per key on an exported page: a page is a file to share, and 100,000 points x 50
@@ -129,7 +129,7 @@ class Export:
     ``failed_runs`` are the runs in the page whose training failed, each with how:
     ``(run, "failed at step S: type: message")``; ``interrupted_runs`` those stopped with
     Ctrl-C: ``(run, "interrupted by Ctrl-C at step S")``
-    (:func:`~learnscope.plugins.views.run_status.ending_text`).
+    (:func:`~learnscope.run_endings.ending_text`).
     """
 
     runs: list[str]

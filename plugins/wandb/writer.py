@@ -1,9 +1,9 @@
 """Weights & Biases writer: embedding tables for the 2D-projection panel, and scalars.
 
-Each writer owns what it keeps between calls, its run record; nothing is shared between
-writers. The view page made from that record is logged by its own consumer of the records,
-:class:`~learnscope.plugins.wandb.view_page.WandbViewWriter`, which a W&B logger gets beside this
-one.
+The writer appends to the run record of the run's files folder, which the W&B dashboard's entry
+makes (one per folder) and hands it. The view page made from that record is logged by its own
+consumer of the records, :class:`~learnscope.plugins.wandb.view_page.WandbViewWriter`, which a
+W&B logger gets beside this one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from learnscope import records
 from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS, Writer, finding_table
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
-from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
+from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
 from learnscope.plugins.wandb.scatter import scatter_chart
 from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
 
@@ -50,6 +50,9 @@ class WandbWriter(Writer):
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``
             returned.
+        record: The run record of the run's files folder (the W&B dashboard's entry makes it:
+            see :func:`~learnscope.plugins.pipeline.run_record_writer.record_writer`); its
+            free-space reserve is this writer's too. By default the writer makes its own.
 
     Example:
         >>> import os, tempfile, torch, wandb  # doctest: +SKIP
@@ -61,12 +64,18 @@ class WandbWriter(Writer):
         >>> WandbWriter(run).write_embedding(snapshot)  # doctest: +SKIP
     """
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: Any, record: RunRecordWriter | None = None) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
         self.run_dir = Path(run.dir)  # the run's files folder: gone, the writer is switched off
-        self.reserve = DiskReserve(self.run_dir)  # large records leave the disk's last space
-        self.record = RunRecordWriter(self.run_dir, self.reserve)
+        self.record = record_writer(self.run_dir) if record is None else record
+        if self.record.run_dir != self.run_dir:
+            raise ValueError(
+                f"the run record given is {self.record.location}'s, not the run's files folder "
+                f"{self.run_dir}: the writer keeps the record of its run"
+            )
+        reserve = self.record.reserve  # large records leave the disk's last space
+        self.reserve = DiskReserve(self.run_dir) if reserve is None else reserve
         self._warned_renames: set[str] = set()  # keys whose renamed columns were said
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:

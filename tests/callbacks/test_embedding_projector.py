@@ -10,7 +10,7 @@ import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir, wandb_table
-from tiny_models import TinyClassifier, blobs, loaders, trainer
+from tiny_models import Collect, TinyClassifier, blobs, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector
 
@@ -235,7 +235,8 @@ def test_captured_rows_hold_no_autograd_graph(
 
     monkeypatch.setattr(EmbeddingRows, "add", spy)
     projector = EmbeddingProjector(stages="train", every_n_train_steps=1)
-    trainer(tmp_path, False, [projector], max_epochs=1).fit(TinyClassifier(), *loaders())
+    # a logger with a writer: without one no row is captured (nothing would read it)
+    trainer(tmp_path, Collect(), [projector], max_epochs=1).fit(TinyClassifier(), *loaders())
     assert len(seen) == 6
     assert all(not v.requires_grad and v.grad_fn is None for v in seen)
 

@@ -53,8 +53,8 @@ EXEMPT_NAMES = frozenset({"__all__"})
 
 IN_FLUX = "object storage work"  # entries of modules being rewritten: they go with that work
 # (module path or fnmatch pattern, name) -> why it may stay; a pattern keeps an entry through a
-# move of its module (plugins/loggers.py, plugins/pipeline/loggers.py). Prefer a tuple, frozenset
-# or MappingProxyType.
+# move of its module (plugins/wandb/autocorrelation.py, plugins/wandb_autocorrelation.py). Prefer
+# a tuple, frozenset or MappingProxyType.
 ALLOWED = {
     ("learnscope/storage/*.py", "_PACKAGES"): (
         "constant table: the package of a URL scheme's file system; its module is being written "
@@ -69,9 +69,6 @@ ALLOWED = {
     ("lightning_glue/cli.py", "COMMANDS"): "constant table of the command line's subcommands",
     ("lightning_glue/loaders.py", "STAGE_LOADERS"): (
         "constant table: a stage's trainer attribute holding its loaders; never changed"
-    ),
-    ("plugins/*loggers.py", "DASHBOARDS"): (
-        "constant table: which writer a logger class gets; never changed"
     ),
     ("plugins/wandb*autocorrelation.py", "_KIND_WORDS"): "constant table: a kind in words",
 }
