@@ -7,7 +7,7 @@ are imported when first used, and each writer imports its dashboard when it is c
 ``learnscope.plugins.wandb.WandbViewWriter`` are the dashboard writers. The folders show the
 layers: ``pipeline/`` (the fan-out, its worker thread, the picture stage, which writers a logger
 gets), ``tensorboard/`` and ``wandb/`` (the writers by dashboard, each with its ``dashboard.py``
-entry, installed as a ``learnscope.dashboards`` entry point), ``views/`` (everything that reads
+entry, named in ``pipeline/loggers.py``'s ``OWN_DASHBOARDS``), ``views/`` (everything that reads
 run records) and ``tab/`` (the TensorBoard plugin).
 """
 

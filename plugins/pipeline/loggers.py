@@ -1,10 +1,10 @@
 """Map loggers (Lightning's or anything alike) to learnscope writers, without importing Lightning.
 
 A dashboard is a :class:`Dashboard`: the writers a logger of its kind gets, where their records
-go and how to open them (the end-of-fit line's words), and the package it needs. Dashboards are
-installed as entry points of the group :data:`ENTRY_POINTS`, named by the logger class they
-serve (learnscope's own, ``TensorBoardLogger`` and ``WandbLogger``, are in its ``pyproject.toml``;
-another package adds one the same way), and read once per writer session
+go and how to open them (the end-of-fit line's words), and the package it needs. learnscope's own,
+for ``TensorBoardLogger`` and ``WandbLogger``, are named in :data:`OWN_DASHBOARDS` (each in its
+dashboard's folder); another package adds one as an entry point of the group
+:data:`ENTRY_POINTS`, named by the logger class it serves. Both are read once per writer session
 (:func:`installed_dashboards`). A logger is recognised by the name of its class or of its nearest
 base that has a dashboard (:func:`dashboard_of`), so the same code serves ``lightning.pytorch``
 and ``pytorch_lightning`` loggers. A logger with no dashboard gets its scalars through its own
@@ -22,6 +22,7 @@ either, said in one error naming the package: never a local folder named after t
 
 from __future__ import annotations
 
+import importlib
 import logging
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -39,7 +40,14 @@ from learnscope.storage import MissingFileSystem, open_run_folder
 log = logging.getLogger("learnscope")
 
 ENTRY_POINTS = "learnscope.dashboards"  # the entry-point group: logger class name -> Dashboard
-OWN_PACKAGE = "learnscope"  # the entries whose module is learnscope's are its own dashboards
+# learnscope's own dashboards: logger class name -> where its Dashboard is (module:name), imported
+# when a writer session reads them (importing one imports no dashboard package).
+OWN_DASHBOARDS = types.MappingProxyType(
+    {
+        "TensorBoardLogger": "learnscope.plugins.tensorboard.dashboard:TENSORBOARD",
+        "WandbLogger": "learnscope.plugins.wandb.dashboard:WANDB",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -103,40 +111,37 @@ class Dashboard:
 
 
 def installed_dashboards() -> Mapping[str, Dashboard]:
-    """The installed dashboards (the :data:`ENTRY_POINTS` entry points), by logger class name.
+    """The dashboards by logger class name: learnscope's own, and those other packages add.
 
-    An entry of another package that cannot be loaded, is not a :class:`Dashboard`, or names a
-    logger class that another entry names too is said in one error and left out (the loggers
-    of that class get no dashboard writer, only their scalars).
-
-    Raises:
-        ModuleNotFoundError: A module of learnscope's own is missing (a broken install).
-        LookupError: learnscope's own dashboards are not among the entry points: its installed
-            metadata is older than its code (reinstall it).
+    learnscope's own (:data:`OWN_DASHBOARDS`) are always there. An entry point of another
+    package (:data:`ENTRY_POINTS`) that cannot be loaded, is not a :class:`Dashboard`, or names a
+    logger class that another dashboard serves too is said in one error and left out (the
+    loggers of that class keep learnscope's dashboard, or get only their scalars).
 
     Example:
         >>> sorted(installed_dashboards())
         ['TensorBoardLogger', 'WandbLogger']
     """
-    entries = list(entry_points(group=ENTRY_POINTS))
-    if not any(_own(entry) for entry in entries):
-        raise LookupError(
-            f"learnscope's dashboards are not among the installed entry points "
-            f"({ENTRY_POINTS!r}): its install is older than its code; reinstall it "
-            f"({shell_command('pip', 'install', '-e', '.')} in a checkout)"
-        )
+    found: dict[str, Dashboard] = {}
+    for name, where in OWN_DASHBOARDS.items():
+        module, _, attribute = where.partition(":")
+        found[name] = getattr(importlib.import_module(module), attribute)
     named: dict[str, list[EntryPoint]] = {}
-    for entry in entries:
+    for entry in entry_points(group=ENTRY_POINTS):
         named.setdefault(entry.name, []).append(entry)
-    found = {}
     for name, same in named.items():
-        if len(same) > 1:
+        if len(same) > 1 or name in found:
+            serving = [f"{entry.value} of {_package(entry)}" for entry in same]
+            if name in found:
+                serving.insert(0, f"learnscope's own ({OWN_DASHBOARDS[name]})")
+            kept = "learnscope's own" if name in found else "neither, only its scalars"
             log.error(
-                "learnscope: %d dashboards are installed for %s (%s); it gets neither, only its "
-                "scalars: uninstall all but one",
-                len(same),
+                "learnscope: %d dashboards are installed for %s (%s); it gets %s: uninstall "
+                "the others",
+                len(serving),
                 name,
-                ", ".join(f"{entry.value} of {_package(entry)}" for entry in same),
+                ", ".join(serving),
+                kept,
             )
             continue
         dashboard = _load(same[0])
@@ -150,8 +155,6 @@ def _load(entry: EntryPoint) -> Dashboard | None:
     try:
         dashboard = entry.load()
     except Exception as error:
-        if _own(entry):
-            raise
         log.error(
             "learnscope: the dashboard %s of %s cannot be loaded (%s: %s); %s loggers get only "
             "their scalars",
@@ -173,10 +176,6 @@ def _load(entry: EntryPoint) -> Dashboard | None:
         )
         return None
     return dashboard
-
-
-def _own(entry: EntryPoint) -> bool:
-    return entry.module.partition(".")[0] == OWN_PACKAGE
 
 
 def _package(entry: EntryPoint) -> str:
@@ -276,7 +275,7 @@ def logger_writers(logger: Any, dashboards: Mapping[str, Dashboard] | None = Non
         try:
             return LoggerWriters(logger, dashboard.writers(logger), dashboard=dashboard)
         except ModuleNotFoundError as error:
-            if (error.name or "").partition(".")[0] == OWN_PACKAGE:
+            if (error.name or "").partition(".")[0] == "learnscope":  # a broken install
                 raise
             writers = stand_in_writers(logger)
             _tell_stand_ins(logger, dashboard, error, writers)

@@ -1,6 +1,6 @@
 """The TensorBoard dashboard's entry: the writer a ``TensorBoardLogger`` gets, and where it wrote.
 
-Installed as the ``TensorBoardLogger`` entry point of ``learnscope.dashboards`` (see
+Named for ``TensorBoardLogger`` in ``OWN_DASHBOARDS`` (see
 :mod:`learnscope.plugins.pipeline.loggers`). Importing it imports no TensorBoard: the writer's
 module is imported when a logger's writers are made.
 

@@ -1,6 +1,6 @@
 """The W&B dashboard's entry: the writers a ``WandbLogger`` gets, and where they wrote.
 
-Installed as the ``WandbLogger`` entry point of ``learnscope.dashboards`` (see
+Named for ``WandbLogger`` in ``OWN_DASHBOARDS`` (see
 :mod:`learnscope.plugins.pipeline.loggers`). Importing it imports no wandb: the writers' modules
 are imported when a logger's writers are made.
 
