@@ -182,21 +182,27 @@ def test_torch_save_of_a_trainer_after_fit_loads_with_the_callbacks_settings(
     assert all(c.writer_session(loaded) is None for c in ours)
 
 
-class Drawing(Writer):
-    """A writer that draws a picture for every scalar record, as the TensorBoard writer does."""
+class Pictures(Writer):
+    """A writer that shows pictures: the picture stage draws them for it, on the drawing thread."""
 
-    def write_scalars(self, scalars: Any, step: int) -> None:
-        from matplotlib.figure import Figure
+    def __init__(self) -> None:
+        self.drawn_on: list[str] = []
 
-        from learnscope.plugins.pipeline.figures import figure_pixels
-
-        figure_pixels(Figure(figsize=(1, 1), dpi=20))
+    def write_image(self, image: Any) -> None:
+        self.drawn_on.append(threading.current_thread().name)
 
 
 def test_closing_the_writers_stops_their_writer_and_drawing_threads() -> None:
-    background = BackgroundWriters([Drawing()])
-    background.write_scalars({"x": 1.0}, step=0)
+    import numpy as np
+
+    from learnscope.records import AutocorrelationSummary, GroupAutocorrelation
+
+    group = GroupAutocorrelation("enc", "params", np.array([1.0, 0.5]), 0.5, 0.4, 0.6, None)
+    pictures = Pictures()
+    background = BackgroundWriters([pictures])
+    background.write_autocorrelation(AutocorrelationSummary(8, (1,), (group,)))
     background.drain()
+    assert pictures.drawn_on == ["learnscope-writer"]  # handed to the writer on its thread
     assert {"learnscope-writer", "learnscope-draw"} <= set(learnscope_threads())
     assert background.drawing.running
     background.close()
