@@ -145,6 +145,11 @@ class OptimizerHistories:
                     return index
         return None
 
+    @property
+    def sharded(self) -> bool:
+        """Whether a history samples sharded parameters (its analysis runs a collective)."""
+        return any(history.sharded for history in self.histories)
+
     def ready(self, max_lag: int) -> bool:
         """Whether a history holds more than ``max_lag`` steps."""
         return any(history.num_steps > max_lag for history in self.histories)

@@ -25,6 +25,7 @@ from learnscope.trainable import TrainableChange, TrainableWatch
 log = logging.getLogger("learnscope")
 
 _PART = "model autocorrelation"
+_SUMMARY = "model autocorrelation summaries"  # rank zero's, of sharded histories
 _SHOWS = "write_autocorrelation"
 
 
@@ -103,7 +104,8 @@ class ModelAutocorrelation(LearnscopeCallback):
     all-reduce needs each rank's power spectra: with sharded parameters they are computed on
     the training thread of every rank, and the all-reduce runs there, in the same order on
     every rank; only the arithmetic after it (the mean ACF, tau, the quartiles) moves to rank
-    zero's writers' thread.
+    zero's writers' thread. Should that arithmetic fail there, it switches off rank zero's
+    summaries only, so that rank zero still takes its part in every later all-reduce.
 
     **Fine-tuning.** Parameters that start or stop training during the fit
     (``BackboneFinetuning``'s new param groups, a flipped ``requires_grad``; a fit may even
@@ -300,8 +302,11 @@ class ModelAutocorrelation(LearnscopeCallback):
             writers.drain()  # a slow writer: at most one copy of the histories is held
         pending = self._histories.prepare(step, lags)  # every rank: the collectives
         self._analysed = step
-        if writers is None:
-            return
+        # Sharded, a summary that fails on rank zero's writers' thread switches off the summaries
+        # only: rank zero goes on taking its part in the collectives, as the other ranks do.
+        part = _SUMMARY if self._histories.sharded else _PART
+        if writers is None or not (self.is_on(_PART) and self.is_on(part)):
+            return  # the one before failed
         make = functools.partial(pending.finish, all_scalars=self.all_scalars)
         if not pending.finishes_anywhere:  # a device not known to take a second thread
             writers.write_autocorrelation(make())
@@ -311,7 +316,7 @@ class ModelAutocorrelation(LearnscopeCallback):
             make,
             label=f"autocorrelation step {step}",
             size=pending.nbytes,
-            guard=functools.partial(self.parts.guard, _PART, f"step {step}"),
+            guard=functools.partial(self.parts.guard, part, f"step {step}"),
         )
 
     def _deliver(self, trainer: Any) -> None:

@@ -149,3 +149,38 @@ def test_training_is_bit_identical_with_and_without_the_callbacks(tmp_path: Path
     plain = fitted([], "plain")
     assert watched.keys() == plain.keys()
     assert all(torch.equal(watched[name], plain[name]) for name in plain)
+
+
+def broken_finish(self: PendingSummary, all_scalars: bool = True) -> AutocorrelationSummary:
+    raise FloatingPointError(f"the summary of step {self.step} broke")
+
+
+def test_in_strict_mode_an_analysis_that_fails_on_the_writers_thread_fails_the_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(PendingSummary, "finish", broken_finish)
+    callback = ModelAutocorrelation(buffer_size=16, analyze_every_n_steps=10, lags=(1, 2, 5))
+    train, val = loaders()
+    fit = trainer(tmp_path, [TensorBoardLogger(str(tmp_path))], [callback], max_steps=STEPS)
+    with pytest.raises(FloatingPointError, match="the summary of step 10 broke"):
+        fit.fit(TinyClassifier(), train, val)
+
+
+def test_leniently_an_analysis_that_fails_switches_the_analyses_off_and_training_goes_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    lenient: None,
+    learnscope_log: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(PendingSummary, "finish", broken_finish)
+    callback = ModelAutocorrelation(buffer_size=16, analyze_every_n_steps=10, lags=(1, 2, 5))
+    tensorboard = TensorBoardLogger(str(tmp_path))
+    train, val = loaders()
+    fit = trainer(tmp_path, [tensorboard], [callback], max_steps=STEPS, max_epochs=4)
+    fit.fit(TinyClassifier(), train, val)
+    assert fit.global_step == STEPS
+    assert callback.switched_off == {"model autocorrelation"}
+    failed = [r.getMessage() for r in learnscope_log.records if "failed on step" in r.getMessage()]
+    assert len(failed) == 1 and "FloatingPointError: the summary of step 10 broke" in failed[0]
+    entries = RecordReader(Path(tensorboard.log_dir) / RECORD_FILE).read()
+    assert not [e for e in entries if e["kind"] == "autocorrelation"]
