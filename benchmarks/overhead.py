@@ -229,7 +229,11 @@ class StepTimer(Callback):
     """Wall time of every training step, from batch start to batch end, and the hooks' share.
 
     ``hooks`` holds, per step, the time the :class:`HookClock` counted since the previous
-    step ended (every hook of the step, ``on_train_batch_start`` included).
+    step ended (every hook of the step, ``on_train_batch_start`` included). ``cpu`` holds the
+    training thread's CPU time of each step (batch start to end: what it computed, not what it
+    waited for), ``process`` the CPU time of every thread of the process from the previous
+    step's end to this one's (the writer thread's work included). CPU times hardly depend on
+    what other processes do with the machine's cores; wall times do.
     """
 
     def __init__(self, device: str, clock: HookClock) -> None:
@@ -237,7 +241,10 @@ class StepTimer(Callback):
         self.clock = clock
         self.times: list[float] = []
         self.hooks: list[float] = []
-        self._start = 0.0
+        self.cpu: list[float] = []
+        self.process: list[float] = []
+        self._start = self._cpu_start = 0.0
+        self._process_at_end: float | None = None
         self._clock_at_end = 0.0
 
     def _sync(self) -> None:
@@ -246,15 +253,32 @@ class StepTimer(Callback):
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, idx: int) -> None:
         self._sync()
-        self._start = time.perf_counter()
+        if self._process_at_end is None:
+            self._process_at_end = time.process_time()
+        self._start, self._cpu_start = time.perf_counter(), time.thread_time()
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, idx: int
     ) -> None:
         self._sync()
         self.times.append(time.perf_counter() - self._start)
+        self.cpu.append(time.thread_time() - self._cpu_start)
+        process = time.process_time()
+        self.process.append(process - (self._process_at_end or process))
+        self._process_at_end = process
         self.hooks.append(self.clock.seconds - self._clock_at_end)
         self._clock_at_end = self.clock.seconds
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What one fit measured, per step (seconds), and the graphs torch compiled."""
+
+    times: list[float]
+    hooks: list[float]
+    cpu: list[float]
+    process: list[float]
+    graphs: int
 
 
 def make_logger(logger: str, folder: str) -> Any:
@@ -277,12 +301,13 @@ def run_once(
     device: str,
     backend: str | None = None,
     logger: str = "none",
-) -> tuple[list[float], list[float], int]:
+) -> Fit:
     """One fit of ``steps`` steps with the variant's callbacks (compiled with ``backend``).
 
     Returns:
-        The step times and the time inside the variant's hooks at each step, in seconds, and
-        the number of graphs torch compiled (0 in eager mode).
+        The step times, the time inside the variant's hooks, the training thread's and the
+        process's CPU time at each step, in seconds, and the number of graphs torch compiled
+        (0 in eager mode).
     """
     from torch._dynamo.utils import counters
 
@@ -313,7 +338,8 @@ def run_once(
         trainer.fit(fitted, loader)
         if logger == "wandb":
             fit_logger.experiment.finish()
-    return timer.times, timer.hooks, counters["stats"]["unique_graphs"]
+    graphs = counters["stats"]["unique_graphs"]
+    return Fit(timer.times, timer.hooks, timer.cpu, timer.process, graphs)
 
 
 @dataclass(frozen=True)
@@ -325,6 +351,20 @@ class Result:
     hook_seconds_per_step: list[float]  # per run: mean over all steps
     hook_median_per_step: list[float]  # per run: median over the steps after warm-up
     graphs: list[int]  # per run: graphs torch compiled
+    cpu_per_step: list[float]  # per run: the training thread's CPU, mean after warm-up
+    process_per_step: list[float]  # per run: every thread's CPU, mean after warm-up
+    step_times: list[list[float]]  # per run: every step's time after warm-up
+
+    @property
+    def typical_mean(self) -> float:
+        """The mean over the steps of each step's median over the runs.
+
+        A burst of the machine's load falls on a step in one run and rarely on the same step
+        in most runs, so it drops out; what every run pays at a given step (a check step, an
+        analysis step and the steps after it) stays in.
+        """
+        steps = zip(*self.step_times, strict=True)  # every run has the same steps
+        return statistics.fmean(statistics.median(step) for step in steps)
 
     @property
     def median(self) -> float:
@@ -351,7 +391,7 @@ def run_in_process(
     package: str | None,
     backend: str | None,
     logger: str = "none",
-) -> tuple[list[float], list[float], int]:
+) -> Fit:
     """:func:`run_once` in a fresh Python, with ``package`` first on its path if given."""
     env = dict(os.environ)
     if package is not None:
@@ -366,7 +406,7 @@ def run_in_process(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if package is not None and not result["learnscope"].startswith(package):
         raise RuntimeError(f"the baseline run imported learnscope from {result['learnscope']}")
-    return result["times"], result["hooks"], result["graphs"]
+    return Fit(**{key: value for key, value in result.items() if key != "learnscope"})
 
 
 def benchmark(
@@ -391,30 +431,28 @@ def benchmark(
     if baseline is not None:
         runs += [(v, baseline) for v in variants if v in LEARNSCOPE]
     label = {run: run[0] if run[1] is None else f"{run[0]} (baseline)" for run in runs}
-    medians: dict[str, list[float]] = {label[r]: [] for r in runs}
-    means: dict[str, list[float]] = {label[r]: [] for r in runs}
-    hooks: dict[str, list[float]] = {label[r]: [] for r in runs}
-    hook_medians: dict[str, list[float]] = {label[r]: [] for r in runs}
-    graphs: dict[str, list[int]] = {label[r]: [] for r in runs}
+    fits: dict[str, list[Fit]] = {label[r]: [] for r in runs}
     for repeat in range(repeats):
         shift = repeat % len(runs)
         for run in runs[shift:] + runs[:shift]:
             variant, package = run
             if baseline is None:
-                times, per_step, compiled = run_once(variant, size, steps, device, backend, logger)
+                fit = run_once(variant, size, steps, device, backend, logger)
             else:
-                times, per_step, compiled = run_in_process(
-                    variant, steps, device, threads, package, backend, logger
-                )
-            name = label[run]
-            medians[name].append(statistics.median(times[warmup:]))
-            means[name].append(statistics.fmean(times[warmup:]))
-            hooks[name].append(sum(per_step) / len(per_step))
-            hook_medians[name].append(statistics.median(per_step[warmup:]))
-            graphs[name].append(compiled)
+                fit = run_in_process(variant, steps, device, threads, package, backend, logger)
+            fits[label[run]].append(fit)
     return {
-        name: Result(medians[name], means[name], hooks[name], hook_medians[name], graphs[name])
-        for name in medians
+        name: Result(
+            run_medians=[statistics.median(f.times[warmup:]) for f in done],
+            run_means=[statistics.fmean(f.times[warmup:]) for f in done],
+            hook_seconds_per_step=[sum(f.hooks) / len(f.hooks) for f in done],
+            hook_median_per_step=[statistics.median(f.hooks[warmup:]) for f in done],
+            graphs=[f.graphs for f in done],
+            cpu_per_step=[statistics.fmean(f.cpu[warmup:]) for f in done],
+            process_per_step=[statistics.fmean(f.process[warmup:]) for f in done],
+            step_times=[f.times[warmup:] for f in done],
+        )
+        for name, done in fits.items()
     }
 
 
@@ -449,6 +487,36 @@ def markdown(results: dict[str, Result], baseline: str = "none") -> str:
         )
     if base is not None and len(base.run_means) > 1:
         lines += ["", paired(results, baseline)]
+    if base is not None:
+        lines += ["", cpu_table(results, baseline)]
+    return "\n".join(lines)
+
+
+def cpu_table(results: dict[str, Result], baseline: str = "none") -> str:
+    """CPU time per step (after the warm-up, every step counted), against ``baseline``.
+
+    The training thread's (what it computed in its steps) and the whole process's (the writer
+    and drawing threads' work included): medians over the runs, with their ranges.
+    """
+    base = results[baseline]
+    base_cpu = statistics.median(base.cpu_per_step)
+    base_process = statistics.median(base.process_per_step)
+
+    def cell(values: list[float], against: float) -> str:
+        middle = statistics.median(values)
+        low, high = 1000 * min(values), 1000 * max(values)
+        return f"{1000 * middle:.2f} [{low:.2f}-{high:.2f}] | {100 * (middle / against - 1):+.1f}%"
+
+    lines = [
+        "| variant | training thread CPU per step (ms) [run range] | overhead | process CPU per "
+        "step, all threads (ms) [run range] | overhead |",
+        "|---|---|---|---|---|",
+    ]
+    for variant, result in results.items():
+        lines.append(
+            f"| {variant} | {cell(result.cpu_per_step, base_cpu)} "
+            f"| {cell(result.process_per_step, base_process)} |"
+        )
     return "\n".join(lines)
 
 
@@ -459,7 +527,8 @@ def paired(results: dict[str, Result], baseline: str = "none") -> str:
     the baseline's in the same repeat is freer of the machine's slow drift than the ratio of
     medians over all runs. The median over the repeats is given with its range; the excess of
     a run's mean step over its median step (the check and analysis steps, and the machine's
-    bursts) is given per variant, against the baseline's.
+    bursts) is given per variant, against the baseline's; and the typical mean step
+    (:attr:`Result.typical_mean`: every step counted, each at its median over the runs).
     """
     base = results[baseline]
 
@@ -471,8 +540,9 @@ def paired(results: dict[str, Result], baseline: str = "none") -> str:
 
     lines = [
         "| variant | mean step / baseline's, same repeat: median [range] | median step, the "
-        "same | mean step over median step, per run: median |",
-        "|---|---|---|---|",
+        "same | mean step over median step, per run: median | typical mean step (ms) | its "
+        "overhead |",
+        "|---|---|---|---|---|---|",
     ]
     for variant, result in results.items():
         means = [v / b for v, b in zip(result.run_means, base.run_means, strict=True)]
@@ -480,7 +550,11 @@ def paired(results: dict[str, Result], baseline: str = "none") -> str:
         excess = statistics.median(
             m / d - 1 for m, d in zip(result.run_means, result.run_medians, strict=True)
         )
-        lines.append(f"| {variant} | {spread(means)} | {spread(medians)} | {100 * excess:+.1f}% |")
+        typical = result.typical_mean
+        lines.append(
+            f"| {variant} | {spread(means)} | {spread(medians)} | {100 * excess:+.1f}% "
+            f"| {1000 * typical:.2f} | {100 * (typical / base.typical_mean - 1):+.1f}% |"
+        )
     return "\n".join(lines)
 
 
@@ -522,11 +596,10 @@ def main() -> None:
     if args.run_one is not None:  # one fit, for --baseline: JSON on the last line
         import learnscope
 
-        times, hooks, graphs = run_once(
+        fit = run_once(
             args.run_one, SIZES[args.device], args.steps, args.device, args.compile, args.logger
         )
-        found = {"times": times, "hooks": hooks, "graphs": graphs}
-        print(json.dumps(found | {"learnscope": learnscope.__file__}))
+        print(json.dumps(dataclasses.asdict(fit) | {"learnscope": learnscope.__file__}))
         return
     if args.warmup >= args.steps:
         parser.error("--warmup must be below --steps")
