@@ -177,6 +177,12 @@ class ModelAutocorrelation(LearnscopeCallback):
         self._analysed: int | None = None  # the step of this fit's latest analysis
         self._made: Future[Any] | None = None  # that analysis, until the writers have it all
 
+    def __getstate__(self) -> dict[str, Any]:
+        """This callback's state without the analysis the writers are making for this fit."""
+        state = super().__getstate__()
+        state["_made"] = None
+        return state
+
     def _settings(self) -> HistorySettings:
         sizes = (self.buffer_size, self.elements_per_tensor, self.max_elements, self.group_depth)
         return HistorySettings(*sizes, seed=self.seed, kinds=self.kinds)

@@ -10,7 +10,9 @@ without the callbacks.
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import threading
 from pathlib import Path
 from typing import Any
@@ -184,3 +186,30 @@ def test_leniently_an_analysis_that_fails_switches_the_analyses_off_and_training
     assert len(failed) == 1 and "FloatingPointError: the summary of step 10 broke" in failed[0]
     entries = RecordReader(Path(tensorboard.log_dir) / RECORD_FILE).read()
     assert not [e for e in entries if e["kind"] == "autocorrelation"]
+
+
+class CopiesAfterAnalyses(pl.Callback):
+    """Pickles and copies a callback at the end of every step, analysis steps included."""
+
+    def __init__(self, callback: ModelAutocorrelation) -> None:
+        self.callback = callback
+        self.copies: list[ModelAutocorrelation] = []
+        self.in_flight = 0  # steps that ended with an analysis still to reach every writer
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.in_flight += self.callback._made is not None
+        self.copies.append(pickle.loads(pickle.dumps(self.callback)))
+        self.copies.append(copy.deepcopy(self.callback))
+
+
+def test_the_callback_pickles_and_copies_while_its_analysis_is_being_made(tmp_path: Path) -> None:
+    callback = ModelAutocorrelation(buffer_size=16, analyze_every_n_steps=10, lags=(1, 2, 5))
+    copies = CopiesAfterAnalyses(callback)
+    train, val = loaders()
+    fit = trainer(tmp_path, [Collect()], [callback, copies], max_steps=12, max_epochs=2)
+    fit.fit(TinyClassifier(), train, val)
+    assert copies.in_flight >= 1  # the step-10 analysis, handed to the writers
+    assert len(copies.copies) == 24
+    assert all(c.lags == (1, 2, 5) and c._made is None for c in copies.copies)
