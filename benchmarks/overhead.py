@@ -10,6 +10,16 @@ check steps that the median leaves out.
 
 Add a variant by adding an entry to :data:`VARIANTS`.
 
+**Against other tools**: ``wandb_watch`` is ``wandb.watch(model, log="all", log_freq=50)``
+(histograms of every parameter and gradient every 50 steps) and ``grad_norm`` Lightning's
+``grad_norm`` logged in ``on_before_optimizer_step`` every 50 steps. ``--logger wandb`` gives
+every fit a ``WandbLogger`` (offline: set ``WANDB_MODE=offline``), which ``wandb_watch`` needs,
+so that learnscope's writers write to W&B as the tools beside them do; the default is no logger
+(learnscope's analyses still run, written nowhere)::
+
+    WANDB_MODE=offline python benchmarks/overhead.py --logger wandb --variants none \
+        model_autocorrelation training_helper wandb_watch grad_norm --steps 400 --repeats 6
+
 Run (CPU, about two minutes on two cores)::
 
     python benchmarks/overhead.py --variants none training_helper naive_health --steps 400
@@ -32,18 +42,25 @@ holds an assembled package, e.g. for the last commit::
         /tmp/base/lightning_glue /tmp/base_pkg/learnscope/
     python benchmarks/overhead.py --baseline /tmp/base_pkg --variants none training_helper
 
+Only the variants of learnscope's callbacks (:data:`LEARNSCOPE`) run with the baseline too.
+
 The time in hooks is measured per step: its median is what an ordinary step pays (the fixed
-per-step cost), its mean includes the check and analysis steps.
+per-step cost), its mean includes the check and analysis steps. Work a callback hands to
+learnscope's writer thread is not in its hooks: it shows in the step times only, where it slows
+the training thread (two threads on a busy CPU, Python's lock between them), so read the mean
+step (every step after the warm-up counted) beside the median.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +70,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import grad_norm
 from naive_autocorrelation import NaiveAutocorrelation
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -135,6 +153,30 @@ class NaiveHealth(Callback):
             }
 
 
+class WandbWatch(Callback):
+    """``wandb.watch(model, log="all", log_freq=50)``: W&B histograms (needs a W&B run)."""
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        import wandb
+
+        if wandb.run is None:
+            raise RuntimeError("wandb_watch needs a W&B run: pass --logger wandb")
+        wandb.watch(pl_module, log="all", log_freq=50)
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        import wandb
+
+        wandb.unwatch(pl_module)
+
+
+class GradNormEvery50(Callback):
+    """Lightning's ``grad_norm`` of every parameter, logged every 50 steps."""
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        if trainer.global_step % 50 == 0:
+            pl_module.log_dict(grad_norm(pl_module, norm_type=2))
+
+
 VARIANTS: dict[str, Callable[[], list[Callback]]] = {
     "none": lambda: [],
     "training_helper": lambda: [TrainingHelper()],
@@ -146,7 +188,13 @@ VARIANTS: dict[str, Callable[[], list[Callback]]] = {
         ModelAutocorrelation(),
         TrainingHelper(),
     ],
+    "both_checks": lambda: [ModelAutocorrelation(), TrainingHelper()],
+    "wandb_watch": lambda: [WandbWatch()],
+    "grad_norm": lambda: [GradNormEvery50()],
 }
+# The variants of learnscope's callbacks: they run with --baseline too.
+LEARNSCOPE = ("training_helper", "model_autocorrelation", "both_checks", "all_three")
+LOGGERS = ("none", "wandb", "tensorboard")
 
 
 class HookClock:
@@ -181,7 +229,11 @@ class StepTimer(Callback):
     """Wall time of every training step, from batch start to batch end, and the hooks' share.
 
     ``hooks`` holds, per step, the time the :class:`HookClock` counted since the previous
-    step ended (every hook of the step, ``on_train_batch_start`` included).
+    step ended (every hook of the step, ``on_train_batch_start`` included). ``cpu`` holds the
+    training thread's CPU time of each step (batch start to end: what it computed, not what it
+    waited for), ``process`` the CPU time of every thread of the process from the previous
+    step's end to this one's (the writer thread's work included). CPU times hardly depend on
+    what other processes do with the machine's cores; wall times do.
     """
 
     def __init__(self, device: str, clock: HookClock) -> None:
@@ -189,7 +241,10 @@ class StepTimer(Callback):
         self.clock = clock
         self.times: list[float] = []
         self.hooks: list[float] = []
-        self._start = 0.0
+        self.cpu: list[float] = []
+        self.process: list[float] = []
+        self._start = self._cpu_start = 0.0
+        self._process_at_end: float | None = None
         self._clock_at_end = 0.0
 
     def _sync(self) -> None:
@@ -198,25 +253,61 @@ class StepTimer(Callback):
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, idx: int) -> None:
         self._sync()
-        self._start = time.perf_counter()
+        if self._process_at_end is None:
+            self._process_at_end = time.process_time()
+        self._start, self._cpu_start = time.perf_counter(), time.thread_time()
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, idx: int
     ) -> None:
         self._sync()
         self.times.append(time.perf_counter() - self._start)
+        self.cpu.append(time.thread_time() - self._cpu_start)
+        process = time.process_time()
+        self.process.append(process - (self._process_at_end or process))
+        self._process_at_end = process
         self.hooks.append(self.clock.seconds - self._clock_at_end)
         self._clock_at_end = self.clock.seconds
 
 
+@dataclass(frozen=True)
+class Fit:
+    """What one fit measured, per step (seconds), and the graphs torch compiled."""
+
+    times: list[float]
+    hooks: list[float]
+    cpu: list[float]
+    process: list[float]
+    graphs: int
+
+
+def make_logger(logger: str, folder: str) -> Any:
+    """The fit's logger: ``False`` for ``"none"``, else a W&B (offline) or TensorBoard one."""
+    if logger == "wandb":
+        from lightning.pytorch.loggers import WandbLogger
+
+        return WandbLogger(project="overhead", save_dir=folder, offline=True)
+    if logger == "tensorboard":
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        return TensorBoardLogger(folder)
+    return False
+
+
 def run_once(
-    variant: str, size: ModelSize, steps: int, device: str, backend: str | None = None
-) -> tuple[list[float], list[float], int]:
+    variant: str,
+    size: ModelSize,
+    steps: int,
+    device: str,
+    backend: str | None = None,
+    logger: str = "none",
+) -> Fit:
     """One fit of ``steps`` steps with the variant's callbacks (compiled with ``backend``).
 
     Returns:
-        The step times and the time inside the variant's hooks at each step, in seconds, and
-        the number of graphs torch compiled (0 in eager mode).
+        The step times, the time inside the variant's hooks, the training thread's and the
+        process's CPU time at each step, in seconds, and the number of graphs torch compiled
+        (0 in eager mode).
     """
     from torch._dynamo.utils import counters
 
@@ -230,19 +321,25 @@ def run_once(
     # The timer comes last, so that its batch-end time includes the variant's hooks.
     clock = HookClock()
     timer = StepTimer(device, clock)
-    trainer = pl.Trainer(
-        accelerator=device,
-        devices=1,
-        max_steps=steps,
-        max_epochs=-1,
-        logger=False,
-        callbacks=[*[clock.wrap(c) for c in VARIANTS[variant]()], timer],
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(fitted, loader)
-    return timer.times, timer.hooks, counters["stats"]["unique_graphs"]
+    with tempfile.TemporaryDirectory(prefix="overhead-") as folder:
+        fit_logger = make_logger(logger, folder)
+        trainer = pl.Trainer(
+            accelerator=device,
+            devices=1,
+            max_steps=steps,
+            max_epochs=-1,
+            logger=fit_logger,
+            callbacks=[*[clock.wrap(c) for c in VARIANTS[variant]()], timer],
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=folder,
+        )
+        trainer.fit(fitted, loader)
+        if logger == "wandb":
+            fit_logger.experiment.finish()
+    graphs = counters["stats"]["unique_graphs"]
+    return Fit(timer.times, timer.hooks, timer.cpu, timer.process, graphs)
 
 
 @dataclass(frozen=True)
@@ -254,6 +351,20 @@ class Result:
     hook_seconds_per_step: list[float]  # per run: mean over all steps
     hook_median_per_step: list[float]  # per run: median over the steps after warm-up
     graphs: list[int]  # per run: graphs torch compiled
+    cpu_per_step: list[float]  # per run: the training thread's CPU, mean after warm-up
+    process_per_step: list[float]  # per run: every thread's CPU, mean after warm-up
+    step_times: list[list[float]]  # per run: every step's time after warm-up
+
+    @property
+    def typical_mean(self) -> float:
+        """The mean over the steps of each step's median over the runs.
+
+        A burst of the machine's load falls on a step in one run and rarely on the same step
+        in most runs, so it drops out; what every run pays at a given step (a check step, an
+        analysis step and the steps after it) stays in.
+        """
+        steps = zip(*self.step_times, strict=True)  # every run has the same steps
+        return statistics.fmean(statistics.median(step) for step in steps)
 
     @property
     def median(self) -> float:
@@ -273,8 +384,14 @@ class Result:
 
 
 def run_in_process(
-    variant: str, steps: int, device: str, threads: int, package: str | None, backend: str | None
-) -> tuple[list[float], list[float], int]:
+    variant: str,
+    steps: int,
+    device: str,
+    threads: int,
+    package: str | None,
+    backend: str | None,
+    logger: str = "none",
+) -> Fit:
     """:func:`run_once` in a fresh Python, with ``package`` first on its path if given."""
     env = dict(os.environ)
     if package is not None:
@@ -282,13 +399,14 @@ def run_in_process(
     command = [sys.executable, str(Path(__file__).resolve()), "--run-one", variant]
     command += ["--steps", str(steps), "--device", device, "--threads", str(threads)]
     command += ["--compile", backend] if backend is not None else []
+    command += ["--logger", logger]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{variant} ({package or 'current'}) failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if package is not None and not result["learnscope"].startswith(package):
         raise RuntimeError(f"the baseline run imported learnscope from {result['learnscope']}")
-    return result["times"], result["hooks"], result["graphs"]
+    return Fit(**{key: value for key, value in result.items() if key != "learnscope"})
 
 
 def benchmark(
@@ -300,42 +418,41 @@ def benchmark(
     baseline: str | None = None,
     threads: int = 1,
     backend: str | None = None,
+    logger: str = "none",
 ) -> dict[str, Result]:
     """Run every variant ``repeats`` times, interleaved; the per-run medians and means.
 
-    With ``baseline`` (a directory holding another ``learnscope`` package), every variant but
-    ``none`` also runs with that package, as ``"<variant> (baseline)"``; every fit then runs in
-    a fresh process.
+    With ``baseline`` (a directory holding another ``learnscope`` package), every variant of
+    learnscope's callbacks (:data:`LEARNSCOPE`) also runs with that package, as
+    ``"<variant> (baseline)"``; every fit then runs in a fresh process.
     """
     size = SIZES[device]
     runs = [(v, None) for v in variants]
     if baseline is not None:
-        runs += [(v, baseline) for v in variants if v != "none"]
+        runs += [(v, baseline) for v in variants if v in LEARNSCOPE]
     label = {run: run[0] if run[1] is None else f"{run[0]} (baseline)" for run in runs}
-    medians: dict[str, list[float]] = {label[r]: [] for r in runs}
-    means: dict[str, list[float]] = {label[r]: [] for r in runs}
-    hooks: dict[str, list[float]] = {label[r]: [] for r in runs}
-    hook_medians: dict[str, list[float]] = {label[r]: [] for r in runs}
-    graphs: dict[str, list[int]] = {label[r]: [] for r in runs}
+    fits: dict[str, list[Fit]] = {label[r]: [] for r in runs}
     for repeat in range(repeats):
         shift = repeat % len(runs)
         for run in runs[shift:] + runs[:shift]:
             variant, package = run
             if baseline is None:
-                times, per_step, compiled = run_once(variant, size, steps, device, backend)
+                fit = run_once(variant, size, steps, device, backend, logger)
             else:
-                times, per_step, compiled = run_in_process(
-                    variant, steps, device, threads, package, backend
-                )
-            name = label[run]
-            medians[name].append(statistics.median(times[warmup:]))
-            means[name].append(statistics.fmean(times[warmup:]))
-            hooks[name].append(sum(per_step) / len(per_step))
-            hook_medians[name].append(statistics.median(per_step[warmup:]))
-            graphs[name].append(compiled)
+                fit = run_in_process(variant, steps, device, threads, package, backend, logger)
+            fits[label[run]].append(fit)
     return {
-        name: Result(medians[name], means[name], hooks[name], hook_medians[name], graphs[name])
-        for name in medians
+        name: Result(
+            run_medians=[statistics.median(f.times[warmup:]) for f in done],
+            run_means=[statistics.fmean(f.times[warmup:]) for f in done],
+            hook_seconds_per_step=[sum(f.hooks) / len(f.hooks) for f in done],
+            hook_median_per_step=[statistics.median(f.hooks[warmup:]) for f in done],
+            graphs=[f.graphs for f in done],
+            cpu_per_step=[statistics.fmean(f.cpu[warmup:]) for f in done],
+            process_per_step=[statistics.fmean(f.process[warmup:]) for f in done],
+            step_times=[f.times[warmup:] for f in done],
+        )
+        for name, done in fits.items()
     }
 
 
@@ -368,6 +485,76 @@ def markdown(results: dict[str, Result], baseline: str = "none") -> str:
             f"| {fixed} | {1000 * result.hooks:.3f} | {hooks} |"
             + (f" {', '.join(map(str, result.graphs))} |" if compiled else "")
         )
+    if base is not None and len(base.run_means) > 1:
+        lines += ["", paired(results, baseline)]
+    if base is not None:
+        lines += ["", cpu_table(results, baseline)]
+    return "\n".join(lines)
+
+
+def cpu_table(results: dict[str, Result], baseline: str = "none") -> str:
+    """CPU time per step (after the warm-up, every step counted), against ``baseline``.
+
+    The training thread's (what it computed in its steps) and the whole process's (the writer
+    and drawing threads' work included): medians over the runs, with their ranges.
+    """
+    base = results[baseline]
+    base_cpu = statistics.median(base.cpu_per_step)
+    base_process = statistics.median(base.process_per_step)
+
+    def cell(values: list[float], against: float) -> str:
+        middle = statistics.median(values)
+        low, high = 1000 * min(values), 1000 * max(values)
+        return f"{1000 * middle:.2f} [{low:.2f}-{high:.2f}] | {100 * (middle / against - 1):+.1f}%"
+
+    lines = [
+        "| variant | training thread CPU per step (ms) [run range] | overhead | process CPU per "
+        "step, all threads (ms) [run range] | overhead |",
+        "|---|---|---|---|---|",
+    ]
+    for variant, result in results.items():
+        lines.append(
+            f"| {variant} | {cell(result.cpu_per_step, base_cpu)} "
+            f"| {cell(result.process_per_step, base_process)} |"
+        )
+    return "\n".join(lines)
+
+
+def paired(results: dict[str, Result], baseline: str = "none") -> str:
+    """Each variant against ``baseline`` in the same repeat: the spread of the overheads.
+
+    Runs of one repeat follow each other within minutes, so the ratio of a variant's step to
+    the baseline's in the same repeat is freer of the machine's slow drift than the ratio of
+    medians over all runs. The median over the repeats is given with its range; the excess of
+    a run's mean step over its median step (the check and analysis steps, and the machine's
+    bursts) is given per variant, against the baseline's; and the typical mean step
+    (:attr:`Result.typical_mean`: every step counted, each at its median over the runs).
+    """
+    base = results[baseline]
+
+    def spread(ratios: list[float]) -> str:
+        low, middle, high = (
+            100 * (r - 1) for r in (min(ratios), statistics.median(ratios), max(ratios))
+        )
+        return f"{middle:+.1f}% [{low:+.1f}, {high:+.1f}]"
+
+    lines = [
+        "| variant | mean step / baseline's, same repeat: median [range] | median step, the "
+        "same | mean step over median step, per run: median | typical mean step (ms) | its "
+        "overhead |",
+        "|---|---|---|---|---|---|",
+    ]
+    for variant, result in results.items():
+        means = [v / b for v, b in zip(result.run_means, base.run_means, strict=True)]
+        medians = [v / b for v, b in zip(result.run_medians, base.run_medians, strict=True)]
+        excess = statistics.median(
+            m / d - 1 for m, d in zip(result.run_means, result.run_medians, strict=True)
+        )
+        typical = result.typical_mean
+        lines.append(
+            f"| {variant} | {spread(means)} | {spread(medians)} | {100 * excess:+.1f}% "
+            f"| {1000 * typical:.2f} | {100 * (typical / base.typical_mean - 1):+.1f}% |"
+        )
     return "\n".join(lines)
 
 
@@ -386,6 +573,15 @@ def main() -> None:
     parser.add_argument(
         "--compile", metavar="BACKEND", help="fit torch.compile(model, backend=BACKEND)"
     )
+    parser.add_argument(
+        "--logger",
+        choices=LOGGERS,
+        default="none",
+        help="every fit's logger (wandb: offline; wandb_watch needs it); default none",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write every run's step and hook figures here"
+    )
     parser.add_argument("--run-one", metavar="VARIANT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--threads",
@@ -400,11 +596,10 @@ def main() -> None:
     if args.run_one is not None:  # one fit, for --baseline: JSON on the last line
         import learnscope
 
-        times, hooks, graphs = run_once(
-            args.run_one, SIZES[args.device], args.steps, args.device, args.compile
+        fit = run_once(
+            args.run_one, SIZES[args.device], args.steps, args.device, args.compile, args.logger
         )
-        found = {"times": times, "hooks": hooks, "graphs": graphs}
-        print(json.dumps(found | {"learnscope": learnscope.__file__}))
+        print(json.dumps(dataclasses.asdict(fit) | {"learnscope": learnscope.__file__}))
         return
     if args.warmup >= args.steps:
         parser.error("--warmup must be below --steps")
@@ -419,14 +614,18 @@ def main() -> None:
         baseline=args.baseline,
         threads=args.threads,
         backend=args.compile,
+        logger=args.logger,
     )
     compiled = f", torch.compile(backend={args.compile!r})" if args.compile else ""
     print(
         f"{args.device}{compiled}: {params / 1e6:.1f}M parameters, {size}, {args.steps} steps "
         f"({args.warmup} warm-up) x {args.repeats} repeats, {torch.get_num_threads()} "
-        f"threads, torch {torch.__version__}\n"
+        f"threads, torch {torch.__version__}, logger {args.logger}\n"
     )
     print(markdown(results))
+    if args.json:
+        runs = {name: dataclasses.asdict(result) for name, result in results.items()}
+        Path(args.json).write_text(json.dumps(runs, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,10 +11,13 @@ so each column is one element's series over ``T`` steps.
   autocorrelation and tau, as an :class:`~learnscope.records.AutocorrelationSummary`.
 * :func:`summarize_several`: the same for several sets of histories at once (one per
   optimizer), in one summary.
+* :func:`prepare_summary`: the part of :func:`summarize_several` that must run where the
+  histories are kept (the checks, and the reduction over the ranks); the
+  :class:`PendingSummary` it gives runs the rest, on any thread.
 
 Everything runs on the history's device and never synchronises with the host, except
-:func:`summarize` and :func:`summarize_several`, which move their finished summary to the
-host in one transfer.
+:func:`summarize`, :func:`summarize_several` and :meth:`PendingSummary.finish`, which move their
+finished summary to the host in one transfer.
 
 With sharded parameters (FSDP) each rank records the sampled elements it holds; given
 ``sharded=`` (a :class:`ShardedLayout`, such as
@@ -36,9 +39,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal, Protocol, TypeAlias, TypedDict, Unpack
+from typing import Any, Literal, NamedTuple, Protocol, TypeAlias, TypedDict, Unpack
 
 import torch
 from torch import Tensor
@@ -49,10 +53,12 @@ __all__ = [
     "DEFAULT_LAGS",
     "AnalysisOptions",
     "Detrend",
+    "PendingSummary",
     "ShardedLayout",
     "autocorrelation",
     "integrated_time",
     "is_reliable",
+    "prepare_summary",
     "summarize",
     "summarize_several",
 ]
@@ -347,7 +353,8 @@ def summarize_several(
     Its histories may have their own length and number of columns. The groups are those of
     :func:`summarize` for each source, in the order of the kinds (as first met), then of the
     sources, then of their ``group_names``; the numbers of all of them come to the host in a
-    single transfer.
+    single transfer. It is :func:`prepare_summary` and :meth:`PendingSummary.finish` in one
+    call.
 
     Args:
         sources: ``(histories, group_index, group_names)`` per set; group names must not
@@ -375,6 +382,62 @@ def summarize_several(
         >>> [(g.kind, g.group) for g in summary.groups]
         [('params', 'generator'), ('params', 'critic')]
     """
+    pending = prepare_summary(
+        sources, step=step, lags=lags, detrend=detrend, c=c, factor=factor, sharded=sharded
+    )
+    return pending.finish()
+
+
+def prepare_summary(
+    sources: Sequence[HistorySource],
+    *,
+    step: int,
+    lags: Sequence[int] = DEFAULT_LAGS,
+    detrend: Detrend = "mean",
+    c: float = 5.0,
+    factor: float = 50.0,
+    sharded: Sequence[ShardedLayout | None] | None = None,
+) -> PendingSummary:
+    """What :func:`summarize_several` does before its arithmetic may run on another thread.
+
+    Checks the arguments (raising as :func:`summarize_several`) and, for a source with
+    ``sharded`` columns, runs the part of the arithmetic that the reduction over the ranks
+    needs and that reduction (each group's power spectra, non-finite counts and lag-1 values,
+    one call of its ``reduce`` per kind and source, in the order of :func:`summarize_several`),
+    so every rank calls it alike and the collectives stay on the calling thread. Everything
+    else (a source's power spectra without ``sharded``, the mean ACF, tau, the quartiles and
+    the one transfer to the host) is left to :meth:`PendingSummary.finish`, whose summary is
+    the one :func:`summarize_several` gives. Nothing here synchronises with the host.
+
+    The histories are read when the summary is finished: hand over tensors that nothing
+    changes until then (:meth:`~learnscope.sampled_history.SampledParameterHistory.history`
+    gives a new one).
+
+    Args:
+        sources: As for :func:`summarize_several`.
+        step: The training step the histories end at.
+        lags: The lags to chart.
+        detrend: ``"mean"`` or ``"linear"``.
+        c: Sokal's window factor.
+        factor: How many autocorrelation times a history must span for tau to be reported.
+        sharded: Per source, its sharded columns or None.
+
+    Returns:
+        The summary still to finish, holding the histories without ``sharded`` (and the
+        reduced figures of the others).
+
+    Raises:
+        ValueError: As :func:`summarize_several`.
+
+    Example:
+        >>> import torch
+        >>> noise = torch.randn(100, 2, generator=torch.Generator().manual_seed(0))
+        >>> pending = prepare_summary(
+        ...     [({"params": noise}, torch.tensor([0, 0]), ["encoder"])], step=99, lags=(1,)
+        ... )
+        >>> pending.nbytes, pending.finish().groups[0].group  # 800 bytes of history, 16 of index
+        (816, 'encoder')
+    """
     if not sources:
         raise ValueError("sources is empty: pass at least one (histories, index, names)")
     lags = _check_lags(lags)
@@ -390,9 +453,9 @@ def summarize_several(
             raise ValueError("a source has no histories: pass at least one kind")
         sets.append((histories, group_index, [str(name) for name in group_names], layout))
     kinds = list(dict.fromkeys(kind for histories, _, _, _ in sets for kind in histories))
-    labels: list[tuple[str, str]] = []
-    steps: list[int] = []  # T of each group's history
-    tables = []
+    labels: set[tuple[str, str]] = set()
+    options = _Options(max(lags), detrend, c, factor)
+    parts = []
     for kind in kinds:
         for histories, group_index, names, layout in sets:
             if kind not in histories:
@@ -407,53 +470,201 @@ def summarize_several(
                     f"got max(lags) = {max(lags)}"
                 )
             index = _check_group_index(group_index, columns)
-            table = _group_table(columns, index, len(names), max(lags), detrend, c, factor, layout)
-            device = tables[0].device if tables else table.device
-            tables.append(table.to(device=device, dtype=torch.float64))
-            labels.extend((kind, name) for name in names)
-            steps.extend(columns.shape[0] for _ in names)
-    host = torch.cat(tables).cpu().numpy()  # the one transfer to the host
-    groups = []
-    for row, (kind, name), num_steps in zip(host, labels, steps, strict=True):
-        *acf, q25, median, q75, tau, non_finite = row.tolist()
-        groups.append(
-            GroupAutocorrelation(
-                group=name,
-                kind=kind,
-                mean_acf=row[: len(acf)],
-                rho1_median=median,
-                rho1_q25=q25,
-                rho1_q75=q75,
-                tau=None if math.isnan(tau) else tau,
-                non_finite_elements=int(non_finite),
-                num_steps=num_steps,
+            num_steps, stream = columns.shape[0], _current_stream(columns)
+            if layout is None:  # all of its arithmetic is left to finish()
+                parts.append(_Part(kind, tuple(names), num_steps, columns, index, None, stream))
+            else:  # summed over the ranks now, on every rank, in this order
+                spectra = _group_spectra(columns, index, len(names), options, layout)
+                part = _Part(
+                    kind, tuple(names), num_steps, None, spectra.group_index, spectra, stream
+                )
+                parts.append(part)
+            labels.update((kind, name) for name in names)
+    return PendingSummary(int(step), lags, options, parts)
+
+
+class _Options(NamedTuple):
+    """How a summary's histories are analysed: the largest lag charted, and its keywords."""
+
+    report_lag: int
+    detrend: Detrend
+    c: float
+    factor: float
+
+
+class _GroupSpectra(NamedTuple):
+    """One kind of one source, reduced to what its groups' figures are computed from.
+
+    ``group_power`` ``[G, F]`` sums each group's power spectra (each column's weighted by the
+    inverse of its energy), ``non_finite`` ``[G]`` counts the columns left out for NaN or Inf,
+    ``rho1`` holds every column's lag-1 autocorrelation and ``group_index`` its group (with
+    sharded columns: every column of the whole history, over the ranks).
+    """
+
+    group_power: Tensor
+    non_finite: Tensor
+    rho1: Tensor
+    group_index: Tensor
+    num_steps: int
+    max_lag: int
+    fft_length: int
+
+
+class _Part(NamedTuple):
+    """One kind of one source in a :class:`PendingSummary`: its history, or its spectra."""
+
+    kind: str
+    names: tuple[str, ...]
+    num_steps: int
+    columns: Tensor | None  # the history still to analyse; None once its spectra are in
+    group_index: Tensor
+    spectra: _GroupSpectra | None
+    stream: Any  # the CUDA stream its tensors were made on (None off CUDA)
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        """The tensors it holds."""
+        if self.spectra is not None:
+            return list(self.spectra[:4])
+        return [self.group_index] if self.columns is None else [self.columns, self.group_index]
+
+
+class PendingSummary:
+    """An autocorrelation summary whose arithmetic is still to run: :meth:`finish` runs it.
+
+    Made by :func:`prepare_summary` on the thread that owns the histories (the training
+    thread), finished on any thread (the writers' thread): it holds the histories it was
+    handed (or, for sharded columns, their figures already summed over the ranks), which no
+    later step changes. :meth:`finish` runs once and lets them go.
+
+    On CUDA, :meth:`finish` queues its work on the stream that was current when the summary
+    was prepared, so it follows the copies it reads, whatever thread runs it, and no thread
+    synchronises with the device but the one that finishes (for the one transfer to the host).
+
+    Attributes:
+        step: The training step the histories end at.
+        lags: The lags charted.
+
+    Example:
+        >>> import torch
+        >>> history = torch.randn(60, 3, generator=torch.Generator().manual_seed(0))
+        >>> pending = prepare_summary(
+        ...     [({"grads": history}, torch.tensor([0, 0, 1]), ["encoder", "head"])],
+        ...     step=60, lags=(1, 2),
+        ... )
+        >>> pending.step, pending.nbytes, pending.finishes_anywhere
+        (60, 744, True)
+        >>> [group.group for group in pending.finish().groups]
+        ['encoder', 'head']
+        >>> pending.nbytes  # finished: the histories are let go
+        0
+    """
+
+    def __init__(
+        self, step: int, lags: tuple[int, ...], options: _Options, parts: Sequence[_Part]
+    ) -> None:
+        self.step = step
+        self.lags = lags
+        self._options = options
+        self._parts: tuple[_Part, ...] | None = tuple(parts)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensors it holds until it is finished (0 after)."""
+        parts = self._parts or ()
+        return sum(t.numel() * t.element_size() for part in parts for t in part.tensors)
+
+    @property
+    def finishes_anywhere(self) -> bool:
+        """Whether :meth:`finish` may run on another thread than the one that prepared it.
+
+        True for tensors on the CPU and CUDA devices; other devices (MPS, XLA...) are not
+        known to take work from two threads, so their summary is finished where it was
+        prepared.
+        """
+        parts = self._parts or ()
+        return all(t.device.type in ("cpu", "cuda") for part in parts for t in part.tensors)
+
+    def finish(self, all_scalars: bool = True) -> AutocorrelationSummary:
+        """Run the arithmetic and move the summary to the host, in one transfer.
+
+        Args:
+            all_scalars: The summary's ``all_scalars`` (which figures writers give as
+                scalars: see :class:`~learnscope.records.AutocorrelationSummary`).
+
+        Returns:
+            The summary :func:`summarize_several` gives for the same arguments.
+
+        Raises:
+            RuntimeError: It was finished already.
+        """
+        if self._parts is None:
+            raise RuntimeError(f"the autocorrelation summary of step {self.step} is finished")
+        parts, self._parts = self._parts, None
+        options = self._options
+        tables: list[Tensor] = []
+        for part in parts:
+            with _on_stream(part.stream):
+                spectra = part.spectra
+                if spectra is None:
+                    assert part.columns is not None
+                    spectra = _group_spectra(
+                        part.columns, part.group_index, len(part.names), options
+                    )
+                table = _group_table(spectra, options)
+                device = tables[0].device if tables else table.device
+                tables.append(table.to(device=device, dtype=torch.float64))
+        with _on_stream(parts[0].stream):
+            host = torch.cat(tables).cpu().numpy()  # the one transfer to the host
+        labels = [(part.kind, name, part.num_steps) for part in parts for name in part.names]
+        groups = []
+        for row, (kind, name, num_steps) in zip(host, labels, strict=True):
+            *acf, q25, median, q75, tau, non_finite = row.tolist()
+            groups.append(
+                GroupAutocorrelation(
+                    group=name,
+                    kind=kind,
+                    mean_acf=row[: len(acf)],
+                    rho1_median=median,
+                    rho1_q25=q25,
+                    rho1_q75=q75,
+                    tau=None if math.isnan(tau) else tau,
+                    non_finite_elements=int(non_finite),
+                    num_steps=num_steps,
+                )
             )
-        )
-    return AutocorrelationSummary(step=int(step), lags=lags, groups=tuple(groups))
+        return AutocorrelationSummary(self.step, self.lags, tuple(groups), all_scalars)
 
 
-def _group_table(
+def _current_stream(tensor: Tensor) -> Any:
+    """The current CUDA stream of ``tensor``'s device; None off CUDA."""
+    return torch.cuda.current_stream(tensor.device) if tensor.device.type == "cuda" else None
+
+
+def _on_stream(stream: Any) -> contextlib.AbstractContextManager[Any]:
+    """Queue the work in the block on ``stream`` (nothing to do for None)."""
+    return contextlib.nullcontext() if stream is None else torch.cuda.stream(stream)
+
+
+def _group_spectra(
     columns: Tensor,
     group_index: Tensor,
     num_groups: int,
-    report_lag: int,
-    detrend: Detrend,
-    c: float,
-    factor: float,
+    options: _Options,
     sharded: ShardedLayout | None = None,
-) -> Tensor:
-    """Per group: mean ACF to ``report_lag``, rho_1 quartiles, tau (NaN = None), non-finite count.
+) -> _GroupSpectra:
+    """Each group's summed power spectra, non-finite count, and each column's lag-1 value.
 
-    The last number is how many of the group's columns were left out for holding NaN or Inf.
-    The mean ACF is the inverse FFT of the group's summed power spectra, each column's
+    The group's mean ACF is the inverse FFT of its summed power spectra, each column's
     weighted by the inverse of its energy, so no per-column ACF is ever materialised; each
     column's energy and lag-1 sum come from its power spectrum by matrix-vector products.
     With ``sharded``, the group power spectra, the non-finite counts and the lag-1 values (at
     their whole-history columns, zero elsewhere) are summed over the ranks in one call of its
-    ``reduce`` before the rest is computed from them.
+    ``reduce``.
     """
+    _, detrend, c, factor = options
     num_steps, num_columns = columns.shape
-    max_lag = max(report_lag, min(num_steps - 1, math.ceil(c * num_steps / factor)))
+    max_lag = max(options.report_lag, min(num_steps - 1, math.ceil(c * num_steps / factor)))
     fft_length = _fast_fft_length(num_steps + max_lag)
     group_power = columns.new_zeros(num_groups, fft_length // 2 + 1)
     rho1 = columns.new_empty(num_columns)
@@ -471,12 +682,22 @@ def _group_table(
     if sharded is not None:
         group_power, non_finite, rho1 = _sum_over_ranks(group_power, non_finite, rho1, sharded)
         group_index = sharded.group_index.to(columns.device)
+    return _GroupSpectra(group_power, non_finite, rho1, group_index, num_steps, max_lag, fft_length)
+
+
+def _group_table(spectra: _GroupSpectra, options: _Options) -> Tensor:
+    """Per group: mean ACF to the report lag, rho_1 quartiles, tau (NaN = None), non-finite count.
+
+    The last number is how many of the group's columns were left out for holding NaN or Inf.
+    """
+    group_power, non_finite, rho1, group_index, num_steps, max_lag, fft_length = spectra
+    report_lag, _, c, factor = options
     covariance = torch.fft.irfft(group_power, n=fft_length, dim=1)[:, : max_lag + 1]
     mean_acf = (covariance / covariance[:, :1]).T  # [max_lag + 1, G]; NaN if all constant
     tau = integrated_time(mean_acf, c)
     trusted = is_reliable(tau, num_steps, factor, max_lag=max_lag, c=c) & (mean_acf[1] >= 0)
     tau = torch.where(trusted, tau, torch.nan)
-    quartiles = _group_quantiles(rho1, group_index, num_groups, _QUARTILES)
+    quartiles = _group_quantiles(rho1, group_index, group_power.shape[0], _QUARTILES)
     table = [mean_acf[: report_lag + 1].T, quartiles, tau.unsqueeze(1), non_finite.unsqueeze(1)]
     return torch.cat(table, dim=1)
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from learnscope.autocorrelation import summarize_several
+from learnscope.autocorrelation import PendingSummary, prepare_summary
 from learnscope.parameter_shards import ParameterShard, groups_under
 from learnscope.records import AutocorrelationSummary
 from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
@@ -145,6 +145,11 @@ class OptimizerHistories:
                     return index
         return None
 
+    @property
+    def sharded(self) -> bool:
+        """Whether a history samples sharded parameters (its analysis runs a collective)."""
+        return any(history.sharded for history in self.histories)
+
     def ready(self, max_lag: int) -> bool:
         """Whether a history holds more than ``max_lag`` steps."""
         return any(history.num_steps > max_lag for history in self.histories)
@@ -169,7 +174,20 @@ class OptimizerHistories:
     def summarize(self, step: int, lags: Sequence[int]) -> AutocorrelationSummary:
         """The summary of every history holding more than ``max(lags)`` steps, on the device.
 
-        With sharded histories every rank calls it (one all-reduce per kind).
+        :meth:`prepare` and its :meth:`~learnscope.autocorrelation.PendingSummary.finish` in
+        one call. With sharded histories every rank calls it (one all-reduce per kind).
+        """
+        return self.prepare(step, lags).finish()
+
+    def prepare(self, step: int, lags: Sequence[int]) -> PendingSummary:
+        """The summary of every history holding more than ``max(lags)`` steps, to be finished.
+
+        It holds a copy of each such history (``len(kinds) * T * K * 4`` bytes, as many as
+        their ring buffers: see :attr:`~learnscope.autocorrelation.PendingSummary.nbytes`),
+        which later steps do not change, so it may be finished on another thread
+        (:func:`~learnscope.autocorrelation.prepare_summary`). With sharded histories every
+        rank calls it (one all-reduce per kind, here) and it holds their figures summed over
+        the ranks instead. Nothing here synchronises with the host.
         """
         ready = [
             (h, names)
@@ -180,7 +198,7 @@ class OptimizerHistories:
             ({kind: h.history(kind) for kind in h.kinds}, h.group_index, n) for h, n in ready
         ]
         sharded = [h.sharded_columns for h, _ in ready]
-        return summarize_several(sources, step=step, lags=lags, sharded=sharded)
+        return prepare_summary(sources, step=step, lags=lags, sharded=sharded)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"history": ...}`` for one history of every optimizer step, else ``{"histories"}``."""

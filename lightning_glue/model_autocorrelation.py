@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from typing_extensions import override
@@ -24,6 +25,7 @@ from learnscope.trainable import TrainableChange, TrainableWatch
 log = logging.getLogger("learnscope")
 
 _PART = "model autocorrelation"
+_SUMMARY = "model autocorrelation summaries"  # rank zero's, of sharded histories
 _SHOWS = "write_autocorrelation"
 
 
@@ -63,7 +65,11 @@ class ModelAutocorrelation(LearnscopeCallback):
     ``2 * buffer_size * K * 4`` bytes for ``K`` sampled elements (``buffer_size * K * 4`` with
     ``analyze_grads=False``, which records no gradients): at most 128 MiB at the defaults
     (``K`` = 65,536; 64 MiB without gradients), whatever the model's size; 49 MiB for a
-    12M-parameter transformer with 98 tensors.
+    12M-parameter transformer with 98 tensors. At an analysis the training thread only copies
+    the histories (one copy per kind, on the device, no host sync) and hands the copy to the
+    writers' thread, which computes the summary: the copy holds as many bytes as the buffers
+    again until the summary is made, and at most one copy is held at a time (an analysis due
+    while the previous one is still waiting for the writers waits for it).
 
     **What it shows.** Every ``analyze_every_n_steps`` optimizer steps (named by the global
     step after the optimizer step it ends: ``n``, ``2n``..., ``trainer.global_step`` once that
@@ -73,10 +79,12 @@ class ModelAutocorrelation(LearnscopeCallback):
     holds (those below its number of steps), so a fit shorter than ``analyze_every_n_steps``
     or than ``max(lags)`` still gets one analysis when it holds more steps than its smallest
     lag (a 6-step fit with the default lags: lags 1, 2 and 5). At each, the ACF of every
-    sampled element is computed on the device
-    (:func:`learnscope.autocorrelation.summarize_several`; means removed, never rescaled, so
-    anti-correlation keeps its sign), and only the summary comes to the host, in one
-    transfer: per kind (``params``, ``grads``) and group the mean ACF at every lag up to
+    sampled element is computed on the device, on the writers' thread (``learnscope-writer``;
+    :func:`learnscope.autocorrelation.prepare_summary` on the training thread, then
+    :meth:`~learnscope.autocorrelation.PendingSummary.finish`; means removed, never rescaled,
+    so anti-correlation keeps its sign; on a device other than the CPU or CUDA, on the
+    training thread), and only the summary comes to the host, in one transfer: per kind
+    (``params``, ``grads``) and group the mean ACF at every lag up to
     ``max(lags)``, the median and quartiles of the lag-1 autocorrelation, and tau when it can
     be trusted. With several optimizers every history that is long enough is in the one
     summary; a group with parameters in two optimizers is split, each part named
@@ -85,13 +93,19 @@ class ModelAutocorrelation(LearnscopeCallback):
     scalars ``~learnscope/autocorrelation/{kind}/{group}/rho1_median`` and ``.../tau`` (with
     ``all_scalars=True`` also ``.../lag_{k}``, ``.../rho1_q25``, ``.../rho1_q75``), Custom
     Scalars charts and an ACF image per kind; wandb as the same scalars and a line-series chart
-    per kind. Other loggers (CSV, MLflow...) get the scalars.
+    per kind. Other loggers (CSV, MLflow...) get the scalars, on the training thread, at the
+    first step after the writers' thread has made them.
 
     Only the process of global rank zero records and analyses (nothing here is a collective);
     other ranks allocate nothing. With sharded parameters (FSDP) the slices are chosen by the
     original parameters' names and sizes, every rank records the part its shard holds, and at
     an analysis each group's figures are summed over the ranks in one all-reduce per kind, so
-    rank zero writes the summary the unsharded model would give for the same elements.
+    rank zero writes the summary the unsharded model would give for the same elements. The
+    all-reduce needs each rank's power spectra: with sharded parameters they are computed on
+    the training thread of every rank, and the all-reduce runs there, in the same order on
+    every rank; only the arithmetic after it (the mean ACF, tau, the quartiles) moves to rank
+    zero's writers' thread. Should that arithmetic fail there, it switches off rank zero's
+    summaries only, so that rank zero still takes its part in every later all-reduce.
 
     **Fine-tuning.** Parameters that start or stop training during the fit
     (``BackboneFinetuning``'s new param groups, a flipped ``requires_grad``; a fit may even
@@ -161,6 +175,13 @@ class ModelAutocorrelation(LearnscopeCallback):
         self._saved_state: dict[str, Any] | None = None  # loaded before the histories exist
         self._watch: TrainableWatch | None = None  # notices parameters that start training
         self._analysed: int | None = None  # the step of this fit's latest analysis
+        self._made: Future[Any] | None = None  # that analysis, until the writers have it all
+
+    def __getstate__(self) -> dict[str, Any]:
+        """This callback's state without the analysis the writers are making for this fit."""
+        state = super().__getstate__()
+        state["_made"] = None
+        return state
 
     def _settings(self) -> HistorySettings:
         sizes = (self.buffer_size, self.elements_per_tensor, self.max_elements, self.group_depth)
@@ -222,7 +243,7 @@ class ModelAutocorrelation(LearnscopeCallback):
         """Choose the sampled slices and allocate the histories on the parameters' device."""
         self._clock.reset()
         self._histories = OptimizerHistories(self._settings())
-        self._watch = self._analysed = None
+        self._watch = self._analysed = self._made = None
         with self.guard(_PART, "fit start"):
             shards = parameter_shards(pl_module)
             if not trainer.is_global_zero and not is_sharded(shards):
@@ -249,6 +270,8 @@ class ModelAutocorrelation(LearnscopeCallback):
             change = self._watch.poll()
             if change is not None:
                 self._follow(trainer, pl_module, change, step)
+            if self._made is not None:
+                self._deliver(trainer)
             histories = self._histories
             if not histories.histories:
                 return
@@ -274,12 +297,42 @@ class ModelAutocorrelation(LearnscopeCallback):
                 self._analyse(trainer, step, lags)
 
     def _analyse(self, trainer: Any, step: int, lags: Sequence[int]) -> None:
-        """Summarise every history long enough for ``lags``, named ``step``; write it."""
-        summary = self._histories.summarize(step, lags)
+        """Hand every history long enough for ``lags``, named ``step``, to the writers' thread.
+
+        The training thread copies the histories (with sharded parameters: runs the
+        reduction over the ranks, on every rank); the writers' thread computes the summary
+        and writes it. One analysis at a time is held: the next waits for the one before.
+        """
+        writers = self.writers(trainer, _SHOWS) if trainer.is_global_zero else None
+        if writers is not None and self._made is not None and not self._made.done():
+            writers.drain()  # a slow writer: at most one copy of the histories is held
+        pending = self._histories.prepare(step, lags)  # every rank: the collectives
         self._analysed = step
-        if trainer.is_global_zero:  # one that cannot chart it gets its scalars
-            summary = dataclasses.replace(summary, all_scalars=self.all_scalars)
-            self.writers(trainer, _SHOWS).write_autocorrelation(summary)
+        # Sharded, a summary that fails on rank zero's writers' thread switches off the summaries
+        # only: rank zero goes on taking its part in the collectives, as the other ranks do.
+        part = _SUMMARY if self._histories.sharded else _PART
+        if writers is None or not (self.is_on(_PART) and self.is_on(part)):
+            return  # the one before failed
+        make = functools.partial(pending.finish, all_scalars=self.all_scalars)
+        if not pending.finishes_anywhere:  # a device not known to take a second thread
+            writers.write_autocorrelation(make())
+            return
+        self._made = writers.submit_record(  # one that cannot chart it gets its scalars
+            _SHOWS,
+            make,
+            label=f"autocorrelation step {step}",
+            size=pending.nbytes,
+            guard=functools.partial(self.parts.guard, part, f"step {step}"),
+        )
+
+    def _deliver(self, trainer: Any) -> None:
+        """Once the writers' thread has written the latest analysis, hand it to the others.
+
+        The writers that write on the training thread (a CSV or MLflow logger's) get it here.
+        """
+        if self._made is not None and self._made.done():
+            self._made = None
+            self.writers(trainer).deliver()
 
     @override
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
@@ -297,7 +350,7 @@ class ModelAutocorrelation(LearnscopeCallback):
         state = self._histories.release()
         if state is not None:
             self._saved_state = state
-        self._watch = None
+        self._watch = self._made = None  # the end of the fit delivers what it holds
 
     def _follow(self, trainer: Any, pl_module: Any, change: TrainableChange, step: int) -> None:
         """Sample anew when the parameters that train (or their optimizers) changed."""

@@ -8,6 +8,10 @@ thread runs the jobs in the order they came, so a dashboard sees records in trai
 Writers that write through an object the training loop also uses (``Writer.on_training_thread``:
 a CSV or MLflow logger's ``log_metrics``) are called on the training thread at once instead.
 
+A record whose making is itself work for the worker (an analysis's arithmetic) is queued with
+:meth:`BackgroundWriters.submit_record`: the worker makes it and hands it to its writers, and the
+training-thread writers get it on the training thread at its next call of these writers.
+
 The queue is bounded by the bytes of the snapshots it holds (and by a number of jobs): when it
 is full, the training thread waits until the worker catches up, so a run that makes snapshots
 faster than the disk takes them slows down instead of running out of memory. :meth:`drain`
@@ -40,12 +44,15 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import functools
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 from learnscope.plugins.pipeline.base import Writer, forwards_records
@@ -72,8 +79,9 @@ SIGNAL_CHECK_S = 0.25
 class BackgroundWriters(Writer):
     """:class:`Writers` whose records are written by a worker thread, in the order given.
 
-    It has the :class:`Writers` methods (each queues the record and returns) and
-    :meth:`submit` for other work to run on the worker, such as drawing a picture.
+    It has the :class:`Writers` methods (each queues the record and returns),
+    :meth:`submit` for other work to run on the worker, such as drawing a picture, and
+    :meth:`submit_record` for a record the worker makes.
 
     Args:
         writers: The writers. Those with ``on_training_thread`` are called at once, on the
@@ -115,6 +123,8 @@ class BackgroundWriters(Writer):
         # what is given is dropped: a run that is over, or no writer to read it
         self.writes_nothing = writes_nothing or not writers
         self._jobs: collections.deque[_Queued] = collections.deque()
+        # Records the worker made for the training-thread writers: (method, record), in order.
+        self._made: collections.deque[tuple[str, Any]] = collections.deque()
         self._pending_bytes = 0
         self._busy: str | None = None  # what the worker is running, if anything
         self._closed = False
@@ -148,6 +158,7 @@ class BackgroundWriters(Writer):
         """``method(*args)`` of the training-thread writers now, of the others queued."""
         if self.writes_nothing:
             return
+        self.deliver()  # what the worker made before comes first
         getattr(self.inline, method)(*args)
         label = method.removeprefix("write_").replace("_", " ")  # "run end"
         if method == "write_embedding":
@@ -181,6 +192,7 @@ class BackgroundWriters(Writer):
         """
         if self.writes_nothing:
             return
+        self.deliver()
         with self._changed:
             self._raise_failure()
             if self._closed:
@@ -202,12 +214,96 @@ class BackgroundWriters(Writer):
                 self._thread.start()
             self._changed.notify_all()
 
+    def submit_record(
+        self,
+        method: str,
+        make: Callable[[], Any],
+        *,
+        label: str,
+        size: int = 0,
+        guard: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> Future[Any]:
+        """Queue ``make()`` on the worker: its result is a record of ``method`` for every writer.
+
+        For a record whose making is work the training thread should not pay, such as an
+        analysis's arithmetic. The worker's writers get the record there, after everything
+        queued before it; the training-thread writers (``on_training_thread``) get it on the
+        training thread, at its next call of these writers (any record or job, :meth:`deliver`,
+        :meth:`drain` or :meth:`close`).
+
+        Args:
+            method: The :class:`Writer` method that takes the record (its one argument), such
+                as ``"write_autocorrelation"``.
+            make: Makes the record on the worker; ``None`` makes none.
+            label: What the job makes, for messages, such as ``"autocorrelation step 100"``.
+            size: Bytes the job holds until it has run, for the bound (see :meth:`submit`).
+            guard: Makes the context ``make`` runs in (the owner's failure isolation); a
+                failure it swallows makes no record.
+
+        Returns:
+            The record, once the worker's writers have it (``None`` when none was made);
+            cancelled when the job is dropped (``writes_nothing``).
+
+        Example:
+            >>> from learnscope.records import AutocorrelationSummary
+            >>> class Printing(Writer):
+            ...     def write_autocorrelation(self, summary):
+            ...         print("analysis of step", summary.step)
+            >>> background = BackgroundWriters([Printing()])
+            >>> made = background.submit_record(
+            ...     "write_autocorrelation",
+            ...     lambda: AutocorrelationSummary(step=7, lags=(1,)),
+            ...     label="autocorrelation step 7",
+            ... )
+            >>> made.result(timeout=10).step
+            analysis of step 7
+            7
+            >>> background.close()
+        """
+        made: Future[Any] = Future()
+
+        def job(writers: Writers) -> None:
+            record = None
+            try:
+                with guard() if guard is not None else contextlib.nullcontext():
+                    record = make()
+            except BaseException as error:
+                made.set_exception(error)
+                raise
+            try:
+                if record is not None:
+                    getattr(writers, method)(record)
+            finally:
+                if record is not None and self.inline.writers:
+                    with self._changed:
+                        self._made.append((method, record))
+                made.set_result(record)
+
+        self.submit(job, size=size, label=label, record=method)
+        if self.writes_nothing:
+            made.cancel()
+        return made
+
+    def deliver(self) -> None:
+        """Hand the training-thread writers the records the worker made (see :meth:`submit_record`).
+
+        Call it on the training thread; it does nothing when there are none.
+        """
+        if not self._made:
+            return
+        with self._changed:
+            made = list(self._made)
+            self._made.clear()
+        for method, record in made:
+            getattr(self.inline, method)(record)
+
     def drain(self) -> None:
         """Wait until every job queued so far has run."""
         with self._changed:
             while (self._jobs or self._busy) and self._working():
                 self._changed.wait(SIGNAL_CHECK_S)
             self._raise_failure()
+        self.deliver()
 
     def close(self, timeout_s: float | None = None) -> None:
         """Write what is queued, close the writers, stop the worker and the drawing thread.
@@ -231,7 +327,6 @@ class BackgroundWriters(Writer):
         limit = write_limits().end_timeout_s if timeout_s is None else timeout_s
         abandoned = False
         try:
-            self.inline.close()
             self.submit(lambda w: w.close(), label="close")
             if not self._wait(limit):
                 abandoned = True
@@ -262,6 +357,10 @@ class BackgroundWriters(Writer):
                 registered, self._at_exit = self._at_exit, False
             if registered:
                 atexit.unregister(self._close_at_exit)
+            try:  # after every record the worker made for them
+                self.deliver()
+            finally:
+                self.inline.close()
 
     def _close_at_exit(self) -> None:
         """Close at interpreter exit, writing what is queued (a script that never tore down)."""

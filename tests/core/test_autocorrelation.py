@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import threading
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +15,9 @@ from learnscope.autocorrelation import (
     autocorrelation,
     integrated_time,
     is_reliable,
+    prepare_summary,
     summarize,
+    summarize_several,
 )
 from learnscope.records.autocorrelation import AutocorrelationSummary, GroupAutocorrelation
 
@@ -320,6 +324,62 @@ def test_record_flattens_to_scalars_and_is_read_only() -> None:
         AutocorrelationSummary(step=5, lags=(3,), groups=(group,))
 
 
+def bits(summary: AutocorrelationSummary) -> list[tuple[object, ...]]:
+    """Every number of a summary as its bytes, so that equal means bit for bit (NaN too)."""
+
+    def of(value: float | None) -> bytes | None:
+        return None if value is None else np.float64(value).tobytes()
+
+    return [
+        (g.group, g.kind, g.mean_acf.tobytes(), of(g.rho1_median), of(g.rho1_q25))
+        + (of(g.rho1_q75), of(g.tau), g.non_finite_elements, g.num_steps)
+        for g in summary.groups
+    ]
+
+
+def test_a_summary_prepared_here_and_finished_on_another_thread_is_the_same_bit_for_bit() -> None:
+    history, group_index, names = grouped_history()
+    history[5, 0] = torch.nan  # a column left out for a non-finite value
+    other = ({"params": history[:300, :4] * 3}, torch.zeros(4, dtype=torch.long), ["other"])
+    sources = [({"params": history, "grads": history.flip(0)}, group_index, names), other]
+    expected = summarize_several(sources, step=7, lags=(1, 2, 5))
+    pending = prepare_summary(sources, step=7, lags=(1, 2, 5))
+    held = pending.nbytes
+    finished: list[AutocorrelationSummary] = []
+    thread = threading.Thread(target=lambda: finished.append(pending.finish(all_scalars=False)))
+    thread.start()
+    thread.join()
+    (got,) = finished
+    assert bits(got) == bits(expected) and got.step == 7 and got.lags == (1, 2, 5)
+    assert got.all_scalars is False and expected.all_scalars is True
+    assert held == 2 * history.nbytes + 300 * 4 * 4 + 16 * 8 * 2 + 4 * 8 and pending.nbytes == 0
+    with pytest.raises(RuntimeError, match="summary of step 7 is finished"):
+        pending.finish()
+
+
+def test_the_reduction_over_ranks_runs_when_prepared_never_when_finished() -> None:
+    history, group_index, names = grouped_history()
+    calls: list[str] = []
+
+    def reduce(tensor: torch.Tensor) -> torch.Tensor:
+        calls.append(threading.current_thread().name)
+        return tensor
+
+    alone = SimpleNamespace(  # one rank holding every column
+        positions=torch.arange(16), group_index=group_index, total_elements=16, reduce=reduce
+    )
+    kinds = {"params": history, "grads": history * 2}
+    expected = summarize(kinds, group_index, names, step=3, lags=(1, 2))
+    pending = prepare_summary([(kinds, group_index, names)], step=3, lags=(1, 2), sharded=[alone])
+    assert calls == [threading.current_thread().name] * 2  # one per kind, here
+    finished: list[AutocorrelationSummary] = []
+    thread = threading.Thread(target=lambda: finished.append(pending.finish()))
+    thread.start()
+    thread.join()
+    assert len(calls) == 2 and bits(finished[0]) == bits(expected)
+    assert pending.nbytes == 0
+
+
 # --- CUDA -----------------------------------------------------------------------------------
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -359,6 +419,31 @@ def test_cuda_analysis_syncs_only_for_the_final_transfer() -> None:
         torch.cuda.set_sync_debug_mode("default")
     syncs = [w for w in caught if "synchroniz" in str(w.message)]
     assert len(syncs) <= 1, [str(w.message) for w in syncs]
+
+
+@cuda
+def test_cuda_prepare_does_not_sync_and_another_thread_finishes_on_its_stream() -> None:
+    history, group_index, names = grouped_history()
+    history, group_index = history.cuda(), group_index.cuda()
+    expected = summarize({"p": history}, group_index, names, step=0, lags=(1, 2))
+    side = torch.cuda.Stream()  # a training step's stream other than the default one
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        copy = history * 1.0  # the history's copy, made on that stream
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            pending = prepare_summary([({"p": copy}, group_index, names)], step=0, lags=(1, 2))
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    del copy
+    finished: list[AutocorrelationSummary] = []
+    thread = threading.Thread(target=lambda: finished.append(pending.finish()))
+    thread.start()
+    thread.join()
+    (got,) = finished
+    for a, b in zip(expected.groups, got.groups, strict=True):
+        np.testing.assert_allclose(a.mean_acf, b.mean_acf, atol=1e-6)
+        assert a.rho1_median == pytest.approx(b.rho1_median, abs=1e-6)
 
 
 # --- extreme scales, empty and non-finite input ---------------------------------------------

@@ -6,11 +6,13 @@ stand-ins are writers of learnscope's own ``Writer`` protocol that wait or fail 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.plugins import Writer
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.tensorboard import projector_files
-from learnscope.records import EmbeddingSnapshot
+from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot
 
 
 def labels(batch: Any) -> dict[str, Any]:
@@ -130,13 +132,90 @@ def test_leniently_a_failed_record_is_logged_and_later_ones_are_written(
     assert name.startswith("enc/step_")
 
 
+class Analyses(Writer):
+    """Keeps each analysis it is given and the thread that gave it."""
+
+    def __init__(self, on_training_thread: bool = False) -> None:
+        self.on_training_thread = on_training_thread
+        self.steps: list[int] = []
+        self.threads: list[str] = []
+
+    def write_autocorrelation(self, summary: AutocorrelationSummary) -> None:
+        self.steps.append(summary.step)
+        self.threads.append(threading.current_thread().name)
+
+
+def test_a_record_made_on_the_worker_reaches_the_training_thread_writers_there() -> None:
+    queued, inline, gate = Analyses(), Analyses(on_training_thread=True), threading.Event()
+    made_on: list[str] = []
+
+    def make(step: int) -> AutocorrelationSummary:
+        gate.wait(timeout=30)
+        made_on.append(threading.current_thread().name)
+        return AutocorrelationSummary(step=step, lags=(1,))
+
+    background = BackgroundWriters([queued, inline])
+    first = background.submit_record(
+        "write_autocorrelation", lambda: make(10), label="autocorrelation step 10"
+    )
+    assert not first.done() and inline.steps == []  # the training thread went on at once
+    gate.set()
+    assert first.result(timeout=30).step == 10
+    assert queued.steps == [10] and inline.steps == []  # not from the worker's thread
+    background.deliver()
+    assert inline.steps == [10] and inline.threads == [threading.current_thread().name]
+    background.submit_record("write_autocorrelation", lambda: make(20), label="analysis")
+    background.close()  # the end delivers what the worker made last
+    assert queued.steps == inline.steps == [10, 20]
+    assert made_on == ["learnscope-writer"] * 2 and set(queued.threads) == {"learnscope-writer"}
+    assert background.inline.records["write_autocorrelation"] == 2
+
+
+def test_a_record_whose_making_fails_is_not_written_and_strict_mode_raises_it() -> None:
+    queued = Analyses()
+    background = BackgroundWriters([queued])
+
+    def broken() -> AutocorrelationSummary:
+        raise ArithmeticError("no summary")
+
+    made = background.submit_record("write_autocorrelation", broken, label="analysis step 5")
+    with pytest.raises(ArithmeticError, match="no summary"):
+        background.drain()  # strict mode: raised on the training thread
+    assert isinstance(made.exception(timeout=30), ArithmeticError)
+    swallowed: list[BaseException] = []
+
+    @contextlib.contextmanager
+    def guard() -> Iterator[None]:  # the owner's failure isolation: says it, switches off
+        try:
+            yield
+        except ArithmeticError as error:
+            swallowed.append(error)
+
+    quiet = background.submit_record(
+        "write_autocorrelation", broken, label="analysis step 6", guard=guard
+    )
+    assert quiet.result(timeout=30) is None
+    background.close()
+    assert queued.steps == [] and len(swallowed) == 1
+
+
+def test_writers_that_write_nothing_drop_a_record_to_make_and_cancel_it() -> None:
+    made: list[int] = []
+    background = BackgroundWriters([Analyses()], writes_nothing=True)
+    future = background.submit_record(
+        "write_autocorrelation", lambda: made.append(1), label="analysis"
+    )
+    assert future.cancelled() and made == []
+    background.close()
+
+
 def test_queued_records_are_written_when_the_interpreter_exits(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import torch
         from learnscope.plugins.pipeline.background import BackgroundWriters
         from learnscope.plugins.tensorboard.writer import TensorBoardWriter
-        from learnscope.records import EmbeddingSnapshot
+        from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot
 
         background = BackgroundWriters([TensorBoardWriter({str(tmp_path)!r})])
         for step in range(3):
