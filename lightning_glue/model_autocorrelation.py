@@ -311,7 +311,9 @@ class ModelAutocorrelation(LearnscopeCallback):
         # Sharded, a summary that fails on rank zero's writers' thread switches off the summaries
         # only: rank zero goes on taking its part in the collectives, as the other ranks do.
         part = _SUMMARY if self._histories.sharded else _PART
-        if writers is None or not (self.is_on(_PART) and self.is_on(part)):
+        if writers is None or writers.writes_nothing:
+            return  # another rank's, or no writer reads it
+        if not (self.is_on(_PART) and self.is_on(part)):
             return  # the one before failed
         make = functools.partial(pending.finish, all_scalars=self.all_scalars)
         if not pending.finishes_anywhere:  # a device not known to take a second thread
