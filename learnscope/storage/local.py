@@ -1,7 +1,7 @@
 """A run folder on a local disk: atomic replaces, locks, one append-only record file.
 
-Files are replaced whole (:func:`learnscope.files.write_atomic`), shared files are changed
-under a lock (:func:`learnscope.files.locked`), and the run record is one file of JSON lines
+Files are replaced whole (:func:`learnscope.storage.files.write_atomic`), shared files are changed
+under a lock (:func:`learnscope.storage.files.locked`), and the run record is one file of JSON lines
 that grows by whole appends. Nothing is read, written or removed outside the folder: every
 name is checked by :func:`~learnscope.storage.folder.check_relative`, and a file is read only
 when it is reached through no symbolic link and is a regular file (a FIFO never blocks a view).
@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from learnscope.files import append_lines, inside, locked, move_aside, write_atomic
+from learnscope.storage.files import append_lines, inside, locked, move_aside, write_atomic
 from learnscope.run_files import RECORD_FILE, lock_name
 from learnscope.storage.folder import (
     RecordSource,

@@ -26,7 +26,7 @@ import re
 import secrets
 from typing import Any
 
-from learnscope.files import aside_name, say_moved_aside
+from learnscope.storage.files import aside_name, say_moved_aside
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
 from learnscope.storage.folder import (
     RecordSource,

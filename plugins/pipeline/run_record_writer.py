@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
-from learnscope.files import remove_unheld_lock
+from learnscope.storage.files import remove_unheld_lock
 from learnscope.plugins.pipeline.base import LastTable, Writer
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS, UMAP_COLUMNS

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.files import inside, safe_name
+from learnscope.storage.files import inside, safe_name
 from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from learnscope import records
-from learnscope.files import remove_orphan_temporaries
+from learnscope.storage.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS, LastTable, Writer, finding_table
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes

@@ -35,7 +35,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from learnscope.files import locked
+    from learnscope.storage.files import locked
 
     with locked(Path(sys.argv[1])):
         print("HELD", flush=True)

@@ -21,7 +21,7 @@ from readers import ProjectorReader
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from learnscope import EmbeddingSnapshot
-from learnscope.files import locked, remove_orphan_temporaries, write_atomic
+from learnscope.storage.files import locked, remove_orphan_temporaries, write_atomic
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.fanout import Writers
 from learnscope.plugins.tensorboard import projector_files
