@@ -227,7 +227,11 @@ class RunFolder(abc.ABC):
 
     @abc.abstractmethod
     def write(self, path: str, data: bytes | memoryview) -> None:
-        """Write the whole file ``path``; a reader sees the old file or the new one, never half."""
+        """Write the whole file ``path``; a reader sees the old file or the new one, never half.
+
+        Raises:
+            ValueError: ``path`` leaves the folder (see :func:`check_relative`).
+        """
 
     @abc.abstractmethod
     def read(self, path: str, max_bytes: int, size: int | None = None) -> bytes:

@@ -69,6 +69,7 @@ class ObjectStoreFolder(RunFolder):
         self.location = location.rstrip("/")
         self._token = secrets.token_hex(4)  # this writer's segments never overwrite another's
         self._next_segment: int | None = None  # listed at the first append
+        self._appended = 0  # objects written by this folder's append files: none share a number
 
     def __repr__(self) -> str:
         return f"ObjectStoreFolder({self.location!r})"
@@ -104,9 +105,13 @@ class ObjectStoreFolder(RunFolder):
         """Nothing to make: objects need no folder."""
 
     def write(self, path: str, data: bytes | memoryview) -> None:
-        """One ``PUT`` of the whole object ``path``."""
+        """One ``PUT`` of the whole object ``path``, refusing a path that leaves the folder."""
+        try:
+            target = "/".join([self.root, *check_relative(path)])
+        except UnreadableFile as error:
+            raise ValueError(f"refusing to write {path!r}: {error}") from None
         self._before_change()
-        self.fs.pipe_file(self._path(path), bytes(data))
+        self.fs.pipe_file(target, bytes(data))
 
     def read(self, path: str, max_bytes: int, size: int | None = None) -> bytes:
         """The object ``path``: one ranged ``GET`` of at most ``max_bytes + 1`` bytes."""
@@ -158,8 +163,17 @@ class ObjectStoreFolder(RunFolder):
         return None
 
     def append_file(self, names: Callable[[int], str], header: bytes) -> AppendFile:
-        """Records kept until each flush, written as one new object (see :class:`AppendFile`)."""
+        """Records kept until each flush, written as one new object (see :class:`AppendFile`).
+
+        The objects of every append file of this folder are numbered in one sequence, so two
+        files named alike (two writers of one process in one second) never share an object.
+        """
         return _ObjectAppendFile(self, names, header)
+
+    def _next_number(self) -> int:
+        """The number of the next object an append file of this folder writes."""
+        self._appended += 1
+        return self._appended
 
     def lasting_failure(self, error: BaseException) -> str | None:
         """A refusal of the credentials lasts; anything else may pass."""
@@ -319,8 +333,8 @@ class ObjectStoreFolder(RunFolder):
 class _ObjectAppendFile(AppendFile):
     """Records kept until each :meth:`flush`, which writes them after the header as a new object.
 
-    Object ``n`` (1, 2, ...) is named ``names(n)``; a failed flush drops its records (they are
-    not written twice).
+    Its objects are named ``names(n)``, ``n`` the folder's next number (1, 2, ...); a failed
+    flush drops its records (they are not written twice).
     """
 
     def __init__(self, folder: ObjectStoreFolder, names: Callable[[int], str], header: bytes):
@@ -328,19 +342,21 @@ class _ObjectAppendFile(AppendFile):
         self.names = names
         self.header = header
         self.written = 0  # objects written so far
+        self._number = 0  # the newest object's number
         self._pending: list[bytes] = []
         self._closed = False
 
     @property
     def location(self) -> str:  # type: ignore[override]
         """The newest object (or the first, before any), for messages."""
-        return f"{self.folder.location}/{self.names(max(self.written, 1))}"
+        return f"{self.folder.location}/{self.names(max(self._number, 1))}"
 
     def touch(self) -> None:
         """Write a first object, the header only, when none is written yet."""
         if self.written == 0:
             self.written = 1
-            self.folder.write(self.names(1), self.header)
+            self._number = self.folder._next_number()
+            self.folder.write(self.names(self._number), self.header)
 
     def append(self, data: bytes) -> None:
         """Keep ``data`` for the next :meth:`flush`."""
@@ -355,7 +371,8 @@ class _ObjectAppendFile(AppendFile):
         data = b"".join([self.header, *self._pending])
         self._pending = []
         self.written += 1
-        self.folder.write(self.names(self.written), data)
+        self._number = self.folder._next_number()
+        self.folder.write(self.names(self._number), data)
 
     def close(self) -> None:
         """Write what is kept; later records raise ``ValueError``."""
