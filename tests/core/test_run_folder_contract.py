@@ -1,4 +1,4 @@
-"""The run folder's contract: a local folder, ``memory://`` and the local S3 server, one set of cases.
+"""The run folder's contract: a local folder, ``memory://`` and the local S3 server alike.
 
 Every case runs on each kind of :class:`~learnscope.storage.RunFolder` (made by
 :func:`~learnscope.storage.open_run_folder` from a path or a URL), so that the writers and

@@ -24,14 +24,65 @@ SEARCHED = (ROOT / "learnscope", ROOT / "plugins", ROOT / "lightning_glue")
 STORAGE = ROOT / "learnscope" / "storage"
 
 OS_CALLS = frozenset(
-    "remove unlink replace rename renames makedirs mkdir rmdir removedirs open scandir listdir "
-    "walk stat lstat statvfs chmod utime truncate ftruncate symlink link fsync".split()
+    {
+        "remove",
+        "unlink",
+        "replace",
+        "rename",
+        "renames",
+        "makedirs",
+        "mkdir",
+        "rmdir",
+        "removedirs",
+        "open",
+        "scandir",
+        "listdir",
+        "walk",
+        "stat",
+        "lstat",
+        "statvfs",
+        "chmod",
+        "utime",
+        "truncate",
+        "ftruncate",
+        "symlink",
+        "link",
+        "fsync",
+    }
 )
-OS_PATH_CALLS = frozenset("exists lexists isdir isfile islink getsize getmtime realpath".split())
+OS_PATH_CALLS = frozenset(
+    {
+        "exists",
+        "lexists",
+        "isdir",
+        "isfile",
+        "islink",
+        "getsize",
+        "getmtime",
+        "realpath",
+    }
+)
 MODULES = frozenset({"shutil", "tempfile", "fcntl"})
 PATH_METHODS = frozenset(
-    "write_text write_bytes read_text read_bytes mkdir rmdir unlink iterdir glob rglob "
-    "symlink_to is_dir is_file is_symlink resolve lstat chmod".split()
+    {
+        "write_text",
+        "write_bytes",
+        "read_text",
+        "read_bytes",
+        "mkdir",
+        "rmdir",
+        "unlink",
+        "iterdir",
+        "glob",
+        "rglob",
+        "symlink_to",
+        "is_dir",
+        "is_file",
+        "is_symlink",
+        "resolve",
+        "lstat",
+        "chmod",
+    }
 )
 # (module relative to the repository, the call) -> why it is allowed
 ALLOWED = {
