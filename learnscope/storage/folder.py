@@ -276,6 +276,21 @@ class RunFolder(abc.ABC):
         """Remove the folder ``path`` and all it holds (no link followed); missing is no error."""
 
     @abc.abstractmethod
+    def write_marker(self, path: str, data: bytes) -> None:
+        """Write a short-lived marker file (such as a refresh marker run's event file).
+
+        On a disk as :meth:`write`; an object store keeps no markers (each would cost requests,
+        and one a crash left would stay in the bucket): nothing is written.
+        """
+
+    @abc.abstractmethod
+    def markers(self, prefix: str) -> list[str]:
+        """The marker folders directly in this folder whose name starts with ``prefix``.
+
+        None on an object store (no request is made); on a disk, one listing.
+        """
+
+    @abc.abstractmethod
     def remove_empty(self, path: str) -> None:
         """Remove the folder ``path`` when it holds nothing (an object store has no folder)."""
 

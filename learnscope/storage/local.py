@@ -146,6 +146,18 @@ class LocalFolder(RunFolder):
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(inside(self.root, *check_relative(path)))
 
+    def write_marker(self, path: str, data: bytes) -> None:
+        """Write the marker file ``path`` (see :meth:`write`)."""
+        self.write(path, data)
+
+    def markers(self, prefix: str) -> list[str]:
+        """The folders directly here named ``prefix...`` (none when the folder is gone)."""
+        try:
+            folders, _ = self.listing()
+        except OSError:
+            return []
+        return [name for name in folders if name.startswith(prefix)]
+
     def remove_empty(self, path: str) -> None:
         """Remove the folder ``path`` when it is empty; otherwise, or missing, nothing."""
         with contextlib.suppress(OSError):

@@ -151,6 +151,13 @@ class ObjectStoreFolder(RunFolder):
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self._path(path), recursive=True)
 
+    def write_marker(self, path: str, data: bytes) -> None:
+        """Nothing: an object store keeps no markers (see :meth:`RunFolder.write_marker`)."""
+
+    def markers(self, prefix: str) -> list[str]:
+        """None: an object store keeps no markers (and is asked nothing)."""
+        return []
+
     def remove_empty(self, path: str) -> None:
         """Nothing: an object store has no folder apart from the objects under it."""
 

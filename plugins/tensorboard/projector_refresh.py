@@ -14,8 +14,10 @@ its own markers, named ``.projector-refresh-<pid>-<token>-<n>`` with a random to
 and tolerates one already gone; a writer's first marker also removes markers whose process id
 is not a running process here, left by a crash (on a file system shared by several hosts
 another host's marker may so go early, which only costs that refresh). Every marker is written,
-listed and removed through the run folder (:mod:`learnscope.storage`), on a disk or an object
-store alike; nothing is touched before the first snapshot.
+listed and removed through the run folder (:mod:`learnscope.storage`), nothing before the first
+snapshot; an object store keeps no markers
+(:meth:`~learnscope.storage.RunFolder.write_marker`), so there a running TensorBoard sees new
+snapshots when it reloads the config on its own.
 
 Checked against real servers, with both the Python event reader and the Rust data server
 (``--load_fast``). The cost is one folder and one 40-byte file per snapshot; the price is that
@@ -82,7 +84,7 @@ class ProjectorRefresh:
             marker = f"{self._own}{time.time_ns():x}"
             events = f"events.out.tfevents.{int(time.time())}.learnscope"
             with contextlib.suppress(FileNotFoundError):  # removed by another host's cleaning
-                self.folder.write(f"{marker}/{events}", framed(version_event()))
+                self.folder.write_marker(f"{marker}/{events}", framed(version_event()))
             args = (self.folder, self._own)
             self._timer = threading.Timer(self.linger_s, _remove_markers, args)
             self._timer.daemon = True
@@ -108,13 +110,7 @@ def _remove_markers(folder: RunFolder, which: str | Callable[[str], bool]) -> No
 
     A marker already removed, or the run directory gone, is no error.
     """
-    try:
-        folders, _ = folder.listing()
-    except (OSError, UnreadableFile):  # the run directory is gone, or cannot be listed
-        return
-    for name in folders:
-        if not name.startswith(MARKER_PREFIX):
-            continue
+    for name in folder.markers(MARKER_PREFIX):  # none when the run directory is gone
         if name.startswith(which) if isinstance(which, str) else which(name):
             with contextlib.suppress(OSError, ValueError, UnreadableFile):
                 folder.remove_tree(name)

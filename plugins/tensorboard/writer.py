@@ -90,6 +90,7 @@ class TensorBoardWriter(Writer):
         self.location = self.folder.location
         # Nothing is written or removed here: the run folder removes a crashed writer's
         # debris at its first change, and the event file is opened by the first record.
+        self._started = False  # the run directory is made at the first write
         self._events: EventFile | None = None  # opened when there is room
         self._findings_written = LastTable()  # the Text tab's last table
         self._refresh = ProjectorRefresh(self.folder)  # running servers see new snapshots
@@ -115,8 +116,7 @@ class TensorBoardWriter(Writer):
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
                 it is not made again, so no half run appears where the user removed one.
         """
-        if not self.folder.exists():
-            raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
+        self._check_folder("; not re-making it")
         self.reserve.check(snapshot_bytes(snapshot), f"snapshot {snapshot.key}")
         if self.summary is None:  # the projector lists runs by their event files
             self._open_events().touch()
@@ -232,8 +232,7 @@ class TensorBoardWriter(Writer):
         if self.summary is not None:
             self.summary._get_file_writer().add_summary(summary, step)
             return
-        if not self.folder.exists():
-            raise FileNotFoundError(f"the run directory {self.location} is gone")
+        self._check_folder("")
         self.reserve.check(0, f"{summary.value[0].tag if summary.value else 'a summary'}")
         self._open_events().add_summary(summary, step)
 
@@ -253,6 +252,18 @@ class TensorBoardWriter(Writer):
                 self._events.close()
             elif self.summary is not None:
                 self.summary.flush()
+
+    def _check_folder(self, then: str) -> None:
+        """Make the run directory at the first write; a directory gone later is not made again.
+
+        Raises:
+            FileNotFoundError: The run directory is gone (``then`` ends the message).
+        """
+        if not self._started:
+            self._started = True
+            self.folder.make()
+        elif not self.folder.exists():
+            raise FileNotFoundError(f"the run directory {self.location} is gone{then}")
 
     def _open_events(self) -> EventFile:
         """The own event file, opened when first used."""

@@ -275,3 +275,17 @@ def test_a_removed_local_folder_is_a_lasting_failure(tmp_path: Path) -> None:
     folder.remove("a.txt")
     (tmp_path / "run").rmdir()
     assert folder.lasting_failure(OSError(errno.ENOENT, "gone")) is not None
+
+
+def test_markers_are_kept_on_a_disk_and_cost_an_object_store_nothing(
+    folder: RunFolder, kind: Kind
+) -> None:
+    folder.write_marker(".refresh-1/events.out.tfevents.1.learnscope", b"m")
+    expected = [".refresh-1"] if kind.has_disk else []  # a store keeps none
+    assert folder.markers(".refresh-") == expected
+    folder.remove_tree(".refresh-1")
+    assert folder.markers(".refresh-") == []
+    if kind.s3 is not None:
+        kind.s3.requests.reset()
+        folder.write_marker(".refresh-2/x", b"m")
+        assert folder.markers(".refresh-") == [] and kind.s3.requests.total == 0
