@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.files import append_lines
+from learnscope.storage.files import append_lines
 from learnscope.storage.folder import RecordSource
 from learnscope.storage.local import FileRecordSource
 
@@ -101,7 +101,7 @@ def append_entries(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
     """Append ``entries`` to the record file at ``path``, one JSON line each, in one write.
 
     A record whose last line was cut short (by a crash) is first ended with a newline (see
-    :func:`learnscope.files.append_lines`).
+    :func:`learnscope.storage.files.append_lines`).
 
     Raises:
         OSError: When the file cannot be written (the disk is full, say); the file is then cut

@@ -190,6 +190,8 @@ def run_demo(
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
 
+    from learnscope.storage import open_run_folder
+
     torch.manual_seed(seed)
     logdir = Path(logdir)
     loggers: list[Any] = [TensorBoardLogger(str(logdir), name="demo")]
@@ -202,7 +204,7 @@ def run_demo(
         # wandb reads WANDB_SILENT when set up; set up later, inside the logger's wandb.init, it
         # first says "The anonymous setting has no effect" of the settings Lightning passes
         wandb.setup()
-        logdir.mkdir(parents=True, exist_ok=True)
+        open_run_folder(logdir).make()  # wandb needs its save_dir made
         loggers.append(WandbLogger(project="learnscope-demo", save_dir=str(logdir), offline=True))
     train, val = digits_loaders()
     with lightning_quiet():

@@ -11,8 +11,10 @@ import abc
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 log = logging.getLogger("learnscope")
 
@@ -100,6 +102,67 @@ def whole_lines(data: bytes, max_bytes: int) -> int:
     return len(data) if end == 0 and len(data) >= max_bytes else end
 
 
+@dataclass(frozen=True)
+class DiskSpace:
+    """The free and total bytes of the file system a folder is on.
+
+    Example:
+        >>> DiskSpace(free=3 << 20, total=1 << 30).free
+        3145728
+    """
+
+    free: int
+    total: int
+
+
+class RecordStamp(NamedTuple):
+    """What a search notes of a record to know, next time, what to read again.
+
+    ``identity`` changes when the record is another one (read its first line again),
+    ``written`` whenever anything was added to it (read its end again).
+    """
+
+    identity: object
+    written: object
+
+
+class AppendFile(abc.ABC):
+    """A file that grows by whole records, each written on the calling thread.
+
+    On a local disk it is one file, created (never one already there) with its ``header``
+    and appended to: a record is in the file when :meth:`append` returns, and a record the
+    disk took only in part is cut off again. On an object store, which cannot append, the
+    records appended are kept until :meth:`flush`, which writes them after the header as one
+    new object (the names sort in the order written).
+
+    Attributes:
+        location: Where it is, for messages.
+    """
+
+    location: str
+
+    @abc.abstractmethod
+    def touch(self) -> None:
+        """Make sure the file is there, its header at least."""
+
+    @abc.abstractmethod
+    def append(self, data: bytes) -> None:
+        """Add one whole record (kept for :meth:`flush` on an object store).
+
+        Raises:
+            OSError: The disk took none or part of it (then cut off again), or the file is
+                closed (``ValueError``).
+        """
+
+    @abc.abstractmethod
+    def flush(self) -> None:
+        """Write what is kept (an object store's records, as one new object)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Write what is kept and close; a later :meth:`append` raises ``ValueError``."""
+
+
 class RecordSource(abc.ABC):
     """The run record of one folder, read incrementally: each :meth:`read` gives what is new.
 
@@ -122,13 +185,33 @@ class RecordSource(abc.ABC):
 class RunFolder(abc.ABC):
     """One run directory (or log directory), local or on an object store.
 
+    Every file operation learnscope does in a run directory is a method here, implemented
+    once for a local disk and once for an object store; no caller asks which it has. The
+    first change a folder makes (a write, an append, a removal) first removes the debris a
+    crashed writer left (:meth:`remove_debris`), so a writer's constructor touches nothing.
+
     Attributes:
         location: The path or URL as the logger gave it, for messages and commands.
-        on_object_store: Whether files are objects written whole (no append, no lock).
     """
 
     location: str
-    on_object_store: bool
+    _tidied = False  # whether remove_debris ran before this folder's first change
+
+    def _before_change(self) -> None:
+        """Remove the debris once, before the first change this folder makes."""
+        if not self._tidied:
+            self._tidied = True
+            with contextlib.suppress(OSError):
+                self.remove_debris()
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The folder's own name: the last part of its path (resolved when it has none) or URL."""
+
+    @abc.abstractmethod
+    def same_as(self, other: RunFolder) -> bool:
+        """Whether ``other`` is this folder: the same resolved directory, or the same URL."""
 
     @abc.abstractmethod
     def child(self, path: str) -> RunFolder:
@@ -144,7 +227,11 @@ class RunFolder(abc.ABC):
 
     @abc.abstractmethod
     def write(self, path: str, data: bytes | memoryview) -> None:
-        """Write the whole file ``path``; a reader sees the old file or the new one, never half."""
+        """Write the whole file ``path``; a reader sees the old file or the new one, never half.
+
+        Raises:
+            ValueError: ``path`` leaves the folder (see :func:`check_relative`).
+        """
 
     @abc.abstractmethod
     def read(self, path: str, max_bytes: int, size: int | None = None) -> bytes:
@@ -183,6 +270,80 @@ class RunFolder(abc.ABC):
     @abc.abstractmethod
     def listing(self, path: str = "") -> tuple[list[str], list[str]]:
         """The names of the folders and of the files directly in ``path`` (no link followed)."""
+
+    @abc.abstractmethod
+    def remove_tree(self, path: str) -> None:
+        """Remove the folder ``path`` and all it holds (no link followed); missing is no error."""
+
+    @abc.abstractmethod
+    def write_marker(self, path: str, data: bytes) -> None:
+        """Write a short-lived marker file (such as a refresh marker run's event file).
+
+        On a disk as :meth:`write`; an object store keeps no markers (each would cost requests,
+        and one a crash left would stay in the bucket): nothing is written.
+        """
+
+    @abc.abstractmethod
+    def markers(self, prefix: str) -> list[str]:
+        """The marker folders directly in this folder whose name starts with ``prefix``.
+
+        None on an object store (no request is made); on a disk, one listing.
+        """
+
+    @abc.abstractmethod
+    def remove_empty(self, path: str) -> None:
+        """Remove the folder ``path`` when it holds nothing (an object store has no folder)."""
+
+    @abc.abstractmethod
+    def remove_debris(self) -> list[str]:
+        """Remove what a crashed writer left: temporaries of atomic writes, stale locks.
+
+        Returns:
+            The names removed, relative to the folder (none on an object store, whose
+            writes leave no temporaries and which has no locks).
+        """
+
+    @abc.abstractmethod
+    def free_space(self) -> DiskSpace | None:
+        """The free and total space of the folder's file system, or ``None``.
+
+        ``None`` where it cannot be known: an object store, a folder not there.
+        """
+
+    @abc.abstractmethod
+    def append_file(self, names: Callable[[int], str], header: bytes) -> AppendFile:
+        """A new :class:`AppendFile` in this folder.
+
+        Args:
+            names: The name of file number ``n``: on a disk the lowest ``n`` from 0 naming no
+                file yet is taken; on an object store each flush's object is number 1, 2, ...
+            header: The bytes every file (every object) starts with.
+        """
+
+    @abc.abstractmethod
+    def lasting_failure(self, error: BaseException) -> str | None:
+        """Why ``error`` will recur at every later write here, or ``None`` when it may not.
+
+        The folder is gone (a removed run directory), or an object store refuses the
+        credentials; a full disk is not lasting.
+        """
+
+    @abc.abstractmethod
+    def shows_record(self, folders: list[str], files: list[str]) -> bool:
+        """Whether a folder whose :meth:`listing` is ``folders``, ``files`` holds a record."""
+
+    @abc.abstractmethod
+    def record_stamp(self) -> RecordStamp | None:
+        """The stamp of the run record (see :class:`RecordStamp`), or ``None`` without one."""
+
+    @abc.abstractmethod
+    def searched_record_source(self, written: Callable[[], object]) -> RecordSource:
+        """A reader of the record for a view whose search notes the record's stamp.
+
+        Where a read is a request to a store, it reads only when ``written`` (what the last
+        search noted: :attr:`RecordStamp.written`) changed; on a disk, where a read costs one
+        ``stat``, it is :meth:`record_source`.
+        """
 
     @abc.abstractmethod
     def locked(self, name: str) -> contextlib.AbstractContextManager[None]:

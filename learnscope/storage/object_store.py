@@ -24,12 +24,16 @@ import contextlib
 import datetime
 import re
 import secrets
+from collections.abc import Callable
 from typing import Any
 
-from learnscope.files import aside_name, say_moved_aside
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
+from learnscope.storage.files import aside_name, say_moved_aside
 from learnscope.storage.folder import (
+    AppendFile,
+    DiskSpace,
     RecordSource,
+    RecordStamp,
     RunFolder,
     UnreadableFile,
     check_relative,
@@ -59,14 +63,13 @@ class ObjectStoreFolder(RunFolder):
         b'{"kind":"run"}\n'
     """
 
-    on_object_store = True
-
     def __init__(self, fs: Any, root: str, location: str) -> None:
         self.fs = fs
         self.root = root.rstrip("/")
         self.location = location.rstrip("/")
         self._token = secrets.token_hex(4)  # this writer's segments never overwrite another's
         self._next_segment: int | None = None  # listed at the first append
+        self._appended = 0  # objects written by this folder's append files: none share a number
 
     def __repr__(self) -> str:
         return f"ObjectStoreFolder({self.location!r})"
@@ -79,6 +82,15 @@ class ObjectStoreFolder(RunFolder):
 
     def _path(self, path: str) -> str:
         return "/".join([self.root, *check_relative(path)]) if path else self.root
+
+    @property
+    def name(self) -> str:
+        """The last part of the URL."""
+        return self.location.rstrip("/").rsplit("/", 1)[-1]
+
+    def same_as(self, other: RunFolder) -> bool:
+        """Whether ``other`` has the same URL."""
+        return other.location.rstrip("/") == self.location.rstrip("/")
 
     def child(self, path: str) -> ObjectStoreFolder:
         """The folder ``path`` under this one."""
@@ -93,8 +105,13 @@ class ObjectStoreFolder(RunFolder):
         """Nothing to make: objects need no folder."""
 
     def write(self, path: str, data: bytes | memoryview) -> None:
-        """One ``PUT`` of the whole object ``path``."""
-        self.fs.pipe_file(self._path(path), bytes(data))
+        """One ``PUT`` of the whole object ``path``, refusing a path that leaves the folder."""
+        try:
+            target = "/".join([self.root, *check_relative(path)])
+        except UnreadableFile as error:
+            raise ValueError(f"refusing to write {path!r}: {error}") from None
+        self._before_change()
+        self.fs.pipe_file(target, bytes(data))
 
     def read(self, path: str, max_bytes: int, size: int | None = None) -> bytes:
         """The object ``path``: one ranged ``GET`` of at most ``max_bytes + 1`` bytes."""
@@ -124,14 +141,83 @@ class ObjectStoreFolder(RunFolder):
 
     def remove(self, path: str) -> None:
         """Delete the object ``path``; a missing one is no error."""
+        self._before_change()
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(self._path(path))
+
+    def remove_tree(self, path: str) -> None:
+        """Delete every object under ``path``; none is no error."""
+        self._before_change()
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._path(path), recursive=True)
+
+    def write_marker(self, path: str, data: bytes) -> None:
+        """Nothing: an object store keeps no markers (see :meth:`RunFolder.write_marker`)."""
+
+    def markers(self, prefix: str) -> list[str]:
+        """None: an object store keeps no markers (and is asked nothing)."""
+        return []
+
+    def remove_empty(self, path: str) -> None:
+        """Nothing: an object store has no folder apart from the objects under it."""
+
+    def remove_debris(self) -> list[str]:
+        """Nothing to remove: a ``PUT`` leaves no temporary, and nothing is locked."""
+        return []
+
+    def free_space(self) -> DiskSpace | None:
+        """``None``: an object store has no free space to keep."""
+        return None
+
+    def append_file(self, names: Callable[[int], str], header: bytes) -> AppendFile:
+        """Records kept until each flush, written as one new object (see :class:`AppendFile`).
+
+        The objects of every append file of this folder are numbered in one sequence, so two
+        files named alike (two writers of one process in one second) never share an object.
+        """
+        return _ObjectAppendFile(self, names, header)
+
+    def _next_number(self) -> int:
+        """The number of the next object an append file of this folder writes."""
+        self._appended += 1
+        return self._appended
+
+    def lasting_failure(self, error: BaseException) -> str | None:
+        """A refusal of the credentials lasts; anything else may pass."""
+        if isinstance(error, PermissionError):
+            return "the object store refuses its credentials"
+        return None
+
+    def shows_record(self, folders: list[str], files: list[str]) -> bool:
+        """Record segments (``learnscope_record.d/``) or a record file copied up whole."""
+        return RECORD_SEGMENTS in folders or RECORD_FILE in files
+
+    def record_stamp(self) -> RecordStamp | None:
+        """The first and last segment's names and their count (one listing).
+
+        Segments are never rewritten; a record file copied up whole: its size and entity tag
+        (one ``HEAD``).
+        """
+        try:
+            _, names = self.listing(RECORD_SEGMENTS)
+        except (OSError, UnreadableFile):
+            names = []
+        segments = sorted(name for name in names if name.endswith(".jsonl"))
+        if segments:
+            return RecordStamp(segments[0], (len(segments), segments[0], segments[-1]))
+        stamp = self.stamp(RECORD_FILE)
+        return None if stamp is None else RecordStamp(stamp, stamp)
+
+    def searched_record_source(self, written: Callable[[], object]) -> RecordSource:
+        """The record, read only when the search saw it change (:class:`SearchedRecord`)."""
+        return SearchedRecord(self.record_source(), written)
 
     def set_aside(self, path: str, error: Exception, what: str, then: str) -> str:
         """Copy the object ``path`` aside, then delete it (see :meth:`RunFolder.set_aside`)."""
         full = self._path(path)
         parent, name = full.rsplit("/", 1)
         aside = aside_name(name, lambda taken: self._info(f"{parent}/{taken}") is not None)
+        self._before_change()
         self.fs.copy(full, f"{parent}/{aside}")
         self.remove(path)
         say_moved_aside(f"{self.location}/{path}", what, error, aside, then)
@@ -143,9 +229,15 @@ class ObjectStoreFolder(RunFolder):
         Raises:
             FileNotFoundError: The folder itself is empty because its bucket does not exist
                 (a store with buckets: ``s3://``, ``gs://``, ...; one more request to tell).
+            OSError: The store fails otherwise (its client's own error, said in the message).
         """
         folders, files = [], []
-        entries = self._entries(self._path(path))
+        try:
+            entries = self._entries(self._path(path))
+        except OSError:
+            raise
+        except Exception as error:  # a store's client fails in ways of its own
+            raise OSError(f"{type(error).__name__}: {error}") from error
         for entry in entries:
             (folders if entry.get("type") == "directory" else files).append(_name(entry))
         if not entries and not path and self._bucket_missing():
@@ -201,8 +293,7 @@ class ObjectStoreFolder(RunFolder):
 
     def has_record(self, path: str = "") -> bool:
         """Whether ``path`` holds record segments or a record file."""
-        folders, files = self.listing(path)
-        return RECORD_SEGMENTS in folders or RECORD_FILE in files
+        return self.shows_record(*self.listing(path))
 
     def _entries(self, path: str) -> list[dict[str, Any]]:
         """The listing of ``path`` with details, asked afresh; empty when it has nothing."""
@@ -244,6 +335,56 @@ class ObjectStoreFolder(RunFolder):
 
     def _segments(self) -> list[str]:
         return [_name(entry) for entry in self._segment_entries()]
+
+
+class _ObjectAppendFile(AppendFile):
+    """Records kept until each :meth:`flush`, which writes them after the header as a new object.
+
+    Its objects are named ``names(n)``, ``n`` the folder's next number (1, 2, ...); a failed
+    flush drops its records (they are not written twice).
+    """
+
+    def __init__(self, folder: ObjectStoreFolder, names: Callable[[int], str], header: bytes):
+        self.folder = folder
+        self.names = names
+        self.header = header
+        self.written = 0  # objects written so far
+        self._number = 0  # the newest object's number
+        self._pending: list[bytes] = []
+        self._closed = False
+
+    @property
+    def location(self) -> str:  # type: ignore[override]
+        """The newest object (or the first, before any), for messages."""
+        return f"{self.folder.location}/{self.names(max(self._number, 1))}"
+
+    def touch(self) -> None:
+        """Write a first object, the header only, when none is written yet."""
+        if self.written == 0:
+            self.written = 1
+            self._number = self.folder._next_number()
+            self.folder.write(self.names(self._number), self.header)
+
+    def append(self, data: bytes) -> None:
+        """Keep ``data`` for the next :meth:`flush`."""
+        if self._closed:
+            raise ValueError(f"{self.location} is closed")
+        self._pending.append(data)
+
+    def flush(self) -> None:
+        """Write the records kept since the last flush as one new object (one ``PUT``)."""
+        if not self._pending:
+            return
+        data = b"".join([self.header, *self._pending])
+        self._pending = []
+        self.written += 1
+        self._number = self.folder._next_number()
+        self.folder.write(self.names(self._number), data)
+
+    def close(self) -> None:
+        """Write what is kept; later records raise ``ValueError``."""
+        self._closed = True
+        self.flush()
 
 
 class _ObjectSource(RecordSource):
@@ -320,3 +461,61 @@ def _time(info: dict[str, Any]) -> float:
         if isinstance(value, int | float):
             return float(value)
     return 0.0
+
+
+class SearchedRecord(RecordSource):
+    r"""An object store's record, read only when the tab's search saw it change.
+
+    Each :meth:`read` asks ``written`` (what the last search noted of the record:
+    :attr:`RecordStamp.written`); while it is what it was at the last read that found nothing
+    more, nothing is read (no request to the store). Otherwise the record is read until
+    nothing more comes.
+
+    Args:
+        source: The record's own source (:meth:`~learnscope.storage.RunFolder.record_source`).
+        written: What the last search noted of the record, or ``None`` when it has not seen
+            it (then every read reads).
+
+    Example:
+        >>> import uuid
+        >>> from learnscope.storage import open_run_folder
+        >>> folder = open_run_folder(f"memory://doc/{uuid.uuid4().hex}")
+        >>> folder.append_record(b'{"kind":"run"}\n')
+        >>> noted = {"written": 1}
+        >>> source = SearchedRecord(folder.record_source(), lambda: noted["written"])
+        >>> source.read(1 << 20)
+        b'{"kind":"run"}\n'
+        >>> folder.append_record(b'{"kind":"end"}\n')
+        >>> source.read(1 << 20)  # the search has not seen it yet
+        b''
+        >>> noted["written"] = 2
+        >>> source.read(1 << 20)
+        b'{"kind":"end"}\n'
+    """
+
+    _NOT_YET = object()
+
+    def __init__(self, source: RecordSource, written: Callable[[], object]) -> None:
+        self.source = source
+        self.written = written
+        self._caught_up: object = self._NOT_YET  # ``written`` when the last read ended
+
+    def read(self, max_bytes: int) -> bytes:
+        """What was added, when the search saw the record change (see the class)."""
+        self.restarted = False
+        written = self.written()
+        if written is not None and written == self._caught_up:
+            return b""
+        chunks: list[bytes] = []
+        total = 0
+        while total < max_bytes:
+            data = self.source.read(max_bytes - total)
+            if self.source.restarted:  # read again from its start: what came before is gone
+                chunks, total, self.restarted = [], 0, True
+            if not data:
+                if written is not None:
+                    self._caught_up = written
+                break
+            chunks.append(data)
+            total += len(data)
+        return b"".join(chunks)

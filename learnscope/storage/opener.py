@@ -23,8 +23,8 @@ def open_run_folder(location: str | Path) -> RunFolder:
             know the scheme), naming the package.
 
     Example:
-        >>> open_run_folder("runs/version_0").on_object_store
-        False
+        >>> open_run_folder("runs/version_0").name
+        'version_0'
         >>> open_run_folder("memory://runs/version_0").location
         'memory://runs/version_0'
     """

@@ -9,17 +9,16 @@ room. Small records (scalars, histograms, pictures, the run record's entries) ar
 while the free space is below the reserve: on a nearly full disk learnscope writes nothing.
 A writer skips a record by raising :class:`~learnscope.plugins.pipeline.base.RecordSkipped`
 (:meth:`DiskReserve.check`), so the fan-out counts every skipped record, with the free space
-and the reserve, for the end-of-fit line. The file system is asked at most every 0.2 s; the
-bytes allowed meanwhile are counted off.
+and the reserve, for the end-of-fit line. The free space comes from the run folder
+(:meth:`~learnscope.storage.RunFolder.free_space`), asked at most every 0.2 s; the bytes allowed
+meanwhile are counted off. Where it cannot be known (an object store) every write is allowed.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +28,7 @@ from learnscope.write_limits import write_limits
 
 if TYPE_CHECKING:
     from learnscope.records import EmbeddingSnapshot
+    from learnscope.storage import RunFolder
 
 log = logging.getLogger("learnscope")
 
@@ -37,23 +37,24 @@ LARGE_BYTES = 1 << 20  # a record this large always asks
 
 
 class DiskReserve:
-    """Whether writes into one directory leave the reserve of its file system free.
+    """Whether writes into one run folder leave the reserve of its file system free.
 
     Args:
-        directory: Where the writer puts its files; ``None`` for an object store, which has no
-            free space to keep: every write is allowed.
+        folder: Where the writer puts its files; ``None``, or a folder whose free space cannot
+            be known (an object store, which has no free space to keep): every write is allowed.
 
     Example:
         >>> import tempfile
-        >>> reserve = DiskReserve(Path(tempfile.mkdtemp()))
+        >>> from learnscope.storage import open_run_folder
+        >>> reserve = DiskReserve(open_run_folder(tempfile.mkdtemp()))
         >>> reserve.allows(1024, "a small record")
         True
         >>> reserve.allows(1 << 62, "an impossibly large record")
         False
     """
 
-    def __init__(self, directory: Path | None) -> None:
-        self.directory = None if directory is None else Path(directory)
+    def __init__(self, folder: RunFolder | None) -> None:
+        self.folder = folder
         self.skipped = 0  # records skipped so far
         self.last_reason = ""  # why the latest write did not fit
         self._asked = -1.0  # when the file system was last asked (time.monotonic)
@@ -82,7 +83,7 @@ class DiskReserve:
                 "end-of-fit line counts them; the reserve is set with "
                 "learnscope.write_limits.set_write_limits)",
                 f"{what} ({_size(nbytes)})" if nbytes else what,
-                self.directory,
+                short.directory,
                 _size(short.free),
                 _size(short.reserve),
                 100 * limits.reserve_fraction,
@@ -99,7 +100,8 @@ class DiskReserve:
 
         Example:
             >>> import tempfile
-            >>> DiskReserve(Path(tempfile.mkdtemp())).check(1 << 62, "a record")
+            >>> from learnscope.storage import open_run_folder
+            >>> DiskReserve(open_run_folder(tempfile.mkdtemp())).check(1 << 62, "a record")
             Traceback (most recent call last):
             ...
             learnscope.plugins.pipeline.base.RecordSkipped: the free-space reserve: ...
@@ -113,24 +115,23 @@ class DiskReserve:
         Says nothing and counts no skip: :meth:`allows` and :meth:`check` do.
         """
         limits = write_limits()
-        if self.directory is None:
-            return None  # an object store: no disk to keep free
+        if self.folder is None:
+            return None  # no folder given: no disk to keep free
         if limits.reserve_fraction == 0 and limits.reserve_min_bytes == 0:
             return None  # no reserve: a write that does not fit fails as it would
         now = time.monotonic()
         if now - self._asked > ASK_EVERY_S or nbytes >= LARGE_BYTES:
-            try:
-                fs = os.statvfs(self.directory)
-            except OSError:
-                return None
+            space = self.folder.free_space()
+            if space is None:
+                return None  # an object store, or a folder gone or not made yet
             self._asked = now
-            self._free, self._total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
+            self._free, self._total = space.free, space.total
         free, total = self._free, self._total
         reserve = limits.reserve_bytes(total)
         if free - nbytes >= reserve:
             self._free -= nbytes
             return None
-        short = Shortfall(self.directory, free, reserve, total)
+        short = Shortfall(self.folder.location, free, reserve, total)
         self.last_reason = short.reason
         return short
 
@@ -140,11 +141,11 @@ class Shortfall:
     """Why a write does not fit above the reserve: the free space and the reserve, in bytes.
 
     Example:
-        >>> Shortfall(Path("/runs"), 3 << 20, 64 << 20, 1 << 30).reason
+        >>> Shortfall("/runs", 3 << 20, 64 << 20, 1 << 30).reason
         'the free-space reserve: /runs has 3.0 MiB free and learnscope leaves 64.0 MiB'
     """
 
-    directory: Path
+    directory: str
     free: int
     reserve: int
     total: int

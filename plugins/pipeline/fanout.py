@@ -14,13 +14,13 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.pipeline.base import RecordSkipped, Writer, forwards_records, shows
 from learnscope.plugins.pipeline.figures import Drawing, missing_pictures
 from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
+from learnscope.storage import RunFolder
 from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
@@ -396,12 +396,10 @@ def _permanent_reason(writer: Writer, error: Exception) -> str | None:
         >>> _permanent_reason(Writer(), OSError(28, "No space left on device")) is None
         True
     """
-    run_dir = getattr(writer, "run_dir", None)
-    if isinstance(run_dir, Path) and not run_dir.is_dir():
-        return f"its run directory {run_dir} is gone"
     folder = getattr(writer, "folder", None)
-    if getattr(folder, "on_object_store", False) and isinstance(error, PermissionError):
-        return "the object store refuses its credentials"
+    lasting = folder.lasting_failure(error) if isinstance(folder, RunFolder) else None
+    if lasting is not None:  # its run directory is gone, its object store refuses it
+        return lasting
     run = getattr(writer, "run", None)
     if run is not None and getattr(run, "_is_finished", False) is True:
         return "its wandb run has finished"

@@ -18,7 +18,7 @@ Example:
     >>> writer.write_run_start(RunStart())
     >>> writer.write_embedding(EmbeddingSnapshot("enc", 4, torch.randn(6, 3), {"c": [1] * 6}))
     >>> writer.write_run_end(RunEnd(4))
-    >>> [(e["kind"], e.get("step")) for e in RecordReader(writer.path).read()]
+    >>> [(e["kind"], e.get("step")) for e in RecordReader(writer.folder.record_source()).read()]
     [('run', None), ('snapshot', 4), ('end', 4)]
 """
 
@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
-from learnscope.files import remove_unheld_lock
 from learnscope.plugins.pipeline.base import LastTable, Writer
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS, UMAP_COLUMNS
@@ -44,10 +43,9 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
-from learnscope.run_files import RECORD_FILE, lock_name
 from learnscope.run_record import FORMAT, encode_array, encode_entries
 from learnscope.scatter import column_kind, label_categories
-from learnscope.storage import LocalFolder, RunFolder, open_run_folder
+from learnscope.storage import RunFolder, open_run_folder
 
 ID_COLUMN = "id"
 # in the entry's own fields, not in its columns
@@ -99,7 +97,8 @@ class RunRecordWriter(Writer):
         directory: The run directory (TensorBoard's, or a wandb run's files folder), as a path
             or a :class:`~learnscope.storage.RunFolder` (on an object store, each record is one
             new segment). A local one must exist when a record is written: a removed
-            directory is not made again.
+            directory is not made again. Nothing is written or removed before the first
+            record (the folder then removes a crashed writer's debris, a stale lock).
         reserve: The free-space reserve of the writer this record belongs to (see
             :mod:`learnscope.plugins.pipeline.disk_reserve`): no entry is written while the free
             space is below it, each one raising
@@ -108,8 +107,8 @@ class RunRecordWriter(Writer):
     Example:
         >>> import tempfile
         >>> writer = RunRecordWriter(tempfile.mkdtemp())
-        >>> writer.path.name
-        'learnscope_record.jsonl'
+        >>> writer.folder.record_stamp() is None  # nothing written yet
+        True
     """
 
     def __init__(
@@ -118,12 +117,6 @@ class RunRecordWriter(Writer):
         self.folder = directory if isinstance(directory, RunFolder) else open_run_folder(directory)
         self.reserve = reserve
         self.location = self.folder.location
-        if isinstance(self.folder, LocalFolder):
-            self.run_dir: Path | None = self.folder.root
-            self.path: Path | None = self.run_dir / RECORD_FILE
-            remove_unheld_lock(self.run_dir / lock_name(RECORD_FILE))  # left by a killed writer
-        else:
-            self.run_dir = self.path = None  # segments of learnscope_record.d/
         self._step: int | None = None  # the latest step written, for an end entry at close
         self._ended = True  # nothing to end until something is written
         self._findings = LastTable()  # the findings table last appended
@@ -199,12 +192,11 @@ def record_writer(directory: str | Path | RunFolder) -> RunRecordWriter:
     Example:
         >>> import tempfile
         >>> record = record_writer(tempfile.mkdtemp())
-        >>> record.path.name, record.reserve is not None
-        ('learnscope_record.jsonl', True)
+        >>> record.reserve is not None
+        True
     """
     folder = directory if isinstance(directory, RunFolder) else open_run_folder(directory)
-    local = folder.root if isinstance(folder, LocalFolder) else None
-    return RunRecordWriter(folder, DiskReserve(local))
+    return RunRecordWriter(folder, DiskReserve(folder))
 
 
 def snapshot_entry(

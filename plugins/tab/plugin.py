@@ -56,6 +56,7 @@ from learnscope.plugins.views.compare_runs import Comparisons, comparison_error
 from learnscope.plugins.views.run_search import RecordStamp, run_of
 from learnscope.plugins.views.run_view import RunView, error_view
 from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
+from learnscope.storage.object_store import SearchedRecord  # noqa: F401 (its old place)
 
 log = logging.getLogger("learnscope")
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]  # a WSGI application (PEP 3333)
@@ -71,64 +72,6 @@ class _SeenRecord(NamedTuple):
     stamp: RecordStamp
     start: float  # when its run started (its first line)
     outcome: dict[str, Any]  # how it ended (run_search.run_outcome)
-
-
-class SearchedRecord(RecordSource):
-    r"""An object store's record, read only when the tab's search saw it change.
-
-    Each :meth:`read` asks ``written`` (what the last search noted of the record:
-    :attr:`RecordStamp.written`); while it is what it was at the last read that found nothing
-    more, nothing is read (no request to the store). Otherwise the record is read until
-    nothing more comes.
-
-    Args:
-        source: The record's own source (:meth:`~learnscope.storage.RunFolder.record_source`).
-        written: What the last search noted of the record, or ``None`` when it has not seen
-            it (then every read reads).
-
-    Example:
-        >>> import uuid
-        >>> from learnscope.storage import open_run_folder
-        >>> folder = open_run_folder(f"memory://doc/{uuid.uuid4().hex}")
-        >>> folder.append_record(b'{"kind":"run"}\n')
-        >>> noted = {"written": 1}
-        >>> source = SearchedRecord(folder.record_source(), lambda: noted["written"])
-        >>> source.read(1 << 20)
-        b'{"kind":"run"}\n'
-        >>> folder.append_record(b'{"kind":"end"}\n')
-        >>> source.read(1 << 20)  # the search has not seen it yet
-        b''
-        >>> noted["written"] = 2
-        >>> source.read(1 << 20)
-        b'{"kind":"end"}\n'
-    """
-
-    _NOT_YET = object()
-
-    def __init__(self, source: RecordSource, written: Callable[[], object]) -> None:
-        self.source = source
-        self.written = written
-        self._caught_up: object = self._NOT_YET  # ``written`` when the last read ended
-
-    def read(self, max_bytes: int) -> bytes:
-        """What was added, when the search saw the record change (see the class)."""
-        self.restarted = False
-        written = self.written()
-        if written is not None and written == self._caught_up:
-            return b""
-        chunks: list[bytes] = []
-        total = 0
-        while total < max_bytes:
-            data = self.source.read(max_bytes - total)
-            if self.source.restarted:  # read again from its start: what came before is gone
-                chunks, total, self.restarted = [], 0, True
-            if not data:
-                if written is not None:
-                    self._caught_up = written
-                break
-            chunks.append(data)
-            total += len(data)
-        return b"".join(chunks)
 
 
 class LearnscopePlugin(base_plugin.TBPlugin):
@@ -311,16 +254,15 @@ class LearnscopePlugin(base_plugin.TBPlugin):
     def _source(self, run: str, folder: RunFolder) -> RecordSource | None:
         """The record source of a run's views (``None``: the folder's own, read at each request).
 
-        On an object store, a :class:`SearchedRecord`: read when the search saw it change.
+        Read when the search saw it change where a read is a request to a store
+        (:meth:`~learnscope.storage.RunFolder.searched_record_source`).
         """
-        if not folder.on_object_store:
-            return None
 
         def written() -> object:
             seen = self._seen.get(run)
             return seen.stamp.written if seen is not None else None
 
-        return SearchedRecord(folder.record_source(), written)
+        return folder.searched_record_source(written)
 
     def _search_loop(self) -> None:
         assert self.folder is not None

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.files import inside, safe_name
 from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.figures import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
@@ -47,7 +46,8 @@ from learnscope.run_files import (
     snapshot_name,
     step_name,
 )
-from learnscope.storage import LocalFolder, RunFolder, UnreadableFile, open_run_folder
+from learnscope.storage import RunFolder, UnreadableFile, open_run_folder
+from learnscope.storage.files import safe_name
 
 log = logging.getLogger("learnscope")
 
@@ -328,9 +328,8 @@ def write_snapshot(
             if written:
                 with contextlib.suppress(OSError, ValueError):
                     folder.remove(written)
-        if isinstance(folder, LocalFolder):
-            with contextlib.suppress(OSError):
-                inside(folder.root, where).rmdir()  # only when empty
+        with contextlib.suppress(OSError, ValueError):
+            folder.remove_empty(where)  # only when empty
         raise
 
 

@@ -11,9 +11,13 @@ process exits), which changes the run list once more, harmlessly.
 
 Several writers may share one run directory (two processes, two trainers). Each removes only
 its own markers, named ``.projector-refresh-<pid>-<token>-<n>`` with a random token per writer,
-and tolerates one already gone; a new writer also removes markers whose process id is not a
-running process here, left by a crash (on a file system shared by several hosts another host's
-marker may so go early, which only costs that refresh).
+and tolerates one already gone; a writer's first marker also removes markers whose process id
+is not a running process here, left by a crash (on a file system shared by several hosts
+another host's marker may so go early, which only costs that refresh). Every marker is written,
+listed and removed through the run folder (:mod:`learnscope.storage`), nothing before the first
+snapshot; an object store keeps no markers
+(:meth:`~learnscope.storage.RunFolder.write_marker`), so there a running TensorBoard sees new
+snapshots when it reloads the config on its own.
 
 Checked against real servers, with both the Python event reader and the Rust data server
 (``--load_fast``). The cost is one folder and one 40-byte file per snapshot; the price is that
@@ -27,15 +31,14 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 
 from learnscope.plugins.tensorboard.event_file import framed, version_event
 from learnscope.run_files import REFRESH_MARKER_PREFIX
+from learnscope.storage import RunFolder, UnreadableFile
 
 MARKER_PREFIX = REFRESH_MARKER_PREFIX
 LINGER_S = 30.0  # six of TensorBoard's default 5 s reload intervals
@@ -45,42 +48,44 @@ class ProjectorRefresh:
     """Nudges running TensorBoard servers to re-read the projector configs of one run.
 
     Args:
-        run_dir: The TensorBoard run directory that holds ``projector_config.pbtxt``.
+        folder: The TensorBoard run folder that holds ``projector_config.pbtxt``.
         linger_s: Seconds a marker run stays before it is removed.
 
     Example:
         >>> import tempfile
-        >>> run = Path(tempfile.mkdtemp())
+        >>> from learnscope.storage import open_run_folder
+        >>> run = open_run_folder(tempfile.mkdtemp())
         >>> refresh = ProjectorRefresh(run)
         >>> refresh.announce()
-        >>> [p.name.startswith(MARKER_PREFIX) for p in run.iterdir()]
+        >>> [name.startswith(MARKER_PREFIX) for name in run.listing()[0]]
         [True]
         >>> refresh.close()
-        >>> list(run.iterdir())
-        []
+        >>> run.listing()
+        ([], [])
     """
 
-    def __init__(self, run_dir: str | Path, linger_s: float = LINGER_S) -> None:
-        self.run_dir = Path(run_dir)
+    def __init__(self, folder: RunFolder, linger_s: float = LINGER_S) -> None:
+        self.folder = folder
         self.linger_s = linger_s
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._own = f"{MARKER_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-"
-        _remove_markers(self.run_dir, _dead_writer)
-        weakref.finalize(self, _remove_markers, self.run_dir, self._own)  # also runs at exit
+        self._announced = False  # a crashed writer's markers go at the first announcement
+        weakref.finalize(self, _remove_markers, self.folder, self._own)  # also runs at exit
 
     def announce(self) -> None:
         """Replace this writer's marker run with a new one, removed after ``linger_s`` seconds."""
         with self._lock:
             self._cancel_timer()
-            _remove_markers(self.run_dir, self._own)
-            marker = self.run_dir / f"{self._own}{time.time_ns():x}"
-            marker.mkdir(parents=True)
+            if not self._announced:
+                self._announced = True
+                _remove_markers(self.folder, _dead_writer)
+            _remove_markers(self.folder, self._own)
+            marker = f"{self._own}{time.time_ns():x}"
+            events = f"events.out.tfevents.{int(time.time())}.learnscope"
             with contextlib.suppress(FileNotFoundError):  # removed by another host's cleaning
-                (marker / f"events.out.tfevents.{int(time.time())}.learnscope").write_bytes(
-                    framed(version_event())
-                )
-            args = (self.run_dir, self._own)
+                self.folder.write_marker(f"{marker}/{events}", framed(version_event()))
+            args = (self.folder, self._own)
             self._timer = threading.Timer(self.linger_s, _remove_markers, args)
             self._timer.daemon = True
             self._timer.start()
@@ -92,7 +97,7 @@ class ProjectorRefresh:
             self._cancel_timer()
             if timer is not None and timer is not threading.current_thread():
                 timer.join(timeout=10)  # cancelled: it wakes and ends at once
-            _remove_markers(self.run_dir, self._own)
+            _remove_markers(self.folder, self._own)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -100,18 +105,15 @@ class ProjectorRefresh:
             self._timer = None
 
 
-def _remove_markers(run_dir: Path, which: str | Callable[[str], bool]) -> None:
+def _remove_markers(folder: RunFolder, which: str | Callable[[str], bool]) -> None:
     """Remove the marker runs whose name starts with ``which`` (or for which it is true).
 
     A marker already removed, or the run directory gone, is no error.
     """
-    try:
-        names = [p.name for p in run_dir.iterdir() if p.name.startswith(MARKER_PREFIX)]
-    except OSError:  # the run directory is gone (a temporary directory, a deleted run)
-        return
-    for name in names:
+    for name in folder.markers(MARKER_PREFIX):  # none when the run directory is gone
         if name.startswith(which) if isinstance(which, str) else which(name):
-            shutil.rmtree(run_dir / name, ignore_errors=True)
+            with contextlib.suppress(OSError, ValueError, UnreadableFile):
+                folder.remove_tree(name)
 
 
 def _dead_writer(name: str) -> bool:

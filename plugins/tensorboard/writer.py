@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from learnscope import records
-from learnscope.files import remove_orphan_temporaries
 from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS, LastTable, Writer, finding_table
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
@@ -21,10 +20,10 @@ from learnscope.plugins.pipeline.run_record_writer import (
 )
 from learnscope.plugins.tensorboard import layout as tensorboard_layout
 from learnscope.plugins.tensorboard import projector_files
-from learnscope.plugins.tensorboard.event_file import EventFile, EventSegments
+from learnscope.plugins.tensorboard.event_file import EventFile
 from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
 from learnscope.run_files import EVENTS_SUFFIX, TENSOR_FILE
-from learnscope.storage import LocalFolder, RunFolder, open_run_folder
+from learnscope.storage import RunFolder, open_run_folder
 from learnscope.tags import FINDINGS
 
 SUFFIX = EVENTS_SUFFIX
@@ -43,9 +42,10 @@ class TensorBoardWriter(Writer):
     their aligned view, ids, typed columns and sprite, the autocorrelation analyses, the findings
     table, and the start and end of each run, which learnscope's views read.
 
-    Given a run directory, the writer opens an event file of its own there, whose name ends in
-    ``.learnscope``, beside the logger's (TensorBoard reads every event file of a run), and
-    writes it directly (:class:`~learnscope.plugins.tensorboard.event_file.EventFile`): a failure
+    Given a run directory, the writer opens an event file of its own there at its first write,
+    whose name ends in ``.learnscope``, beside the logger's (TensorBoard reads every event file
+    of a run), and writes it directly
+    (:class:`~learnscope.plugins.tensorboard.event_file.EventFile`): a failure
     (a full disk, a removed directory) is raised by the call that wrote the record, and never
     reaches the logger's ``SummaryWriter``, which would store it and re-raise it in Lightning's
     ``log_metrics`` and ``finalize``, taking the fit down. While the run directory's file system
@@ -88,28 +88,22 @@ class TensorBoardWriter(Writer):
             self.summary = log_dir_or_summary_writer
             self.folder = open_run_folder(self.summary.get_logdir())
         self.location = self.folder.location
-        local = isinstance(self.folder, LocalFolder)
-        self.run_dir: Path | None = self.folder.root if local else None
-        self._events: EventFile | EventSegments | None = None  # opened when there is room
+        # Nothing is written or removed here: the run folder removes a crashed writer's
+        # debris at its first change, and the event file is opened by the first record.
+        self._started = False  # the run directory is made at the first write
+        self._events: EventFile | None = None  # opened when there is room
         self._findings_written = LastTable()  # the Text tab's last table
-        self._refresh: ProjectorRefresh | None = None  # running servers see new snapshots
-        if self.run_dir is not None:
-            # Temporaries of write_atomic left by a crashed writer (tensor files of tens of
-            # MB): see remove_orphan_temporaries for which go.
-            remove_orphan_temporaries(self.run_dir)
-            self._refresh = ProjectorRefresh(self.run_dir)
+        self._refresh = ProjectorRefresh(self.folder)  # running servers see new snapshots
         self.record = record_writer(self.folder) if record is None else record
-        if self.record.location != self.location:
+        if not self.record.folder.same_as(self.folder):
             raise ValueError(
                 f"the run record given is {self.record.location}'s, not the writer's "
                 f"{self.location}: a writer keeps the record of its own run directory"
             )
         reserve = self.record.reserve  # learnscope leaves the disk's last space
-        self.reserve = DiskReserve(self.run_dir) if reserve is None else reserve
+        self.reserve = DiskReserve(self.folder) if reserve is None else reserve
         self.projector = projector_files.ProjectorConfig(self.folder)
         self.layout = tensorboard_layout.CustomScalarsLayout(self.folder)
-        if self.summary is None and self.reserve.shortfall(0) is None:
-            self._open_events()  # else opened by the first record written
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
@@ -122,14 +116,12 @@ class TensorBoardWriter(Writer):
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
                 it is not made again, so no half run appears where the user removed one.
         """
-        if not self.folder.exists():
-            raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
+        self._check_folder("; not re-making it")
         self.reserve.check(snapshot_bytes(snapshot), f"snapshot {snapshot.key}")
         if self.summary is None:  # the projector lists runs by their event files
             self._open_events().touch()
         files = projector_files.write_snapshot(self.folder, snapshot, self.projector)
-        if self._refresh is not None:
-            self._refresh.announce()
+        self._refresh.announce()
         sprite = None
         if files.sprite and files.cell and files.per_row and files.points == snapshot.num_points:
             sprite = Sprite(files.sprite, files.cell, files.per_row)
@@ -240,8 +232,7 @@ class TensorBoardWriter(Writer):
         if self.summary is not None:
             self.summary._get_file_writer().add_summary(summary, step)
             return
-        if not self.folder.exists():
-            raise FileNotFoundError(f"the run directory {self.location} is gone")
+        self._check_folder("")
         self.reserve.check(0, f"{summary.value[0].tag if summary.value else 'a summary'}")
         self._open_events().add_summary(summary, step)
 
@@ -256,25 +247,33 @@ class TensorBoardWriter(Writer):
         try:
             self.record.close()
         finally:
-            if self._refresh is not None:
-                self._refresh.close()
+            self._refresh.close()
             if self._events is not None:
                 self._events.close()
             elif self.summary is not None:
                 self.summary.flush()
 
-    def _open_events(self) -> EventFile | EventSegments:
-        """The own event file (or, on an object store, its segments), opened when first used."""
+    def _check_folder(self, then: str) -> None:
+        """Make the run directory at the first write; a directory gone later is not made again.
+
+        Raises:
+            FileNotFoundError: The run directory is gone (``then`` ends the message).
+        """
+        if not self._started:
+            self._started = True
+            self.folder.make()
+        elif not self.folder.exists():
+            raise FileNotFoundError(f"the run directory {self.location} is gone{then}")
+
+    def _open_events(self) -> EventFile:
+        """The own event file, opened when first used."""
         if self._events is None:
-            if self.run_dir is not None:
-                self._events = EventFile(self.run_dir, SUFFIX)
-            else:
-                self._events = EventSegments(self.folder, SUFFIX)
+            self._events = EventFile(self.folder, SUFFIX)
         return self._events
 
     def _end_batch(self) -> None:
-        """On an object store, write the summaries of the record just written as one object."""
-        if isinstance(self._events, EventSegments):
+        """Write the summaries of the record just written (on an object store, one object)."""
+        if self._events is not None:
             self._events.flush()
 
     def describe(self) -> str:

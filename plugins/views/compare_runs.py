@@ -74,7 +74,7 @@ from learnscope.plugins.views.run_view import read_record
 from learnscope.plugins.views.sprite_files import read_tensor
 from learnscope.run_record import RecordReader
 from learnscope.scatter import frame_limits
-from learnscope.storage import LocalFolder, RecordSource, RunFolder
+from learnscope.storage import RecordSource, RunFolder
 
 FORMAT = "learnscope-compare/1"
 MAX_COMPARED = 20_000  # shared points compared; more are subsampled by a hash of the id
@@ -225,7 +225,7 @@ def compare_runs(
             snapshots.append(entry)
     if len(snapshots) < 2:
         return result
-    same_run = a.name == b.name and _same_folder(a.folder, b.folder)
+    same_run = a.name == b.name and a.folder.same_as(b.folder)
     if same_run and key == key_b and result["a"]["step"] == result["b"]["step"]:
         result["messages"].append(
             f"A and B are the same snapshot (run {a.name}, {key} at step {result['a']['step']}): "
@@ -558,13 +558,6 @@ def _chosen(run: RunSnapshots, key: str, step: int | None) -> dict[str, Any] | N
 
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _same_folder(a: RunFolder, b: RunFolder) -> bool:
-    """Whether two run folders are one: the same resolved directory, or the same URL."""
-    if isinstance(a, LocalFolder) and isinstance(b, LocalFolder):
-        return a.root.resolve() == b.root.resolve()
-    return a.location.rstrip("/") == b.location.rstrip("/")
 
 
 class Comparisons:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from learnscope.plugins.views.record_checks import DamagedEntry, is_number
 from learnscope.plugins.views.run_status import RunEntries
 from learnscope.run_endings import error_text
-from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
-from learnscope.storage import LocalFolder, RunFolder, UnreadableFile, open_run_folder
+from learnscope.run_files import RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
+from learnscope.storage import RecordStamp, RunFolder, UnreadableFile, open_run_folder
 
 SKIPPED_FOLDERS = ("projector", "wandb")  # never searched for runs (a run's own data, wandb's)
 _FIRST_LINE_BYTES = 65_536  # the ``run`` entry a run starts with is shorter than this
@@ -40,8 +40,8 @@ def run_folder(location: str | Path | RunFolder) -> RunFolder:
         MissingFileSystem: A URL whose file-system package is not installed, naming it.
 
     Example:
-        >>> run_folder("memory://runs/a").on_object_store, run_folder(Path("runs")).location
-        (True, 'runs')
+        >>> run_folder("memory://runs/a").location, run_folder(Path("runs")).location
+        ('memory://runs/a', 'runs')
     """
     return location if isinstance(location, RunFolder) else open_run_folder(location)
 
@@ -53,9 +53,7 @@ def folder_name(folder: RunFolder) -> str:
         >>> folder_name(run_folder("memory://bucket/runs/version_3/"))
         'version_3'
     """
-    if isinstance(folder, LocalFolder):
-        return folder.root.name
-    return folder.location.rstrip("/").rsplit("/", 1)[-1]
+    return folder.name
 
 
 def run_of(logdir: RunFolder, name: str) -> RunFolder:
@@ -83,11 +81,12 @@ def find_runs(logdir: str | Path | RunFolder) -> list[str]:
 
     Raises:
         MissingFileSystem: A URL whose file-system package is not installed.
-        OSError: An object store's log directory that cannot be listed (no such bucket, no
-            credentials), saying why; a local one that is missing has no runs.
+        OSError: A log directory that cannot be listed (no such bucket, no credentials, no
+            permission), saying why; one that is missing has no runs.
 
     Example:
         >>> import tempfile
+        >>> from learnscope.run_files import RECORD_FILE
         >>> root = Path(tempfile.mkdtemp())
         >>> (root / "a" / "version_0").mkdir(parents=True)
         >>> _ = (root / "a" / "version_0" / RECORD_FILE).write_bytes(b"")
@@ -101,14 +100,12 @@ def find_runs(logdir: str | Path | RunFolder) -> list[str]:
         relative = stack.pop()
         try:
             folders, files = root.listing(relative)
-        except Exception as error:  # an object store's client fails in ways of its own
-            if root.on_object_store and not relative:
+        except (OSError, UnreadableFile) as error:
+            if not relative:
                 what = f"{type(error).__name__}: {error}"
                 raise OSError(f"cannot list {root.location}: {what}") from error
-            if root.on_object_store or isinstance(error, (OSError, UnreadableFile)):
-                continue  # a folder that went away, or cannot be read: no runs in it
-            raise
-        if RECORD_FILE in files or (root.on_object_store and RECORD_SEGMENTS in folders):
+            continue  # a folder that went away, or cannot be read: no runs in it
+        if root.shows_record(folders, files):
             runs.append(relative or ".")
         for name in folders:
             if (
@@ -118,17 +115,6 @@ def find_runs(logdir: str | Path | RunFolder) -> list[str]:
             ):
                 stack.append(f"{relative}/{name}" if relative else name)
     return sorted(runs)
-
-
-class RecordStamp(NamedTuple):
-    """What a search notes of a record to know, next time, what to read again.
-
-    ``identity`` changes when the record is another one (read its first line again),
-    ``written`` whenever anything was added to it (read its end again).
-    """
-
-    identity: object
-    written: object
 
 
 def record_stamp(run_dir: str | Path | RunFolder) -> RecordStamp | None:
@@ -141,6 +127,7 @@ def record_stamp(run_dir: str | Path | RunFolder) -> RecordStamp | None:
 
     Example:
         >>> import tempfile
+        >>> from learnscope.run_files import RECORD_FILE
         >>> from learnscope.run_record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> record_stamp(run) is None
@@ -152,19 +139,7 @@ def record_stamp(run_dir: str | Path | RunFolder) -> RecordStamp | None:
         >>> after.identity == before.identity, after.written == before.written
         (True, False)
     """
-    folder = run_folder(run_dir)
-    if folder.on_object_store:
-        try:
-            _, names = folder.listing(RECORD_SEGMENTS)
-        except (OSError, UnreadableFile):
-            names = []
-        segments = sorted(name for name in names if name.endswith(".jsonl"))
-        if segments:
-            return RecordStamp(segments[0], (len(segments), segments[0], segments[-1]))
-        stamp = folder.stamp(RECORD_FILE)
-        return None if stamp is None else RecordStamp(stamp, stamp)
-    stamp = folder.stamp(RECORD_FILE)
-    return None if stamp is None else RecordStamp(stamp[:2], stamp[2:])
+    return run_folder(run_dir).record_stamp()
 
 
 def run_started(run_dir: str | Path | RunFolder) -> float:
@@ -176,6 +151,7 @@ def run_started(run_dir: str | Path | RunFolder) -> float:
 
     Example:
         >>> import tempfile
+        >>> from learnscope.run_files import RECORD_FILE
         >>> from learnscope.run_record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 12.5}])
@@ -212,6 +188,7 @@ def run_outcome(run_dir: str | Path | RunFolder) -> dict[str, Any]:
 
     Example:
         >>> import tempfile
+        >>> from learnscope.run_files import RECORD_FILE
         >>> from learnscope.run_record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 1.0},

@@ -62,9 +62,8 @@ from learnscope.plugins.views.run_search import folder_name, run_folder
 from learnscope.plugins.views.run_status import PCA_HINT, RunEntries, section_status
 from learnscope.plugins.views.sprite_files import KeptSprite
 from learnscope.run_endings import error_text
-from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
-from learnscope.storage import LocalFolder, RecordSource, RunFolder
+from learnscope.storage import RecordSource, RunFolder
 
 FORMAT = "learnscope-view/2"
 # Points per key animated by default in the learnscope tab, where WebGL draws them
@@ -114,6 +113,7 @@ class RunView:
 
     Example:
         >>> import tempfile
+        >>> from learnscope.run_files import RECORD_FILE
         >>> from learnscope.run_record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 1.0,
@@ -298,24 +298,15 @@ def read_record(folder: RunFolder, reader: RecordReader) -> list[dict[str, Any]]
 
     Example:
         >>> import tempfile
+        >>> from learnscope.run_files import RECORD_FILE
         >>> folder = run_folder(tempfile.mkdtemp())
-        >>> (folder.root / RECORD_FILE).symlink_to("/etc/passwd")
+        >>> (Path(folder.location) / RECORD_FILE).symlink_to("/etc/passwd")
         >>> read_record(folder, RecordReader(folder.record_source()))
         Traceback (most recent call last):
         ...
         OSError: learnscope_record.jsonl is a symbolic link (links are not followed)
     """
-    if not isinstance(folder, LocalFolder):
-        return reader.read()
-    path = folder.root / RECORD_FILE
-    try:
-        if path.is_symlink():
-            raise OSError(f"{RECORD_FILE} is a symbolic link (links are not followed)")
-        return reader.read()
-    except OSError as error:
-        if isinstance(error, FileNotFoundError):
-            raise
-        raise OSError(str(error).replace(str(path), RECORD_FILE)) from None
+    return reader.read()  # the folder's source says what is wrong, without full paths
 
 
 def read_view(

@@ -17,11 +17,11 @@ from typing import Any
 
 from learnscope.plugins.views.compare_runs import RunSnapshots, missing_key
 from learnscope.plugins.views.compare_steps import COMPARE_PAGE_BYTES, held_comparisons
-from learnscope.plugins.views.run_search import find_runs, folder_name, run_folder, run_of
+from learnscope.plugins.views.run_search import find_runs, run_folder, run_of
 from learnscope.plugins.views.run_view import RunView
 from learnscope.plugins.views.view_modules import joined_source
 from learnscope.run_endings import ending_text
-from learnscope.storage import LocalFolder, RunFolder
+from learnscope.storage import RunFolder
 
 # Points per key on an exported page: a page is a file to share, and 100,000 points x 50
 # snapshots (the tab's most) would be 28 MB.
@@ -196,6 +196,7 @@ def export_html(
         written = [name for name, _ in runs]
         comparison = compare_pages(folders, written, *compare, tags=tags, budget=compare_bytes)
     if runs:
+        # the user's own file, named on the command line: not a run folder's
         Path(out).write_text(page_html(runs, comparison=comparison), encoding="utf-8")
     ended = [(name, view["ended"], ending_text(view["ended"])) for name, view in runs]
     failed_runs = [(name, how) for name, end, how in ended if how and end["status"] == "failed"]
@@ -204,8 +205,8 @@ def export_html(
 
 
 def _root_name(root: RunFolder) -> str:
-    """The name of a log directory that is itself a run: its resolved directory's, or URL's."""
-    return root.root.resolve().name if isinstance(root, LocalFolder) else folder_name(root)
+    """The name of a log directory that is itself a run: its directory's, or URL's."""
+    return root.name
 
 
 def compare_pages(

@@ -18,6 +18,7 @@ page; the TensorBoard tab and ``learnscope export`` show every snapshot.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -133,7 +134,7 @@ class ViewPage:
     """
 
     def __init__(self, record_dir: str | Path, max_points: int = MAX_POINTS) -> None:
-        self.record_dir = Path(record_dir)
+        self.record_dir = Path(os.path.abspath(record_dir))  # no file touched: a name
         self.run_view = RunView(record_dir, max_points, sprites=False)  # no thumbnails
 
     def html(self, name: str | None = None) -> str:
@@ -150,7 +151,7 @@ class ViewPage:
             OSError: When the record cannot be read.
         """
         if name is None:
-            folder = self.record_dir.resolve()
+            folder = self.record_dir
             name = folder.parent.name if folder.name == "files" else folder.name
         view = thin_snapshots({**self.run_view.view(), "run": name}, MAX_SNAPSHOTS)
         page = page_html([(name, view)])

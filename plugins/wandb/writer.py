@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from learnscope.plugins.pipeline.base import FINDING_COLUMNS, Writer, finding_ta
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
 from learnscope.plugins.wandb.scatter import scatter_chart
+from learnscope.storage import open_run_folder
 from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
 
 STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
@@ -67,15 +67,15 @@ class WandbWriter(Writer):
     def __init__(self, run: Any, record: RunRecordWriter | None = None) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
-        self.run_dir = Path(run.dir)  # the run's files folder: gone, the writer is switched off
-        self.record = record_writer(self.run_dir) if record is None else record
-        if self.record.run_dir != self.run_dir:
+        self.folder = open_run_folder(run.dir)  # the run's files: gone, the writer is switched off
+        self.record = record_writer(self.folder) if record is None else record
+        if not self.record.folder.same_as(self.folder):
             raise ValueError(
                 f"the run record given is {self.record.location}'s, not the run's files folder "
-                f"{self.run_dir}: the writer keeps the record of its run"
+                f"{self.folder.location}: the writer keeps the record of its run"
             )
         reserve = self.record.reserve  # large records leave the disk's last space
-        self.reserve = DiskReserve(self.run_dir) if reserve is None else reserve
+        self.reserve = DiskReserve(self.folder) if reserve is None else reserve
         self._warned_renames: set[str] = set()  # keys whose renamed columns were said
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:

@@ -37,6 +37,7 @@ from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, Proj
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.selection import id_keys, smallest
+from learnscope.storage import open_run_folder
 
 KEY = "encoder/validate"
 PCA = ["pca_x", "pca_y", "pca_z"]
@@ -219,7 +220,7 @@ def test_a_running_tensorboard_shows_snapshots_written_after_it_started(tmp_path
             assert names() == ["enc/step_000000001"]
             # Without a change in the run list the server keeps its cached config ...
             projector_files.write_snapshot(
-                writer.run_dir, EmbeddingSnapshot("enc", 2, torch.ones(6, 3))
+                tmp_path / "run", EmbeddingSnapshot("enc", 2, torch.ones(6, 3))
             )
             assert wait_for(2, 3.0) == ["enc/step_000000001"]
             # ... the writer's marker run changes it, and the new snapshots appear.
@@ -232,7 +233,8 @@ def test_a_running_tensorboard_shows_snapshots_written_after_it_started(tmp_path
             assert np.frombuffer(tensor, np.float32).tolist() == [1.0] * 18
 
             writer.close()  # the marker run goes away again
-            assert not [p for p in writer.run_dir.iterdir() if p.name.startswith(MARKER_PREFIX)]
+            marker_runs = (tmp_path / "run").iterdir()
+            assert not [p for p in marker_runs if p.name.startswith(MARKER_PREFIX)]
             tb.wait_for("/data/runs", lambda runs: runs == ["run"], timeout=20)
             assert tb.json("/data/plugin/projector/runs") == ["run"]
     finally:
@@ -240,7 +242,7 @@ def test_a_running_tensorboard_shows_snapshots_written_after_it_started(tmp_path
 
 
 def test_marker_runs_are_removed_after_they_linger(tmp_path: Path) -> None:
-    refresh = ProjectorRefresh(tmp_path, linger_s=0.2)
+    refresh = ProjectorRefresh(open_run_folder(tmp_path), linger_s=0.2)
     refresh.announce()
     refresh.announce()  # replaces the first marker
     assert len([p for p in tmp_path.iterdir() if p.name.startswith(MARKER_PREFIX)]) == 1

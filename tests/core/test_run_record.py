@@ -84,7 +84,7 @@ def test_a_run_ends_failed_with_its_exception_and_ctrl_c_stays_interrupted(tmp_p
     writer = RunRecordWriter(tmp_path)
     writer.write_run_end(RunEnd.after(5, ValueError("no column 'label'")))
     writer.write_run_end(RunEnd(6, "interrupted"))
-    (failed_entry, interrupted_entry) = RecordReader(writer.path).read()
+    (failed_entry, interrupted_entry) = RecordReader(writer.folder.record_source()).read()
     assert failed_entry == {
         "kind": "end",
         "step": 5,

@@ -188,7 +188,7 @@ def test_tags_never_write_outside_the_run_directory(tmp_path: Path, tag: str) ->
 
 
 def test_safe_names_of_different_tags_differ() -> None:
-    from learnscope.files import safe_name
+    from learnscope.storage.files import safe_name
 
     names = {safe_name(t) for t in ["a/b", "a_b", "a b", "a\\b", "a:b"]}
     assert len(names) == 5

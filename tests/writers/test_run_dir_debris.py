@@ -26,8 +26,9 @@ from learnscope.plugins.tensorboard import layout as tensorboard_layout
 from learnscope.plugins.tensorboard.layout import LAYOUT_TAG, multiline
 from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
-from learnscope.records import EmbeddingSnapshot
+from learnscope.records import EmbeddingSnapshot, RunStart
 from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
+from learnscope.storage import open_run_folder
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="flock and signals as on Linux")
 
@@ -35,7 +36,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from learnscope.files import locked
+    from learnscope.storage.files import locked
 
     with locked(Path(sys.argv[1])):
         print("HELD", flush=True)
@@ -61,7 +62,7 @@ def leave_stale_lock(lock: Path) -> None:
     assert lock.exists()  # the killed process could not remove it
 
 
-def test_a_lock_left_by_a_sigkilled_writer_is_removed_when_the_next_writer_starts(
+def test_a_lock_left_by_a_sigkilled_writer_is_removed_at_the_next_writers_first_write(
     tmp_path: Path,
 ) -> None:
     run = tmp_path / "run"
@@ -70,6 +71,8 @@ def test_a_lock_left_by_a_sigkilled_writer_is_removed_when_the_next_writer_start
     leave_stale_lock(lock)
 
     writer = TensorBoardWriter(run)
+    assert lock.exists()  # a constructor removes nothing
+    writer.write_scalars({"loss": 1.0}, step=0)
     assert not lock.exists()
     writer.close()
     leftovers = [p.name for p in run.iterdir() if p.name.endswith(".lock")]
@@ -102,7 +105,7 @@ def test_the_marker_timer_has_ended_when_the_refresh_closes(tmp_path: Path) -> N
     before = set(timer_threads())  # other tests' writers left open may still hold theirs
     alive = 0
     for n in range(200):
-        refresh = ProjectorRefresh(tmp_path / f"run{n % 4}", linger_s=30)
+        refresh = ProjectorRefresh(open_run_folder(tmp_path / f"run{n % 4}"), linger_s=30)
         refresh.announce()
         refresh.close()
         alive += bool(set(timer_threads()) - before)
@@ -182,7 +185,7 @@ def test_a_layout_fifo_is_moved_aside_without_blocking(tmp_path: Path) -> None:
     assert (run / LAYOUT_FILE).is_file()
 
 
-def test_a_record_lock_left_by_a_sigkilled_writer_goes_when_a_record_writer_starts(
+def test_a_record_lock_left_by_a_sigkilled_writer_goes_at_a_record_writers_first_write(
     tmp_path: Path,
 ) -> None:
     """As in a wandb run's files folder, where only the run record is locked."""
@@ -190,5 +193,7 @@ def test_a_record_lock_left_by_a_sigkilled_writer_goes_when_a_record_writer_star
     folder.mkdir()
     lock = folder / f".{RECORD_FILE}.lock"
     leave_stale_lock(lock)
-    RunRecordWriter(folder)
+    writer = RunRecordWriter(folder)
+    assert lock.exists()  # a constructor removes nothing
+    writer.write_run_start(RunStart())
     assert not lock.exists()

@@ -11,9 +11,9 @@ import torch
 from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
-from learnscope.files import safe_name
 from learnscope.plugins.tensorboard.projector_files import entry_name, read_config, tag_folder
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from learnscope.storage.files import safe_name
 
 
 def write(run_dir: Path, *snapshots: EmbeddingSnapshot) -> None:

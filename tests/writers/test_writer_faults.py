@@ -21,13 +21,14 @@ from readers import ProjectorReader
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from learnscope import EmbeddingSnapshot
-from learnscope.files import locked, remove_orphan_temporaries, write_atomic
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.fanout import Writers
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.layout import multiline
 from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, ProjectorRefresh
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from learnscope.storage import open_run_folder
+from learnscope.storage.files import locked, remove_orphan_temporaries, write_atomic
 
 
 def snapshot(tag: str, step: int) -> EmbeddingSnapshot:
@@ -225,10 +226,11 @@ def test_strict_mode_raises_the_first_failure() -> None:
 def test_a_writer_removes_only_its_own_markers_and_those_of_dead_processes(tmp_path: Path) -> None:
     dead = tmp_path / f"{MARKER_PREFIX}999999999-0a1b2c3d-1"
     dead.mkdir()
-    first = ProjectorRefresh(tmp_path)  # a new writer removes the crashed process's marker
+    first = ProjectorRefresh(open_run_folder(tmp_path))
+    assert dead.exists()  # a constructor touches nothing
+    second = ProjectorRefresh(open_run_folder(tmp_path))
+    first.announce()  # the first marker removes the crashed process's marker
     assert not dead.exists()
-    second = ProjectorRefresh(tmp_path)
-    first.announce()
     second.announce()
     first.announce()
     second.close()
@@ -245,7 +247,7 @@ def test_a_writer_removes_only_its_own_markers_and_those_of_dead_processes(tmp_p
 # -- no debris ------------------------------------------------------------------------------
 
 
-def test_orphan_temporaries_are_removed_when_a_writer_starts(tmp_path: Path) -> None:
+def test_orphan_temporaries_are_removed_at_a_writers_first_write(tmp_path: Path) -> None:
     run = tmp_path / "run"
     folder = run / "projector" / "enc" / "step_3"
     folder.mkdir(parents=True)
@@ -262,7 +264,10 @@ def test_orphan_temporaries_are_removed_when_a_writer_starts(tmp_path: Path) -> 
     an_hour_ago = time.time() - 3600
     os.utime(stale, (an_hour_ago, an_hour_ago))  # older than 5 minutes, whoever wrote it
 
-    TensorBoardWriter(run).close()
+    writer = TensorBoardWriter(run)
+    assert stale.exists() and crashed.exists()  # a constructor removes nothing
+    writer.write_scalars({"loss": 1.0}, step=0)  # the first write removes the debris
+    writer.close()
     assert set(run.rglob("*.tmp")) == {live, other_host, old_naming, *users}
     removed = set(remove_orphan_temporaries(run, min_age_s=0))  # past the age: any writer's
     assert removed == {live, other_host, old_naming}
