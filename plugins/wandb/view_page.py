@@ -27,6 +27,7 @@ from learnscope import records
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.views.run_view import RunView
 from learnscope.plugins.views.view_page import page_html, thin_snapshots
+from learnscope.plugins.wandb.writer import run_finished
 from learnscope.tags import VIEW, WANDB_STEP
 
 VIEW_KEY = VIEW
@@ -106,6 +107,10 @@ class WandbViewWriter(Writer):
     def describe(self) -> str:
         """``WandbViewWriter(<run id>)``."""
         return f"WandbViewWriter({getattr(self.run, 'id', '?')})"
+
+    def permanent_failure(self, error: Exception) -> str | None:
+        """Its wandb run has finished (or the base's reasons)."""
+        return run_finished(error) or super().permanent_failure(error)
 
     def _note(self, step: int, due: bool) -> None:
         self._step = max(self._step, step)
