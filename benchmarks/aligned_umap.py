@@ -1,8 +1,8 @@
 """Aligned UMAP, measured: its cost, the quality of its views, and what it adds to a fit.
 
 1. **Cost** of :func:`learnscope.aligned_umap.aligned_umap` with the default settings (at most
-   5,000 points fitted, the rest placed), through ``AlignedViews.add_umap`` as the writers'
-   thread calls it, side by side with the aligned PCA (``AlignedViews.add``) on the same data:
+   5,000 points fitted, the rest placed), through ``AlignedViews.umap_view`` as the writers'
+   thread calls it, side by side with the aligned PCA (``AlignedViews.pca_view``) on the same data:
    10 Gaussian clusters in 64 dimensions that drift over 3 snapshots (the same ids), then the
    last snapshot again (identical). Seconds per snapshot, and the peak memory of the process
    (``ru_maxrss``) above a baseline taken after the imports and the data. Every size and
@@ -89,7 +89,7 @@ def cost_worker(method: str, data: str) -> dict[str, Any]:
 
     torch.set_num_threads(1)  # as the writers' thread gives it: one core, the other trains
     from learnscope.aligned_umap import UMAPSettings
-    from learnscope.lightning_glue.aligned_views import AlignedViews
+    from learnscope.aligned_views import AlignedViews
 
     started = time.perf_counter()
     if method.startswith("umap"):
@@ -99,7 +99,7 @@ def cost_worker(method: str, data: str) -> dict[str, Any]:
         warm = AlignedViews(umap=UMAPSettings())  # the kernels loaded from numba's cache
         tiny = drifting_clusters(200, seed=1)
         for x in tiny[:2]:
-            warm.add_umap("warm", torch.from_numpy(x), range(len(x)))
+            warm.umap_view("warm", torch.from_numpy(x), range(len(x)))
     else:
         views = AlignedViews()
     load = time.perf_counter() - started
@@ -108,14 +108,15 @@ def cost_worker(method: str, data: str) -> dict[str, Any]:
     points = len(snapshots[0])
     ids = [f"p{i}" for i in range(points)]
     baseline = peak_mb()
-    add = views.add_umap if method.startswith("umap") else views.add
+    add = views.umap_view if method.startswith("umap") else views.pca_view
     times, coords = [], []
     for x in [*snapshots, snapshots[-1]]:
         vectors = torch.from_numpy(x)
         start = time.perf_counter()
         view = add(KEY, vectors, ids)
         times.append(time.perf_counter() - start)
-        coords.append(np.asarray(view.xy if method == "pca" else view.coords))
+        xy = view.coords[:, :2] / view.frame.spread if method == "pca" else view.coords
+        coords.append(np.asarray(xy))
     return {
         "load_s": load,
         "first_s": times[0],
@@ -136,12 +137,12 @@ def compile_worker() -> dict[str, Any]:
     start = time.perf_counter()
     from learnscope import umap_layout  # noqa: F401
     from learnscope.aligned_umap import UMAPSettings
-    from learnscope.lightning_glue.aligned_views import AlignedViews
+    from learnscope.aligned_views import AlignedViews
 
     imported = time.perf_counter()
     views = AlignedViews(umap=UMAPSettings())
     for x in drifting_clusters(200, seed=1)[:2]:
-        views.add_umap("tiny", torch.from_numpy(x), range(len(x)))
+        views.umap_view("tiny", torch.from_numpy(x), range(len(x)))
     return {"import_s": imported - start, "views_s": time.perf_counter() - imported}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any, Literal
 
 from typing_extensions import override
@@ -13,20 +12,14 @@ from learnscope.aligned_umap import UMAPSettings, require_umap
 from learnscope.batch_axis import layout_module
 from learnscope.embedding_layout import DEFAULT_MASK, EmbeddingLayout
 from learnscope.embedding_rows import EmbeddingRows
-from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.lightning_glue.base import LearnscopeCallback
 from learnscope.lightning_glue.capture_schedule import STAGES, BatchPlan, CaptureSchedule
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture, submodule
 from learnscope.lightning_glue.gather_rows import gather_rows
 from learnscope.lightning_glue.loaders import DATASET_INDEX, dataset_order, loader_names
 from learnscope.lightning_glue.row_reader import RowReader
-from learnscope.lightning_glue.snapshot_job import (
-    SNAPSHOTS,
-    UMAP_VIEW,
-    load_umap_job,
-    write_snapshot,
-)
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
+from learnscope.plugins.pipeline.snapshot_job import SNAPSHOTS, UMAP_VIEW, SnapshotJobs
 
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
 
@@ -83,7 +76,7 @@ class EmbeddingProjector(LearnscopeCallback):
         graph_index_fn: ``batch -> LongTensor[rows]``, each embedding row's graph within the
             batch, for node embeddings of graph batches that are not PyTorch Geometric's.
         aligned_pca: Add the aligned ``pca_x``, ``pca_y``, ``pca_z`` columns and a scatter
-            image per snapshot (:mod:`~learnscope.lightning_glue.snapshot_job`).
+            image per snapshot (:mod:`learnscope.aligned_views`, on the writers' thread).
         aligned_umap: Add the aligned UMAP view beside the aligned PCA (which it turns on):
             ``umap_x``, ``umap_y`` columns, a scatter image per snapshot, and the choice of
             projection in every view (:mod:`learnscope.aligned_umap`). ``True`` for the
@@ -161,7 +154,10 @@ class EmbeddingProjector(LearnscopeCallback):
         self.aligned_pca, self.aligned_umap = aligned_pca or umap is not None, aligned_umap
         self.stages, self.every_n_epochs = self._schedule.stages, every_n_epochs
         self.every_n_train_steps, self.max_points = every_n_train_steps, max_points
-        self._views = AlignedViews(umap)  # the views and frames, shared with the writer thread
+        # the snapshot jobs, run on the writers' thread, where the aligned views live
+        self._jobs = SnapshotJobs(
+            self.parts, tag=self.tag, module=module, aligned=self.aligned_pca, umap=umap
+        )
         self._names = SnapshotNames()  # never two snapshots under one name
         self._capture: EncoderCapture | None = None  # the module's hook, joined in setup
         self._plan = BatchPlan("validate", 0, False, False, False)  # the current batch's
@@ -182,7 +178,7 @@ class EmbeddingProjector(LearnscopeCallback):
 
         A resumed run keeps the same axes: its first view is turned to match the last of these.
         """
-        return self._views.state_dict()
+        return dict(self._jobs.saved())
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -190,7 +186,7 @@ class EmbeddingProjector(LearnscopeCallback):
 
         An older checkpoint (``ckpt_path=``) adds only the views of tags not shown yet.
         """
-        self._views.load_state_dict(state_dict, keep_held=self._names.evaluating_checkpoint)
+        self._jobs.restore(state_dict, keep_held=self._names.evaluating_checkpoint)
 
     @override
     def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
@@ -210,9 +206,8 @@ class EmbeddingProjector(LearnscopeCallback):
         self._reader.restart()  # the first output's reading is said again
         self._reader.layout_module = layout_module(pl_module, self.module)
         self._rank_zero = trainer.is_global_zero
-        if self._views.umap is not None and trainer.is_global_zero and self.is_on(UMAP_VIEW):
-            job = partial(load_umap_job, parts=self.parts)
-            self.writers(trainer).submit(job, label="loading umap-learn")
+        if self._jobs.umap is not None and trainer.is_global_zero and self.is_on(UMAP_VIEW):
+            self.writers(trainer).submit(self._jobs.load_umap, label="loading umap-learn")
 
     @override
     def release(self) -> None:
@@ -293,13 +288,10 @@ class EmbeddingProjector(LearnscopeCallback):
         if rows is None or not trainer.is_global_zero or not self.is_on(SNAPSHOTS):
             return
         writers = self.writers(trainer, shows_method="write_embedding")
-        views = self._views if self.aligned_pca else None
         # Everything after the gather runs on the writers' worker thread, so the training
         # thread only waits for it when the queue is full (the rows are this job's alone).
-        job = partial(
-            write_snapshot, rows, parts=self.parts, tag=self.tag, module=self.module, views=views
-        )
-        writers.submit(job, size=rows.nbytes(), record="write_embedding")
+        label, size = self._jobs.label(rows), rows.nbytes()
+        writers.submit(self._jobs.job(rows), size=size, label=label, record="write_embedding")
 
     @override
     def on_train_batch_start(

@@ -6,7 +6,7 @@ from typing import Any
 
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.parts import Parts
-from learnscope.lightning_glue.snapshot_job import SNAPSHOTS
+from learnscope.plugins.pipeline.snapshot_job import SNAPSHOTS
 
 
 def gather_rows(
@@ -22,7 +22,7 @@ def gather_rows(
     Every rank sends at most ``max_points`` rows; only rank zero receives them (an all-gather
     would hold every rank's rows on every rank). Rank zero merges them after the gather, so a
     merge that fails (ranks whose metadata columns differ) is reported there and switches the
-    :data:`~learnscope.lightning_glue.snapshot_job.SNAPSHOTS` part off without leaving any
+    :data:`~learnscope.plugins.pipeline.snapshot_job.SNAPSHOTS` part off without leaving any
     rank waiting.
 
     Args:

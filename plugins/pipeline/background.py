@@ -45,7 +45,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import functools
 import logging
 import math
 import threading
@@ -168,9 +167,7 @@ class BackgroundWriters(Writer):
             lambda writers: getattr(writers, method)(*args), size=size, label=label, record=record
         )
 
-    def submit(
-        self, job: Job, size: int = 0, label: str | None = None, record: str | None = None
-    ) -> None:
+    def submit(self, job: Job, *, label: str, size: int = 0, record: str | None = None) -> None:
         """Queue ``job(writers)`` to run on the worker after everything queued before it.
 
         The job gets the worker's writers only (not those with ``on_training_thread``): give
@@ -181,8 +178,10 @@ class BackgroundWriters(Writer):
 
         Args:
             job: Called with the :class:`Writers` on the worker thread.
+            label: What the job writes, for messages, such as ``"snapshot encoder step 3"``
+                (what the job is named by, in the end-of-fit messages: a kind, then
+                ``step N`` when it has one, so that jobs of one kind are said together).
             size: Bytes the job holds until it has run (a snapshot's vectors), for the bound.
-            label: What the job writes, for messages (default: the job's name).
             record: The :class:`Writer` method of the record the job hands the writers (such
                 as ``"write_embedding"``), if any: abandoned at the end of a fit, the record is
                 counted as not written (:meth:`Writers.not_written`).
@@ -202,7 +201,7 @@ class BackgroundWriters(Writer):
             ):
                 self._changed.wait(SIGNAL_CHECK_S)
                 self._raise_failure()
-            self._jobs.append(_Queued(job, size, label or _describe(job), record))
+            self._jobs.append(_Queued(job, size, label, record))
             self._pending_bytes += size
             if not self._at_exit:  # written at exit unless closed before
                 atexit.register(self._close_at_exit)
@@ -481,28 +480,6 @@ class _Queued(NamedTuple):
     size: int
     label: str
     record: str | None
-
-
-def _describe(job: Job) -> str:
-    """A job's name for messages, such as ``snapshot encoder step 3``, else the function's name.
-
-    Example:
-        >>> def write_snapshot(rows, tag): ...
-        >>> class Rows:
-        ...     step = 3
-        >>> _describe(functools.partial(write_snapshot, Rows(), tag="encoder"))
-        'snapshot encoder step 3'
-    """
-    func = job.func if isinstance(job, functools.partial) else job
-    words = [
-        getattr(func, "__name__", type(func).__name__).removeprefix("write_").replace("_", " ")
-    ]
-    if isinstance(job, functools.partial):
-        tag = job.keywords.get("tag")
-        step = getattr(job.args[0], "step", None) if job.args else None
-        words += [str(tag)] if tag is not None else []
-        words += [f"step {step}"] if isinstance(step, int) else []
-    return " ".join(words)
 
 
 def _in_words(labels: Sequence[str]) -> str:

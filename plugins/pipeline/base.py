@@ -6,6 +6,7 @@ hand every record to every writer without asking what the writer is.
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
+from learnscope.storage import RunFolder
 
 
 class Writer:
@@ -79,6 +81,22 @@ class Writer:
     def describe(self) -> str:
         """A short human name for messages, such as ``TensorBoardWriter(runs/version_0)``."""
         return type(self).__name__
+
+    def permanent_failure(self, error: Exception) -> str | None:
+        """Why ``error`` will recur on every later record of this writer; ``None`` if it may not.
+
+        Asked by the fan-out (:class:`~learnscope.plugins.pipeline.fanout.Writers`) when a
+        record fails: an answer switches the whole writer off at once, with one message that
+        gives it. The base knows a read-only file system; a writer that knows more (its run
+        directory is gone, its run has finished) says so, and may ask the base.
+
+        Example:
+            >>> Writer().permanent_failure(OSError(errno.EROFS, "Read-only file system"))
+            'the file system is read-only'
+            >>> Writer().permanent_failure(OSError(errno.ENOSPC, "No space left")) is None
+            True
+        """
+        return read_only(error)
 
 
 class RecordSkipped(Exception):
@@ -234,3 +252,27 @@ class LastTable:
     def forget(self) -> None:
         """A new run starts: its first table is written whatever it holds."""
         self._last = None
+
+
+def folder_failure(folder: RunFolder, error: Exception) -> str | None:
+    """Why ``error`` will recur on every later write into ``folder``; ``None`` if it may not.
+
+    A local run directory that is gone, an object store that refuses the credentials, a
+    read-only file system: what a writer into a :class:`~learnscope.storage.RunFolder` answers
+    in :meth:`Writer.permanent_failure`.
+
+    Example:
+        >>> import tempfile
+        >>> from learnscope.storage import open_run_folder
+        >>> folder = open_run_folder(tempfile.mkdtemp() + "/removed")
+        >>> folder_failure(folder, FileNotFoundError("x")).endswith("removed is gone")
+        True
+    """
+    return folder.lasting_failure(error) or read_only(error)
+
+
+def read_only(error: Exception) -> str | None:
+    """``"the file system is read-only"`` for a read-only file system's error, else ``None``."""
+    if isinstance(error, OSError) and error.errno == errno.EROFS:
+        return "the file system is read-only"
+    return None

@@ -20,7 +20,6 @@ from learnscope.plugins.pipeline.base import RecordSkipped, Writer, forwards_rec
 from learnscope.plugins.pipeline.figures import Drawing, missing_pictures
 from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
-from learnscope.storage import RunFolder
 from learnscope.strict import strict_mode
 
 log = logging.getLogger("learnscope")
@@ -47,9 +46,11 @@ class Writers(Writer):
       :attr:`GIVE_UP_AFTER_S` seconds or more (a store's client, botocore and s3fs, retries a
       refused request with back-off for about 30 s before it gives up: one such failure is
       already many). So the end of a fit is not held by a writer that cannot write.
-    * A failure that is clearly permanent switches the whole writer off at once, with one
-      message: its run directory is gone, its wandb run has finished, the file system is
-      read-only, or an object store refuses the credentials.
+    * A failure that the writer says is permanent (:meth:`Writer.permanent_failure
+      <learnscope.plugins.pipeline.base.Writer.permanent_failure>`) switches the whole writer
+      off at once, with one message giving its reason: its run directory is gone, its wandb
+      run has finished, the file system is read-only, or an object store refuses the
+      credentials.
     * A record a writer skips on purpose (it raises
       :class:`~learnscope.plugins.pipeline.base.RecordSkipped`: the disk is below the
       free-space reserve) is not written and not a failure: nothing is logged for it (the
@@ -269,7 +270,7 @@ class Writers(Writer):
         failing.add(seconds)
         record = _record_name(method, args)
         reason = f"{type(error).__name__}: {error}"
-        permanent = _permanent_reason(writer, error) or failing.gives_up(
+        permanent = writer.permanent_failure(error) or failing.gives_up(
             self.MAX_FAILURES_IN_A_ROW, self.GIVE_UP_AFTER_S, error
         )
         if permanent is not None:
@@ -385,27 +386,6 @@ def takes(writer: Writer, method: str) -> bool:
     if method == "write_autocorrelation" and shows(writer, "write_scalars"):
         return True  # Writer.write_autocorrelation hands the analysis's scalars on
     return shows(writer, method)
-
-
-def _permanent_reason(writer: Writer, error: Exception) -> str | None:
-    """Why ``error`` will recur on every later record of ``writer``, or ``None`` if it may not.
-
-    Example:
-        >>> _permanent_reason(Writer(), OSError(30, "Read-only file system"))
-        'the file system is read-only'
-        >>> _permanent_reason(Writer(), OSError(28, "No space left on device")) is None
-        True
-    """
-    folder = getattr(writer, "folder", None)
-    lasting = folder.lasting_failure(error) if isinstance(folder, RunFolder) else None
-    if lasting is not None:  # its run directory is gone, its object store refuses it
-        return lasting
-    run = getattr(writer, "run", None)
-    if run is not None and getattr(run, "_is_finished", False) is True:
-        return "its wandb run has finished"
-    if isinstance(error, OSError) and error.errno == errno.EROFS:
-        return "the file system is read-only"
-    return None
 
 
 def _record_name(method: str, args: tuple[Any, ...]) -> str:

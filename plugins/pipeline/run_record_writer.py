@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
-from learnscope.plugins.pipeline.base import LastTable, Writer
+from learnscope.plugins.pipeline.base import LastTable, Writer, folder_failure
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS, UMAP_COLUMNS
 from learnscope.records import (
@@ -167,6 +167,10 @@ class RunRecordWriter(Writer):
     def describe(self) -> str:
         """``RunRecordWriter(<directory>)``."""
         return f"RunRecordWriter({self.location})"
+
+    def permanent_failure(self, error: Exception) -> str | None:
+        """Its directory is gone, the store refuses it, the file system is read-only."""
+        return folder_failure(self.folder, error)
 
     def _append(self, entries: list[dict[str, Any]], step: int | None = None) -> None:
         """Append ``entries`` in one write; the directory must still be there."""

@@ -9,7 +9,13 @@ from typing import Any
 
 from learnscope import records
 from learnscope.optional import import_optional
-from learnscope.plugins.pipeline.base import FINDING_COLUMNS, LastTable, Writer, finding_table
+from learnscope.plugins.pipeline.base import (
+    FINDING_COLUMNS,
+    LastTable,
+    Writer,
+    finding_table,
+    folder_failure,
+)
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
 from learnscope.plugins.pipeline.figures import png_bytes
 from learnscope.plugins.pipeline.run_record_writer import (
@@ -279,6 +285,10 @@ class TensorBoardWriter(Writer):
     def describe(self) -> str:
         """``TensorBoardWriter(<run dir>)``."""
         return f"TensorBoardWriter({self.location})"
+
+    def permanent_failure(self, error: Exception) -> str | None:
+        """Its run directory is gone, the store refuses it, the file system is read-only."""
+        return folder_failure(self.folder, error)
 
 
 def findings_markdown(findings: Sequence[records.Finding]) -> str:

@@ -30,7 +30,28 @@ from learnscope.run_endings import (
 )
 from learnscope.run_record import FORMAT as RECORD_FORMAT
 
-PCA_HINT = "run with EmbeddingProjector(aligned_pca=True)"
+PCA_HINT = "run with EmbeddingProjector(aligned_pca=True)"  # a run of the callbacks
+LOOP_PCA_HINT = (  # a plain loop's (its record has no run entry naming the projector)
+    "write each snapshot as learnscope.aligned_views.AlignedViews().add(snapshot) gives it "
+    "(one AlignedViews for the run)"
+)
+
+
+def pca_hint(run: RunEntries) -> str:
+    """How to get the aligned PCA view, in the words of what wrote the run.
+
+    A run whose ``run`` entries name ``EmbeddingProjector`` gets the callback's argument; any
+    other record (a plain loop's, with no ``run`` entry) the core call that loop makes.
+
+    Example:
+        >>> pca_hint(RunEntries()) == LOOP_PCA_HINT
+        True
+        >>> run = RunEntries()
+        >>> run.fold_run({"kind": "run", "callbacks": [{"name": "EmbeddingProjector"}]})
+        >>> pca_hint(run)
+        'run with EmbeddingProjector(aligned_pca=True)'
+    """
+    return PCA_HINT if PROJECTOR in run.callbacks else LOOP_PCA_HINT
 
 
 @dataclass
@@ -143,7 +164,7 @@ def section_status(
     status: dict[str, str | None] = {"embeddings": None, "autocorrelation": None}
     if not embeddings:
         if without_pca:
-            status["embeddings"] = f"no snapshot with aligned PCA coordinates; {PCA_HINT}"
+            status["embeddings"] = f"no snapshot with aligned PCA coordinates; {pca_hint(run)}"
         elif known and PROJECTOR not in attached:
             status["embeddings"] = "no embedding snapshots (attach EmbeddingProjector)"
             messages.append(status["embeddings"])

@@ -59,7 +59,7 @@ from learnscope.plugins.views.record_checks import (
     list_field,
 )
 from learnscope.plugins.views.run_search import folder_name, run_folder
-from learnscope.plugins.views.run_status import PCA_HINT, RunEntries, section_status
+from learnscope.plugins.views.run_status import RunEntries, pca_hint, section_status
 from learnscope.plugins.views.sprite_files import KeptSprite
 from learnscope.run_endings import error_text
 from learnscope.run_record import RecordReader
@@ -238,7 +238,8 @@ class RunView:
         embeddings = [self._embedding_view(e, messages) for e in self._embeddings.values()]
         for key, count in self._without_pca.items():
             if key not in self._embeddings:
-                messages.append(f"{key}: {count} snapshot(s) without aligned PCA; {PCA_HINT}")
+                hint = pca_hint(self._run)
+                messages.append(f"{key}: {count} snapshot(s) without aligned PCA; {hint}")
         charted = self._run.charted_lags()
         autocorrelation = [a.view(charted) for a in self._autocorrelation.values()]
         order = {"params": 0, "grads": 1}

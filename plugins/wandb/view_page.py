@@ -14,6 +14,13 @@ per key (evenly spaced, first and last kept), fewer when the page would pass 8 M
 costs the same after a hundred snapshots as after a thousand (a page too large is made once more
 with the snapshots that fit). What is left out is said on the
 page; the TensorBoard tab and ``learnscope export`` show every snapshot.
+
+**Why from the record, not from the records this writer is handed**: the page shows the run's
+whole record (a resumed run's snapshots and analyses from before the resume, the ``run`` and
+``end`` entries, the findings of every callback), much of which this writer is never handed,
+and it must be the page ``learnscope export`` makes of the same record. Folding the records in
+memory would be a second view model to keep equal to the first; the page reads the lines added
+since its last copy instead.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from learnscope import records
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.views.run_view import RunView
 from learnscope.plugins.views.view_page import page_html, thin_snapshots
+from learnscope.plugins.wandb.writer import run_finished
 from learnscope.tags import VIEW, WANDB_STEP
 
 VIEW_KEY = VIEW
@@ -107,6 +115,10 @@ class WandbViewWriter(Writer):
     def describe(self) -> str:
         """``WandbViewWriter(<run id>)``."""
         return f"WandbViewWriter({getattr(self.run, 'id', '?')})"
+
+    def permanent_failure(self, error: Exception) -> str | None:
+        """Its wandb run has finished (or the base's reasons)."""
+        return run_finished(error) or super().permanent_failure(error)
 
     def _note(self, step: int, due: bool) -> None:
         self._step = max(self._step, step)

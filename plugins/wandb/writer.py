@@ -201,6 +201,31 @@ class WandbWriter(Writer):
         """``WandbWriter(<run id>)``."""
         return f"WandbWriter({getattr(self.run, 'id', '?')})"
 
+    def permanent_failure(self, error: Exception) -> str | None:
+        """Its wandb run has finished, or its files folder (the run record's) is gone."""
+        return run_finished(error) or self.record.permanent_failure(error)
+
+
+def run_finished(error: Exception) -> str | None:
+    """``"its wandb run has finished"`` for what a finished wandb run raises, else ``None``.
+
+    Every method of a finished run raises ``wandb.errors.UsageError`` ("Run (<id>) is
+    finished. The call to `log` will be ignored. ..."); wandb has no public attribute that
+    says a run has finished.
+
+    Example:
+        >>> from wandb.errors import UsageError
+        >>> run_finished(UsageError("Run (x1) is finished. The call to `log` will be ignored."))
+        'its wandb run has finished'
+        >>> run_finished(UsageError("wandb.init() has not been called")) is None
+        True
+    """
+    from wandb.errors import UsageError
+
+    if isinstance(error, UsageError) and "is finished" in str(error):
+        return "its wandb run has finished"
+    return None
+
 
 def run_mode(run: Any) -> str:
     """``"disabled"``, ``"offline"`` or ``"online"``: the mode of a wandb run, from its settings.

@@ -97,7 +97,7 @@ def test_a_failing_umap_leaves_the_snapshot_and_its_pca(
     def fails(*args: object, **kwargs: object) -> None:
         raise RuntimeError("layout exploded")
 
-    monkeypatch.setattr("learnscope.lightning_glue.aligned_views.aligned_umap", fails)
+    monkeypatch.setattr("learnscope.aligned_views.aligned_umap", fails)
     train, val, _ = id_loaders(shuffle_val=False)
     projector = EmbeddingProjector(
         "encoder", ids_fn=lambda batch: batch[2], aligned_umap=True, max_points=20

@@ -28,8 +28,10 @@ from tb_server import tensorboard
 from tiny_models import TinyClassifier, blobs, trainer
 from torch.utils.data import DataLoader, TensorDataset
 
+from learnscope.embedding_rows import EmbeddingRows, batch_rows
 from learnscope.lightning_glue import EmbeddingProjector
-from learnscope.lightning_glue.snapshot_job import compare_snapshot
+from learnscope.plugins import Writers
+from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.figures import COLOURS
 from learnscope.plugins.pipeline.pictures import snapshot_pictures
 from learnscope.plugins.tensorboard import projector_files
@@ -180,23 +182,45 @@ def test_dataset_index_ids_and_a_shuffled_loader_is_refused(tmp_path: Path) -> N
     assert fit.global_step == 0
 
 
+class Kept(Writer):
+    """Keeps the snapshots it is given."""
+
+    def __init__(self) -> None:
+        self.snapshots: list[EmbeddingSnapshot] = []
+
+    def write_embedding(self, snapshot: EmbeddingSnapshot) -> None:
+        self.snapshots.append(snapshot)
+
+
+def job_snapshot(projector: EmbeddingProjector, vectors: torch.Tensor, step: int) -> Any:
+    """The snapshot the projector's job writes for ``vectors`` (ids 0..N-1) at ``step``."""
+    rows = EmbeddingRows(step, "validate", max_points=100, by_id=True)
+    labels = [i % 3 for i in range(len(vectors))]
+    rows.add(*batch_rows(vectors, {"label": labels}, ids=torch.arange(len(vectors))))
+    kept = Kept()
+    projector._jobs.write(rows, Writers([kept]))  # as the writers' thread runs it
+    (snapshot,) = kept.snapshots
+    return snapshot
+
+
 def test_projector_state_survives_a_checkpoint() -> None:
     projector = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
-    snapshot = EmbeddingSnapshot("encoder", 3, torch.randn(30, 5), {"label": [0, 1, 2] * 10})
-    keys = id_keys(torch.arange(30))
-    with_pca = compare_snapshot(snapshot, keys, projector._views)
+    vectors = torch.randn(30, 5, generator=torch.Generator().manual_seed(0))
+    with_pca = job_snapshot(projector, vectors, 3)
     (image,) = snapshot_pictures(with_pca)
     resumed = EmbeddingProjector(aligned_pca=True, ids_fn=lambda b: b[2])
-    resumed.load_state_dict(projector.state_dict())
-    later = EmbeddingSnapshot("encoder", 9, -snapshot.vectors, dict(snapshot.metadata))
-    a = compare_snapshot(later, keys, projector._views)
-    b = compare_snapshot(later, keys, resumed._views)
+    saved = BytesIO()
+    torch.save(projector.state_dict(), saved)  # as a checkpoint holds it
+    saved.seek(0)
+    resumed.load_state_dict(torch.load(saved, weights_only=True))
+    a = job_snapshot(projector, -vectors, 9)
+    b = job_snapshot(resumed, -vectors, 9)
     (image_a,), (image_b,) = snapshot_pictures(a), snapshot_pictures(b)
     assert a.aligned is not None and b.aligned is not None and with_pca.aligned is not None
     assert np.array_equal(a.aligned.coords, b.aligned.coords)
     assert np.array_equal(a.aligned.coords, with_pca.aligned.coords)
     assert np.array_equal(image_a.pixels, image_b.pixels)
-    assert image.tag == "~learnscope/embeddings/encoder/pca" and image.step == 3
+    assert image.tag == "~learnscope/embeddings/encoder/validate/pca" and image.step == 3
 
 
 def test_a_running_tensorboard_shows_snapshots_written_after_it_started(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ from tiny_models import TinyClassifier, blobs, loaders, trainer
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.projection import AlignedPCA
-from learnscope.records import EmbeddingSnapshot
 
 
 class CountingSelect:
@@ -137,8 +136,9 @@ def test_a_checkpoint_taken_while_a_view_is_computed_holds_whole_views(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The writer thread computes a view; ``state_dict`` on the training thread meanwhile holds
-    every key's view and frame, or neither, and does not wait for the view."""
-    from learnscope.lightning_glue.snapshot_job import compare_snapshot
+    the views published by the last snapshot written, and does not wait for the view."""
+    from learnscope.embedding_rows import EmbeddingRows, batch_rows
+    from learnscope.plugins import Writers
 
     computed, release = threading.Event(), threading.Event()
     fit_transform = AlignedPCA.fit_transform
@@ -152,8 +152,9 @@ def test_a_checkpoint_taken_while_a_view_is_computed_holds_whole_views(
     monkeypatch.setattr(AlignedPCA, "fit_transform", slow_fit)
     projector = EmbeddingProjector("encoder", aligned_pca=True)
     vectors = torch.randn(40, 5, generator=torch.Generator().manual_seed(0))
-    snapshot = EmbeddingSnapshot("encoder", 3, vectors, {"label": [0, 1] * 20})
-    writer = threading.Thread(target=compare_snapshot, args=(snapshot, None, projector._views))
+    rows = EmbeddingRows(3, "validate", max_points=100)
+    rows.add(*batch_rows(vectors, {"label": [0, 1] * 20}))
+    writer = threading.Thread(target=projector._jobs.write, args=(rows, Writers([])))
     writer.start()
     try:
         assert computed.wait(10)
@@ -163,4 +164,4 @@ def test_a_checkpoint_taken_while_a_view_is_computed_holds_whole_views(
         writer.join(10)
     assert set(state["pca"]["views"]) == set(state["limits"]) == set()
     after = projector.state_dict()
-    assert set(after["pca"]["views"]) == set(after["limits"]) == {snapshot.key}
+    assert set(after["pca"]["views"]) == set(after["limits"]) == {"encoder/validate"}

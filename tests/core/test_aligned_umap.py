@@ -18,8 +18,8 @@ from scipy.linalg import orthogonal_procrustes
 from sklearn.manifold import trustworthiness
 
 from learnscope.aligned_umap import MISSING, UMAPSettings, aligned_umap
+from learnscope.aligned_views import AlignedViews
 from learnscope.lightning_glue import EmbeddingProjector
-from learnscope.lightning_glue.aligned_views import AlignedViews
 from learnscope.umap_layout import neighbour_graph, neighbourhood_overlap, place
 
 FAST = UMAPSettings(epochs=100)
@@ -206,15 +206,15 @@ def test_the_views_survive_a_checkpoint_loaded_with_weights_only() -> None:
     x, _ = clusters(120)
     ids = list(range(120))
     views = AlignedViews(FAST)
-    first = views.add_umap("enc/validate", torch.as_tensor(x), ids)
+    first = views.umap_view("enc/validate", torch.as_tensor(x), ids)
     saved = io.BytesIO()
     torch.save(views.state_dict(), saved)
     saved.seek(0)
     resumed = AlignedViews(FAST)
     resumed.load_state_dict(torch.load(saved, weights_only=True))
     later = torch.as_tensor(x + np.random.default_rng(4).normal(scale=0.3, size=x.shape))
-    a = views.add_umap("enc/validate", later, ids)
-    b = resumed.add_umap("enc/validate", later, ids)
+    a = views.umap_view("enc/validate", later, ids)
+    b = resumed.umap_view("enc/validate", later, ids)
     assert first is not None and a is not None and b is not None
     assert np.array_equal(a.coords, b.coords) and a.frame == b.frame == first.frame
     assert a.projection == "umap" and a.fitted is None

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from readers import ProjectorReader
+from readers import ProjectorReader, parse_metadata
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 pytestmark = pytest.mark.slow
@@ -130,8 +130,33 @@ def test_the_plain_loop_writes_tensorboard_and_wandb(
     ran: dict[Path, list[tuple[str, Path]]],
 ) -> None:
     ((_, cwd),) = ran[PLAIN_LOOP]
-    assert ProjectorReader(cwd / "runs").names("manual") == ["encoder/validate/step_000000099"]
+    reader = ProjectorReader(cwd / "runs")
+    names = ["encoder/validate/step_000000049", "encoder/validate/step_000000099"]
+    assert reader.names("manual") == names
     assert list((cwd / "wandb").glob("offline-run-*"))
+
+
+def test_the_plain_loop_gets_the_aligned_views_as_the_callback_does(
+    ran: dict[Path, list[tuple[str, Path]]],
+) -> None:
+    """``AlignedViews.add`` in the plain loop: PCA columns, the scatter, one frame, the view."""
+    from learnscope.plugins.views.run_status import LOOP_PCA_HINT, PCA_HINT
+    from learnscope.plugins.views.run_view import read_view
+
+    ((_, cwd),) = ran[PLAIN_LOOP]
+    reader = ProjectorReader(cwd / "runs")
+    for name in reader.names("manual"):
+        header, rows = parse_metadata(reader.metadata("manual", name))
+        assert header == ["label", "pca_x", "pca_y", "pca_z"] and len(rows) == 256
+    events = EventAccumulator(str(cwd / "runs" / "manual"), size_guidance={"images": 0})
+    events.Reload()
+    pictures = events.Images("~learnscope/embeddings/encoder/validate/pca")
+    assert [p.step for p in pictures] == [49, 99]
+    view = read_view(cwd / "runs" / "manual")
+    (shown,) = view["embeddings"]
+    assert shown["steps"] == [49, 99]
+    said = [str(view["status"]["embeddings"]), *view["messages"]]
+    assert not any(hint in words for words in said for hint in (PCA_HINT, LOOP_PCA_HINT))
 
 
 def test_the_findings_page_says_what_every_finding_code_means_and_what_to_try() -> None:

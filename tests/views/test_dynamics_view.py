@@ -234,6 +234,20 @@ def test_snapshots_without_aligned_pca_say_how_to_get_it(tmp_path: Path) -> None
     assert any(run_status.PCA_HINT in m for m in view["messages"])
 
 
+def test_a_plain_loops_snapshots_without_aligned_pca_get_the_core_call(tmp_path: Path) -> None:
+    """A record with no ``run`` entry (a plain loop's) is not told to pass a callback argument."""
+    write(
+        tmp_path / "run",
+        snapshot_entry("enc", 1, None, ["a", "b"], columns=[categorical("c", ["x", "y"])]),
+    )
+    view = run_view.read_view(tmp_path / "run")
+    said = [view["status"]["embeddings"], *view["messages"]]
+    assert all("EmbeddingProjector" not in words for words in said)
+    assert run_status.LOOP_PCA_HINT in view["status"]["embeddings"]
+    assert any(run_status.LOOP_PCA_HINT in m for m in view["messages"])
+    assert "AlignedViews().add(snapshot)" in run_status.LOOP_PCA_HINT
+
+
 def test_points_are_matched_by_id_and_subsampled_the_same_way_every_time(tmp_path: Path) -> None:
     ids = [f"p{i}" for i in range(300)]
     entries = [run_entry(*ALL_CALLBACKS)]

@@ -124,7 +124,7 @@ def test_leniently_a_failed_record_is_logged_and_later_ones_are_written(
 
     tb = TensorBoardWriter(tmp_path)
     background = BackgroundWriters([tb])
-    background.submit(lambda writers: 1 / 0)  # a job that is not a writer call
+    background.submit(lambda writers: 1 / 0, label="a sum")  # a job that is not a writer call
     background.write_embedding(EmbeddingSnapshot("enc", 1, torch.randn(4, 2)))
     background.close()
     assert "a background write failed" in learnscope_log.text

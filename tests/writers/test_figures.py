@@ -118,24 +118,19 @@ def snapshot(vectors: np.ndarray, step: int, labels: list[int]) -> EmbeddingSnap
 
 
 def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_edge() -> None:
-    from learnscope.lightning_glue import EmbeddingProjector
-    from learnscope.lightning_glue.snapshot_job import compare_snapshot
+    from learnscope.aligned_views import AlignedViews
 
     rng = np.random.default_rng(0)
     labels = [i % 3 for i in range(300)]
     first = rng.normal(size=(300, 8))
     later = first * 40.0  # a much larger spread, and a few points far out
     later[:3] *= 6.0
-    projector = EmbeddingProjector("encoder", aligned_pca=True)
+    views = AlignedViews()
     keys = torch.arange(300)
-    (image_1,) = snapshot_pictures(
-        compare_snapshot(snapshot(first, 10, labels), keys, projector._views)
-    )
-    limits = projector._views.limits["encoder/validate"]
-    (image_2,) = snapshot_pictures(
-        compare_snapshot(snapshot(later, 20, labels), keys, projector._views)
-    )
-    assert projector._views.limits["encoder/validate"] == limits  # not grown
+    (image_1,) = snapshot_pictures(views.add(snapshot(first, 10, labels), keys))
+    limits = views.limits["encoder/validate"]
+    (image_2,) = snapshot_pictures(views.add(snapshot(later, 20, labels), keys))
+    assert views.limits["encoder/validate"] == limits  # not grown
     assert image_1 is not None and image_2 is not None
     assert image_1.pixels.shape == image_2.pixels.shape == (441, figures.WIDTH, 3)
 
@@ -184,8 +179,7 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
 ) -> None:
     import wandb
 
-    from learnscope.lightning_glue.aligned_views import AlignedViews
-    from learnscope.lightning_glue.snapshot_job import compare_snapshot
+    from learnscope.aligned_views import AlignedViews
     from learnscope.plugins import Writers
     from learnscope.plugins.tensorboard import projector_files
     from learnscope.plugins.tensorboard.writer import TensorBoardWriter
@@ -206,9 +200,7 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
     writers.write_autocorrelation(summary)  # said once, not again
     writers.close()
     logged = autocorrelation_log(wandb, summary, "step")
-    projected = compare_snapshot(
-        snapshot(vectors, 5, [i % 2 for i in range(20)]), None, AlignedViews()
-    )
+    projected = AlignedViews().add_pca(snapshot(vectors, 5, [i % 2 for i in range(20)]))
     pictures = snapshot_pictures(projected)
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

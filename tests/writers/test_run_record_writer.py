@@ -19,9 +19,8 @@ from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_di
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tiny_models import TinyClassifier, ZeroBranch, ZeroBranchWithProbe, loaders, trainer
 
+from learnscope.aligned_views import AlignedViews
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.lightning_glue.aligned_views import AlignedViews
-from learnscope.lightning_glue.snapshot_job import compare_snapshot
 from learnscope.plugins.pipeline.figures import scatter_figure
 from learnscope.plugins.pipeline.pictures import snapshot_pictures
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
@@ -258,7 +257,7 @@ def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
     assert column_kind(classes) == "categorical" and column_kind(doses) == "numeric"
     vectors = torch.as_tensor(rng.normal(size=(60, 5)), dtype=torch.float32)
     snapshot = EmbeddingSnapshot("enc", 3, vectors, {"cls": classes, "dose": doses})
-    projected = compare_snapshot(snapshot, None, AlignedViews())
+    projected = AlignedViews().add_pca(snapshot)
     (image,) = snapshot_pictures(projected)
     assert image is not None and projected.view_frame is not None
 

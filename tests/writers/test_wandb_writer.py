@@ -172,3 +172,23 @@ def test_the_view_page_is_logged_at_most_once_a_minute_and_once_final(wandb_dir:
     final = pages[-1][1]
     for field in ("status", "messages", "embeddings", "autocorrelation", "findings"):
         assert final[field] == record[field], field
+
+
+def test_the_wandb_writers_say_themselves_that_a_finished_run_is_permanent(
+    wandb_dir: Path,
+) -> None:
+    """Each W&B writer answers from what the run raised (no private attribute of the run)."""
+    import wandb
+
+    run = wandb.init(project="t", dir=str(wandb_dir))
+    writer, page = WandbWriter(run), WandbViewWriter(run)
+    writer.write_scalars({"m": 0.5}, step=1)
+    run.finish()
+    with pytest.raises(wandb.errors.UsageError) as raised:
+        writer.write_scalars({"m": 0.25}, step=2)
+    assert writer.permanent_failure(raised.value) == "its wandb run has finished"
+    assert page.permanent_failure(raised.value) == "its wandb run has finished"
+    assert writer.permanent_failure(OSError(28, "No space left on device")) is None
+    assert page.permanent_failure(OSError(30, "Read-only file system")) == (
+        "the file system is read-only"
+    )

@@ -338,3 +338,25 @@ def test_a_corrupt_config_is_moved_aside_and_a_new_one_started(
     (warning,) = learnscope_log.records
     assert str(run / projector_files.CONFIG_NAME) in warning.getMessage()
     assert aside.name in warning.getMessage()
+
+
+def test_the_fan_out_asks_the_writer_whether_its_failure_is_permanent(
+    lenient: None, learnscope_log: pytest.LogCaptureFixture
+) -> None:
+    """A writer of its own says its failure is permanent: the fan-out switches it off at once."""
+
+    class Expired(Writer):
+        def write_scalars(self, scalars: Any, step: int) -> None:
+            raise RuntimeError("the token expired")
+
+        def permanent_failure(self, error: Exception) -> str | None:
+            return "its token has expired" if "expired" in str(error) else None
+
+    expired, other = Expired(), Failing(bad=set())
+    writers = Writers([expired, other])
+    for step in range(3):
+        writers.write_scalars({"a": 1.0}, step)
+    assert writers.active == [other]  # off after the first failure, not the third
+    (error,) = [r.getMessage() for r in learnscope_log.records]
+    assert "its token has expired, so it is switched off" in error
+    assert writers.outcomes[id(expired)].lost["write_scalars"] == 3
