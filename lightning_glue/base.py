@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import inspect
 import logging
+import operator
 import sys
 import weakref
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from learnscope.lightning_glue import session
 from learnscope.lightning_glue.parts import Parts
 from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.pipeline.background import BackgroundWriters
-from learnscope.records.run import CallbackSettings, call_settings
+from learnscope.records.run import CallbackSettings
 
 log = logging.getLogger("learnscope")
 
@@ -123,6 +124,11 @@ class LearnscopeCallback(_Base):
     It derives from the ``Callback`` of every Lightning package imported when a callback is
     made (see the module's description), so either package's Trainer accepts the callbacks.
 
+    A subclass makes its settings once, in its constructor: one frozen dataclass of its
+    arguments (validated there), held as :attr:`settings` and handed to the parts that read
+    them; its public attributes are read-only views of it (:func:`setting`). The run record
+    shows that object's arguments (:meth:`learnscope_settings`).
+
     A pickled or copied callback holds no writer session: it joins one at its next ``setup``.
 
     Example:
@@ -137,11 +143,10 @@ class LearnscopeCallback(_Base):
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         """An instance of ``cls`` derived from the imported Lightning packages' ``Callback``.
 
-        The arguments are kept (as JSON values) for :meth:`learnscope_settings`.
+        The names of the arguments given are kept for :meth:`given`.
         """
         follow_lightning()
         callback = super().__new__(cls)
-        callback._arguments = call_settings(cls.__init__, args, kwargs)
         callback._given = _given_arguments(cls.__init__, args, kwargs)
         return callback
 
@@ -186,20 +191,31 @@ class LearnscopeCallback(_Base):
         subclasses when ``setup`` starts again; this base holds nothing.
         """
 
+    settings: Any = None
+    """The callback's settings: a frozen dataclass made once from its constructor's arguments."""
+
     def learnscope_settings(self) -> CallbackSettings:
         """This callback's class name and the arguments it was made with, for the run record.
 
-        Functions are given by their qualified name (see
-        :func:`learnscope.records.run.json_setting`).
+        They are the arguments its :attr:`settings` object holds; functions are given by their
+        qualified name (see :func:`learnscope.records.run.json_setting`).
 
         Example:
+            >>> import dataclasses
+            >>> @dataclasses.dataclass(frozen=True)
+            ... class EverySettings:
+            ...     n: int = 5
+            ...     fn: Any = None
             >>> class Every(LearnscopeCallback):
+            ...     n = setting("n")
             ...     def __init__(self, n: int = 5, fn=None) -> None:
             ...         super().__init__()
-            >>> Every(fn=len).learnscope_settings()
-            CallbackSettings(name='Every', settings={'n': 5, 'fn': 'builtins.len'})
+            ...         self.settings = EverySettings(n, fn)
+            >>> every = Every(fn=len)
+            >>> every.learnscope_settings(), every.n
+            (CallbackSettings(name='Every', settings={'n': 5, 'fn': 'builtins.len'}), 5)
         """
-        return CallbackSettings(type(self).__name__, dict(getattr(self, "_arguments", {})))
+        return CallbackSettings.of(type(self).__name__, self.settings)
 
     def given(self, argument: str) -> bool:
         """Whether ``argument`` was passed when this callback was made (not left to its default).
@@ -277,6 +293,25 @@ class LearnscopeCallback(_Base):
     def guard(self, part: str, record: str | None = None) -> contextlib.AbstractContextManager:
         """Run a diagnostic; on failure log it once and switch it off (:meth:`Parts.guard`)."""
         return self.parts.guard(part, record)
+
+
+def setting(path: str, doc: str | None = None) -> property:
+    """A read-only attribute of a callback that reads ``path`` of its :attr:`settings`.
+
+    Args:
+        path: The settings' attribute, dotted for one of its parts (``"reading.mask_fn"``).
+        doc: The attribute's description.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> class Shows:
+        ...     settings = SimpleNamespace(n=3, reading=SimpleNamespace(mask_fn=None))
+        ...     n, mask_fn = setting("n"), setting("reading.mask_fn")
+        >>> Shows().n, Shows().mask_fn
+        (3, None)
+    """
+    read = operator.attrgetter(f"settings.{path}")
+    return property(read, doc=doc or f"The ``{path}`` of this callback's settings (read-only).")
 
 
 def _given_arguments(function: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> frozenset[str]:

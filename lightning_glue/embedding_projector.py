@@ -8,15 +8,17 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
-from learnscope.aligned_umap import UMAPSettings, require_umap
+from learnscope.aligned_umap import UMAPSettings
 from learnscope.batch_axis import layout_module
 from learnscope.embedding_layout import DEFAULT_MASK, EmbeddingLayout
 from learnscope.embedding_rows import EmbeddingRows
-from learnscope.lightning_glue.base import LearnscopeCallback
-from learnscope.lightning_glue.capture_schedule import STAGES, BatchPlan, CaptureSchedule
-from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture, submodule
+from learnscope.lightning_glue.base import LearnscopeCallback, setting
+from learnscope.lightning_glue.capture_schedule import STAGES, BatchPlan
+from learnscope.lightning_glue.encoder_capture import CapturedOutput, submodule
 from learnscope.lightning_glue.gather_rows import gather_rows
 from learnscope.lightning_glue.loaders import DATASET_INDEX, dataset_order, loader_names
+from learnscope.lightning_glue.output_capture import OutputCapture
+from learnscope.lightning_glue.projector_settings import ProjectorSettings
 from learnscope.lightning_glue.row_reader import RowReader
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
 from learnscope.plugins.pipeline.snapshot_job import SNAPSHOTS, UMAP_VIEW, SnapshotJobs
@@ -130,42 +132,58 @@ class EmbeddingProjector(LearnscopeCallback):
         mask_fn: str | Callable[..., Any] | None = DEFAULT_MASK,
     ) -> None:
         super().__init__()
-        self._schedule = CaptureSchedule(stages, every_n_epochs, every_n_train_steps)
-        if max_points < 1:
-            raise ValueError("every_n_epochs and max_points must be at least 1")
-        umap = UMAPSettings() if aligned_umap is True else aligned_umap or None
-        if umap is not None:
-            require_umap()  # a missing extra is said here, before the fit
-        self._reader = reader = RowReader(
-            "EmbeddingProjector",
+        self.settings = settings = ProjectorSettings(
             module,
             select,
-            spatial,
-            mask_fn,
             metadata_fn,
             images_fn,
+            stages,
+            every_n_epochs,
+            every_n_train_steps,
+            max_points,
+            tag,
             ids_fn,
+            aligned_pca,
+            aligned_umap,
+            gather,
             graph_index_fn,
+            spatial,
+            mask_fn,
         )
-        self.spatial, self.mask_fn, self.ids_fn = reader.spatial, reader.mask_fn, reader.ids_fn
-        self.module, self.select, self.tag = module, select, tag or module
-        self.metadata_fn, self.images_fn = metadata_fn, images_fn
-        self.graph_index_fn, self.gather = graph_index_fn, gather
-        self.aligned_pca, self.aligned_umap = aligned_pca or umap is not None, aligned_umap
-        self.stages, self.every_n_epochs = self._schedule.stages, every_n_epochs
-        self.every_n_train_steps, self.max_points = every_n_train_steps, max_points
+        self._reader = RowReader(settings)  # the rows of a batch, by these settings
         # the snapshot jobs, run on the writers' thread, where the aligned views live
         self._jobs = SnapshotJobs(
-            self.parts, tag=self.tag, module=module, aligned=self.aligned_pca, umap=umap
+            self.parts,
+            tag=settings.shown_tag,
+            module=module,
+            aligned=settings.pca_view,
+            umap=settings.umap,
         )
         self._names = SnapshotNames()  # never two snapshots under one name
-        self._capture: EncoderCapture | None = None  # the module's hook, joined in setup
+        self._capture = OutputCapture()  # the module's output, attached in setup
         self._plan = BatchPlan("validate", 0, False, False, False)  # the current batch's
         self._output: EmbeddingLayout | None = None  # the hooked output of the batch
         self._batch: Any = None  # the batch being captured, which tells its batch axis
         self._rows: EmbeddingRows | None = None  # the rows of the epoch (or step) captured
         self._loaders: list[int | str] | None = None  # the stage's loaders, when several
         self._rank_zero = True  # this process is global rank zero (says the output's reading)
+
+    module = setting("module")
+    select = setting("select")
+    metadata_fn = setting("metadata_fn")
+    images_fn = setting("images_fn")
+    stages = setting("schedule.stages", "The stages captured, as a tuple (read-only).")
+    every_n_epochs = setting("every_n_epochs")
+    every_n_train_steps = setting("every_n_train_steps")
+    max_points = setting("max_points")
+    tag = setting("shown_tag", "The name shown in the dashboards: ``tag``, else ``module``.")
+    ids_fn = setting("ids", "``ids_fn``, an import path resolved (read-only).")
+    aligned_pca = setting("pca_view", "Whether the aligned PCA view is made (read-only).")
+    aligned_umap = setting("aligned_umap")
+    gather = setting("gather")
+    graph_index_fn = setting("graph_index_fn")
+    spatial = setting("reading.spatial", "How feature maps become rows (read-only).")
+    mask_fn = setting("reading.mask_fn", "``mask_fn``, an import path resolved (read-only).")
 
     @property
     def state_key(self) -> str:
@@ -200,11 +218,11 @@ class EmbeddingProjector(LearnscopeCallback):
         with self.guard(SNAPSHOTS, "setup"):
             self._names.start_call(trainer, pl_module)
         target = submodule(pl_module, self.module, "EmbeddingProjector")
+        declared = layout_module(pl_module, self.module)  # whose layout the output has
         with self.guard(SNAPSHOTS, "setup"):
             self.release()
-            self._capture = EncoderCapture.of(target).join(self, self._on_output)
-        self._reader.restart()  # the first output's reading is said again
-        self._reader.layout_module = layout_module(pl_module, self.module)
+            reading = self.settings.reading
+            self._capture.attach(reading, target, declared, receive=self._on_output)
         self._rank_zero = trainer.is_global_zero
         if self._jobs.umap is not None and trainer.is_global_zero and self.is_on(UMAP_VIEW):
             self.writers(trainer).submit(self._jobs.load_umap, label="loading umap-learn")
@@ -212,13 +230,11 @@ class EmbeddingProjector(LearnscopeCallback):
     @override
     def release(self) -> None:
         """Leave the encoder's capture and drop the rows held."""
-        if self._capture is not None:
-            self._capture.leave(self)
-        self._capture = self._rows = self._output = self._batch = None
-        self._reader.layout_module = None  # no reference to the model is kept after a fit
+        self._capture.detach()  # no reference to the model is kept after a fit
+        self._rows = self._output = self._batch = None
 
     def _start_batch(self, trainer: Any, stage: str, batch: Any, dataloader_idx: int = 0) -> None:
-        plan = self._plan = self._schedule.batch(trainer, stage, dataloader_idx)
+        plan = self._plan = self.settings.schedule.batch(trainer, stage, dataloader_idx)
         self._output, self._batch, by_index = None, batch, self.ids_fn == DATASET_INDEX
         if plan.check_functions:
             self._loaders = loader_names(trainer, stage)
@@ -231,15 +247,15 @@ class EmbeddingProjector(LearnscopeCallback):
                 if self._rows is None:
                     loaders = self._loaders = loader_names(trainer, stage)
                     name = self._names.choose(trainer, self.tag, stage)  # step and stage label
-                    self._rows = self._reader.epoch_rows(trainer, *name, self.max_points, loaders)
+                    self._rows = self._reader.epoch_rows(trainer, *name, loaders)
                 orders = self._rows.orders
                 if by_index and dataloader_idx not in orders:
                     orders[dataloader_idx] = dataset_order(trainer, stage, dataloader_idx)
-        if self._capture is None:
+        if not self._capture.attached:
             return
         self._capture.batch_started()
         if (armed and self.is_on(SNAPSHOTS)) or plan.checking:
-            self._capture.arm(self)
+            self._capture.arm()
 
     def _read(self, trainer: Any) -> bool:
         """Whether this process's writers read snapshots: rank zero's, when it has a writer.
@@ -257,18 +273,16 @@ class EmbeddingProjector(LearnscopeCallback):
 
     def _on_output(self, captured: CapturedOutput) -> None:
         if self._plan.checking:  # select and spatial on a real output, outside the guard
-            self._output = self._reader.layout(captured, self._batch)
+            self._output = self._capture.layout(captured, self._batch)
         else:
             with self.guard(SNAPSHOTS):
-                self._output = self._reader.layout(captured, self._batch, copy=True)
-        note = self._reader.note_once(self._output) if self._output is not None else None
+                self._output = self._capture.layout(captured, self._batch, copy=True)
+        note = self._capture.note_once(self._output) if self._output is not None else None
         if note is not None and self._rank_zero:  # a 3-D output read as tokens, said once
             log.info(note)
 
     def _end_batch(self, batch: Any) -> None:
-        if self._capture is not None:
-            self._capture.batch_ended()  # a compiled forward's output reaches _on_output here
-            self._capture.disarm(self)
+        self._capture.batch_ended()  # a compiled forward's output reaches _on_output here
         output, self._output, self._batch, plan = self._output, None, None, self._plan
         if output is None or (plan.checking and not plan.check_functions):
             return
@@ -283,7 +297,7 @@ class EmbeddingProjector(LearnscopeCallback):
         rows, self._rows = self._rows, None
         if due and self.gather and trainer.world_size > 1:  # every rank takes part
             rows = gather_rows(
-                trainer, rows, self.parts, self.tag, self.max_points, self.ids_fn is not None
+                trainer, rows, self.parts, self.tag, self.max_points, self._reader.by_id
             )
         if rows is None or not trainer.is_global_zero or not self.is_on(SNAPSHOTS):
             return
@@ -332,14 +346,14 @@ class EmbeddingProjector(LearnscopeCallback):
     @override
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """Write the epoch's snapshot."""
-        self._write(trainer, self._schedule.epoch_due(trainer, "validate"))
+        self._write(trainer, self.settings.schedule.epoch_due(trainer, "validate"))
 
     @override
     def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """Write the epoch's snapshot."""
-        self._write(trainer, self._schedule.epoch_due(trainer, "test"))
+        self._write(trainer, self.settings.schedule.epoch_due(trainer, "test"))
 
     @override
     def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """Write the epoch's snapshot."""
-        self._write(trainer, self._schedule.epoch_due(trainer, "predict"))
+        self._write(trainer, self.settings.schedule.epoch_due(trainer, "predict"))

@@ -10,14 +10,10 @@ from typing import Any
 
 from typing_extensions import override
 
-from learnscope.lightning_glue.base import LearnscopeCallback
+from learnscope.lightning_glue.autocorrelation_settings import AutocorrelationSettings
+from learnscope.lightning_glue.base import LearnscopeCallback, setting
 from learnscope.lightning_glue.step_clock import StepClock
-from learnscope.optimizer_histories import (
-    HistorySettings,
-    OptimizerHistories,
-    check_lags,
-    check_positive_ints,
-)
+from learnscope.optimizer_histories import OptimizerHistories
 from learnscope.parameter_shards import is_sharded, parameter_shards
 from learnscope.sampled_history import SampledParameterHistory
 from learnscope.trainable import TrainableChange, TrainableWatch
@@ -158,19 +154,18 @@ class ModelAutocorrelation(LearnscopeCallback):
         all_scalars: bool = False,
     ) -> None:
         super().__init__()
-        sizes = {"buffer_size": buffer_size, "elements_per_tensor": elements_per_tensor}
-        sizes |= {"max_elements": max_elements, "analyze_every_n_steps": analyze_every_n_steps}
-        check_positive_ints("ModelAutocorrelation", sizes | {"group_depth": group_depth})
-        self.buffer_size = buffer_size
-        self.elements_per_tensor = elements_per_tensor
-        self.max_elements = max_elements
-        self.analyze_every_n_steps = analyze_every_n_steps
-        self.analyze_grads = analyze_grads
-        self.group_depth = group_depth
-        self.lags = check_lags("ModelAutocorrelation", lags, buffer_size)
-        self.seed = seed
-        self.all_scalars = bool(all_scalars)
-        self._histories = OptimizerHistories(self._settings())  # one per optimizer, or one
+        self.settings = AutocorrelationSettings(
+            buffer_size,
+            elements_per_tensor,
+            max_elements,
+            analyze_every_n_steps,
+            analyze_grads,
+            group_depth,
+            lags,
+            seed,
+            all_scalars,
+        )
+        self._histories = OptimizerHistories(self.settings.history)  # one per optimizer, or one
         self._clock = StepClock()  # the first call of each step, for each history
         self._saved_state: dict[str, Any] | None = None  # loaded before the histories exist
         self._watch: TrainableWatch | None = None  # notices parameters that start training
@@ -183,9 +178,19 @@ class ModelAutocorrelation(LearnscopeCallback):
         state["_made"] = None
         return state
 
-    def _settings(self) -> HistorySettings:
-        sizes = (self.buffer_size, self.elements_per_tensor, self.max_elements, self.group_depth)
-        return HistorySettings(*sizes, seed=self.seed, kinds=self.kinds)
+    buffer_size = setting("buffer_size")
+    elements_per_tensor = setting("elements_per_tensor")
+    max_elements = setting("max_elements")
+    analyze_every_n_steps = setting("analyze_every_n_steps")
+    analyze_grads = setting("analyze_grads")
+    group_depth = setting("group_depth")
+    lags = setting("charted_lags", "The lags charted, sorted and each once (read-only).")
+    seed = setting("seed")
+
+    @property
+    def all_scalars(self) -> bool:
+        """Whether every figure is written as a scalar (read-only)."""
+        return bool(self.settings.all_scalars)
 
     @property
     def histories(self) -> tuple[SampledParameterHistory, ...]:
@@ -207,15 +212,15 @@ class ModelAutocorrelation(LearnscopeCallback):
         """
         return self.histories[0] if len(self.histories) == 1 else None
 
-    @property
-    def kinds(self) -> tuple[str, ...]:
+    kinds = setting(
+        "kinds",
         """What is recorded and analysed: ``("params", "grads")``, or ``("params",)``.
 
         Example:
             >>> ModelAutocorrelation(analyze_grads=False).kinds
             ('params',)
-        """
-        return ("params", "grads") if self.analyze_grads else ("params",)
+        """,
+    )
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -242,7 +247,7 @@ class ModelAutocorrelation(LearnscopeCallback):
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Choose the sampled slices and allocate the histories on the parameters' device."""
         self._clock.reset()
-        self._histories = OptimizerHistories(self._settings())
+        self._histories = OptimizerHistories(self.settings.history)
         self._watch = self._analysed = self._made = None
         with self.guard(_PART, "fit start"):
             shards = parameter_shards(pl_module)

@@ -40,14 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from learnscope.embedding_layout import (
-    EmbeddingLayout,
-    check_mask_fn,
-    check_spatial,
-    output_layout,
-    row_mask,
-    tokens_note,
-)
+from learnscope.embedding_layout import EmbeddingLayout
 from learnscope.embedding_rows import (
     BatchRows,
     EmbeddingRows,
@@ -57,9 +50,8 @@ from learnscope.embedding_rows import (
     pyg_graphs,
     token_rows,
 )
-from learnscope.import_path import resolve_function
-from learnscope.lightning_glue.encoder_capture import CapturedOutput
 from learnscope.lightning_glue.loaders import DATASET_INDEX
+from learnscope.lightning_glue.projector_settings import ProjectorSettings
 from learnscope.user_functions import calling, describe
 
 Loaders = list[int | str] | None  # the names of a stage's loaders, when it has several
@@ -67,101 +59,38 @@ DatasetIds = Callable[[int], torch.Tensor]  # the dataset indices of the batch's
 
 
 class RowReader:
-    """Reads the rows of a captured output and its batch, for one callback and one module.
+    """Reads the rows of a captured output and its batch, by the projector's settings.
+
+    The output's rows come from the projector's capture
+    (:meth:`~learnscope.lightning_glue.output_capture.OutputCapture.layout`); this adds what
+    the settings' functions give for the batch (``metadata_fn``, ``images_fn``, ``ids_fn``,
+    ``graph_index_fn``) and keeps the rows ``mask_fn`` marks as data. It reads the settings
+    it is given and keeps no copy of them.
 
     Args:
-        who: The callback, for messages (``"EmbeddingProjector"``).
-        module: The module's dotted name, for messages.
-        select: Picks the embedding tensor from the output; ``None``: the output is one.
-        spatial: For feature maps larger than 1 x 1: ``"mean"``, ``"max"`` or ``"pixels"``.
-        mask_fn: Which rows are data (see :func:`learnscope.embedding_layout.row_mask`).
-        metadata_fn: ``batch -> {column: values}``, per row or per sample.
-        images_fn: ``batch -> [B, C, H, W]`` thumbnails.
-        ids_fn: ``batch -> ids``, or ``"dataset_index"`` (ids from ``dataset_ids``).
-        graph_index_fn: ``batch -> LongTensor[rows]``: each row's graph within the batch.
-
-    Raises:
-        ValueError: ``ids_fn``, ``graph_index_fn``, ``spatial`` or ``mask_fn`` is not one of
-            the accepted kinds.
+        settings: The projector's settings.
 
     Example:
-        >>> reader = RowReader("Demo", "encoder", metadata_fn=lambda b: {"label": b})
-        >>> layout = reader.layout(CapturedOutput(torch.zeros(2, 3, 4)), batch=[7, 8])
+        >>> from learnscope.lightning_glue.encoder_capture import CapturedOutput
+        >>> settings = ProjectorSettings("encoder", metadata_fn=lambda b: {"label": b})
+        >>> reader = RowReader(settings)
+        >>> layout = settings.reading.layout(CapturedOutput(torch.zeros(2, 3, 4)), batch=[7, 8])
         >>> rows = reader.rows(layout, [7, 8])
         >>> rows.vectors.shape, rows.columns["label"], rows.columns["position"].tolist()
         (torch.Size([6, 4]), [7, 7, 7, 8, 8, 8], [0, 1, 2, 0, 1, 2])
     """
 
-    def __init__(
-        self,
-        who: str,
-        module: str,
-        select: Callable[..., Any] | None = None,
-        spatial: str | None = None,
-        mask_fn: str | Callable[..., Any] | None = None,
-        metadata_fn: Callable[..., Any] | None = None,
-        images_fn: Callable[..., Any] | None = None,
-        ids_fn: str | Callable[..., Any] | None = None,
-        graph_index_fn: Callable[..., Any] | None = None,
-    ) -> None:
-        ids_fn = resolve_function(ids_fn, "ids_fn")
-        if not (ids_fn is None or ids_fn == DATASET_INDEX or callable(ids_fn)):
-            raise ValueError(f"ids_fn must be a function or {DATASET_INDEX!r}, got {ids_fn!r}")
-        if graph_index_fn is not None and not callable(graph_index_fn):
-            raise ValueError(f"graph_index_fn must be a function, got {graph_index_fn!r}")
-        self.spatial, self.mask_fn = check_spatial(spatial), check_mask_fn(mask_fn)
-        self.who, self.module, self.select = who, module, select
-        self.metadata_fn, self.images_fn = metadata_fn, images_fn
-        self.ids_fn, self.graph_index_fn = ids_fn, graph_index_fn
+    def __init__(self, settings: ProjectorSettings) -> None:
+        self.settings = settings
         # Whether the rows of PyTorch Geometric batches are nodes: decided by the first batch
         # that tells (rows == nodes != graphs, or rows == graphs != nodes) and kept, so that a
         # batch of one-node graphs (rows == nodes == graphs) is read the same way.
         self._node_rows: bool | None = None
-        self._noted = False  # the reading of an output was said (note_once)
-        # The module whose declared layout the output has (batch_axis.layout_module), set at
-        # setup; None: the module that gave it.
-        self.layout_module: torch.nn.Module | None = None
 
     @property
-    def owner(self) -> str:
-        """Who reads, for messages: ``"<who>: module '<module>'"``."""
-        return f"{self.who}: module {self.module!r}"
-
-    def layout(self, captured: CapturedOutput, batch: Any, copy: bool = False) -> EmbeddingLayout:
-        """The rows of the module's output (``select`` applied, detached), by the shared rule.
-
-        The output (or what ``select`` picks) must be a tensor
-        (:meth:`~learnscope.lightning_glue.encoder_capture.CapturedOutput.embedding`). Its batch
-        axis is put first and its axes read (:func:`learnscope.embedding_layout.output_layout`)
-        by the module's declared layout (the output as it is, without ``select``: sequence-first,
-        channel-first) or by the sizes of ``batch``. With ``copy``, the rows are a copy (the
-        model may change its output in place later).
-
-        Raises:
-            TypeError: ``select`` (or the output without it) is not a tensor.
-            ValueError: The output's shape does not give rows with this ``spatial``, or its
-                batch axis is not the batch's.
-        """
-        value = captured.embedding(self.select, self.who, self.module)
-        module = self.layout_module if self.layout_module is not None else captured.module
-        module = module if self.select is None else None
-        layout = output_layout(value, batch, self.spatial, self.owner, module)
-        return layout._replace(rows=layout.rows.clone()) if copy else layout
-
-    def note_once(self, layout: EmbeddingLayout) -> str | None:
-        """How the first output since :meth:`restart` was read, when it was read as tokens.
-
-        The note (:func:`learnscope.embedding_layout.tokens_note`) is given once: ``None`` for
-        every later layout, and for a first one that is not tokens.
-        """
-        if self._noted:
-            return None
-        self._noted = True
-        return tokens_note(layout, self.owner)
-
-    def restart(self) -> None:
-        """A new trainer call: the next output's reading is said again (:meth:`note_once`)."""
-        self._noted = False
+    def who(self) -> str:
+        """The callback, for messages (``"EmbeddingProjector"``)."""
+        return self.settings.reading.who
 
     def rows(
         self, layout: EmbeddingLayout, batch: Any, dataset_ids: DatasetIds | None = None
@@ -177,15 +106,15 @@ class RowReader:
         Raises:
             ValueError: A function's values do not match the rows or samples of the batch.
         """
-        output = layout.rows
+        settings, output = self.settings, layout.rows
         samples = self.samples(output, batch)
         metadata = images = None
-        if self.metadata_fn is not None:
+        if settings.metadata_fn is not None:
             with calling("metadata_fn", self.who, batch):
-                metadata = check_metadata(self.metadata_fn(batch), self.who, batch)
-        if self.images_fn is not None:
+                metadata = check_metadata(settings.metadata_fn(batch), self.who, batch)
+        if settings.images_fn is not None:
             with calling("images_fn", self.who, batch):
-                images = self.images_fn(batch)
+                images = settings.images_fn(batch)
             if not isinstance(images, torch.Tensor) or images.ndim != 4:
                 raise TypeError(
                     f"{self.who}: images_fn got {describe(images)} from a batch of type "
@@ -193,18 +122,27 @@ class RowReader:
                     "thumbnails (C in 1, 3 or 4), one per sample"
                 )
         count = samples.count if samples is not None else output.shape[0]
-        keep = row_mask(self.mask_fn, batch, layout, self.owner)
+        keep = settings.reading.mask(batch, layout)
         ids = self._ids(batch, count, dataset_ids)
         return batch_rows(output, metadata, images, ids, samples, keep)
 
-    def epoch_rows(
-        self, trainer: Any, step: int, stage: str, max_points: int, loaders: Loaders
-    ) -> EmbeddingRows:
+    def epoch_rows(self, trainer: Any, step: int, stage: str, loaders: Loaders) -> EmbeddingRows:
         """An empty snapshot of this rank's rows, chosen by id when there are ids."""
-        by_id, rank, world_size = self.ids_fn is not None, trainer.global_rank, trainer.world_size
+        by_id, rank, world_size = self.by_id, trainer.global_rank, trainer.world_size
         return EmbeddingRows(
-            step, stage, max_points, by_id=by_id, loaders=loaders, rank=rank, world_size=world_size
+            step,
+            stage,
+            self.settings.max_points,
+            by_id=by_id,
+            loaders=loaders,
+            rank=rank,
+            world_size=world_size,
         )
+
+    @property
+    def by_id(self) -> bool:
+        """Whether rows are chosen by their id (there is an ``ids_fn``)."""
+        return self.settings.ids is not None
 
     def add(self, rows: EmbeddingRows, layout: EmbeddingLayout, batch: Any, loader: int) -> None:
         """Add the batch's rows to ``rows``; ``"dataset_index"`` ids count on from its last."""
@@ -219,15 +157,15 @@ class RowReader:
         Raises:
             ValueError: A function gives values that do not match the batch's rows.
         """
-        check = EmbeddingRows(0, stage, 1, by_id=self.ids_fn is not None, loaders=loaders)
+        check = EmbeddingRows(0, stage, 1, by_id=self.by_id, loaders=loaders)
         check.add(*self.rows(layout, batch), loader=loader)
 
     def samples(self, output: torch.Tensor, batch: Any) -> RowSamples | None:
         """Which sample (graph, sequence) each embedding row of this batch belongs to."""
-        rows = output.shape[0]
-        if self.graph_index_fn is not None:
+        rows, graph_index_fn = output.shape[0], self.settings.graph_index_fn
+        if graph_index_fn is not None:
             with calling("graph_index_fn", self.who, batch):
-                index = self.graph_index_fn(batch)
+                index = graph_index_fn(batch)
             length = len(index) if isinstance(index, torch.Tensor) and index.ndim == 1 else None
             if output.ndim != 2 or length != rows:
                 given = f"{length} values" if length is not None else _describe(index)
@@ -257,11 +195,12 @@ class RowReader:
         self, batch: Any, count: int, dataset_ids: DatasetIds | None
     ) -> Sequence[Any] | torch.Tensor | None:
         """This batch's ids: from ``ids_fn``, or the dataset indices of its ``count`` samples."""
-        if self.ids_fn is None:
+        ids_fn = self.settings.ids
+        if ids_fn is None:
             return None
-        if self.ids_fn != DATASET_INDEX:
+        if ids_fn != DATASET_INDEX:
             with calling("ids_fn", self.who, batch):
-                ids = self.ids_fn(batch)  # type: ignore[operator]
+                ids = ids_fn(batch)  # type: ignore[operator]
             if not _is_column(ids, iterable=True):
                 raise TypeError(
                     f"{self.who}: ids_fn got {describe(ids)} from a batch of type "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -12,13 +13,13 @@ import torch
 from typing_extensions import override
 
 from learnscope.batch_axis import layout_module
-from learnscope.collapse_verdicts import CollapseThresholds
 from learnscope.embedding_buffer import EmbeddingRowBuffer
-from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spatial
+from learnscope.embedding_layout import DEFAULT_MASK
 from learnscope.health import CheckScope
 from learnscope.lightning_glue import helper_checks as checks
-from learnscope.lightning_glue.base import LearnscopeCallback
+from learnscope.lightning_glue.base import LearnscopeCallback, setting
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
+from learnscope.lightning_glue.output_capture import OutputReading
 from learnscope.lightning_glue.step_clock import StepClock
 from learnscope.parameter_shards import is_sharded
 from learnscope.plugins.pipeline.background import BackgroundWriters
@@ -115,46 +116,31 @@ class TrainingHelper(LearnscopeCallback):
         ids_fn: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__()
-        checks.check_arguments(
+        self.settings = settings = checks.HelperSettings(
             check_every_n_steps,
-            group_depth,
             small_grad_threshold,
+            embedding_module,
+            head_modules,
+            input_checks,
+            histograms,
+            warn_every_n_steps,
+            edge_index_fn,
+            select,
+            group_depth,
             max_head_to_encoder_ratio,
             embedding_rows_per_dim,
             max_embedding_rows,
-            edge_index_fn,
+            collapse_thresholds,
+            spatial,
+            mask_fn,
             graph_index_fn,
             ids_fn,
-            functions=(*input_checks, edge_index_fn, select, graph_index_fn, ids_fn),
         )
-        self.collapse_thresholds = dict(collapse_thresholds or {})
-        CollapseThresholds.from_mapping(self.collapse_thresholds)  # unknown or bad ones fail here
-        self.spatial, self.mask_fn = check_spatial(spatial), check_mask_fn(mask_fn)
-        self.check_every_n_steps = check_every_n_steps
-        self.small_grad_threshold = small_grad_threshold
-        self.embedding_module, self.histograms = embedding_module, histograms
-        self.head_modules = None if head_modules is None else list(head_modules)
-        self.input_checks, self.select, self.group_depth = list(input_checks), select, group_depth
-        self.edge_index_fn, self.graph_index_fn, self.ids_fn = edge_index_fn, graph_index_fn, ids_fn
-        self.max_head_to_encoder_ratio = max_head_to_encoder_ratio
-        self.embedding_rows_per_dim = embedding_rows_per_dim
-        self.max_embedding_rows = max_embedding_rows
         self._report, self._clock = checks.FindingReport(warn_every_n_steps), StepClock()
         self._unused, self._loss = checks.UnusedParameters(), checks.StepLoss()
         self._trace, self._ranks = checks.NonFiniteTrace(), checks.Ranks()
-        self._gradients = checks.GradientCheck(
-            small_grad_threshold, group_depth, max_head_to_encoder_ratio, histograms
-        )
-        self._collapse = checks.CollapseCapture(
-            select,
-            self.spatial,
-            self.mask_fn,
-            edge_index_fn,
-            graph_index_fn,
-            ids_fn,
-            rows_per_dim=embedding_rows_per_dim,
-            max_rows=max_embedding_rows,
-        )
+        self._gradients = checks.GradientCheck(settings)
+        self._collapse = checks.CollapseCapture(settings)
         self._watch: TrainableWatch | None = None  # notices parameters that start training
         self._loaded = False  # state came from load_state_dict before this fit's setup
         self._first_step = 0  # the fit's first global step: its weights are the starting ones
@@ -162,6 +148,38 @@ class TrainingHelper(LearnscopeCallback):
         self._ranks_judged = False  # a check of this fit had enough rows to judge the ranks
         self._said_too_few = False  # a check that could not judge the ranks was said
         self._told: str | None = None  # the module taken from a projector, as last said
+
+    check_every_n_steps = setting("check_every_n_steps")
+    small_grad_threshold = setting("small_grad_threshold")
+    embedding_module = setting("embedding_module")
+    histograms = setting("histograms")
+    warn_every_n_steps = setting("warn_every_n_steps")
+    edge_index_fn = setting("edge_index_fn")
+    select = setting("select")
+    group_depth = setting("group_depth")
+    max_head_to_encoder_ratio = setting("max_head_to_encoder_ratio")
+    embedding_rows_per_dim = setting("embedding_rows_per_dim")
+    max_embedding_rows = setting("max_embedding_rows")
+    spatial = setting("spatial")
+    mask_fn = setting("mask", "``mask_fn``, an import path resolved (read-only).")
+    graph_index_fn = setting("graph_index_fn")
+    ids_fn = setting("ids_fn")
+
+    @property
+    def head_modules(self) -> list[str] | None:
+        """The heads' dotted names as given, as a list (``None``: the encoder's siblings)."""
+        given = self.settings.head_modules
+        return None if given is None else list(given)
+
+    @property
+    def input_checks(self) -> list[Callable[..., Any]]:
+        """The input checks, as a list (read-only: a new list each time)."""
+        return list(self.settings.input_checks)
+
+    @property
+    def collapse_thresholds(self) -> dict[str, float]:
+        """The collapse thresholds given (``{}``: the defaults), as a new dict each time."""
+        return dict(self.settings.collapse_thresholds or {})
 
     @property
     def findings(self) -> list[Finding]:
@@ -183,45 +201,43 @@ class TrainingHelper(LearnscopeCallback):
             self._unused.restart()
             self._gradients.forget_optimizers()
         self._clock.reset()
-        name = self._embedding_module(trainer, pl_module)
+        name, taken = self._embedding_module(trainer, pl_module)
         encoder = self._gradients.encoder = checks.resolve_encoder(pl_module, name)
         if encoder is None and name is not None:  # the checks are off: say so
             self._report.warn_once(checks.missing_encoder(pl_module), trainer.is_global_zero)
-        self._gradients.heads = checks.resolve_heads(pl_module, encoder, self.head_modules)
-        self._collapse.module = encoder
+        heads = self.settings.head_modules
+        self._gradients.heads = checks.resolve_heads(pl_module, encoder, heads)
         with self.guard(_TRACE, "setup"):
             self._trace.attach(pl_module)
         if encoder is not None:
+            reading = dataclasses.replace(self.settings.reading(encoder), **taken)
             with self.guard(_COLLAPSE, "setup"):
                 guard = functools.partial(self.guard, _COLLAPSE)
-                self._collapse.attach(encoder, pl_module.get_submodule(encoder), guard)
-                self._collapse.layout_module = layout_module(pl_module, encoder)
+                module = pl_module.get_submodule(encoder)
+                self._collapse.attach(reading, module, guard, layout_module(pl_module, encoder))
 
-    def _embedding_module(self, trainer: Any, pl_module: Any) -> str | None:
-        """The module checked: the one given, else the first projector's (read as it reads it).
+    def _embedding_module(self, trainer: Any, pl_module: Any) -> tuple[str | None, dict[str, Any]]:
+        """The module checked, and how the projector whose module it is reads it (if any).
 
-        A projector's module the model lacks is not taken (the projector's own ``setup`` names
+        The module given, else the first projector's, read with that projector's ``select``,
+        ``spatial`` and ``mask_fn`` (from its settings) where this helper was given none. A
+        projector's module the model lacks is not taken (the projector's own ``setup`` names
         the modules there are).
         """
-        collapse = self._collapse
-        collapse.select, collapse.spatial = self.select, self.spatial
-        collapse.mask_fn = self.mask_fn
         if self.given("embedding_module"):
-            return self.embedding_module
+            return self.embedding_module, {}
         attached = getattr(trainer, "callbacks", None) or []
         projectors = [c for c in attached if isinstance(c, EmbeddingProjector)]
         names = {name for name, _ in pl_module.named_modules() if name}
         if not projectors or projectors[0].module not in names:
-            return self.embedding_module
-        projector = projectors[0]
+            return self.embedding_module, {}
+        projector: OutputReading = projectors[0].settings.reading
         taken = [name for name in ("select", "spatial", "mask_fn") if not self.given(name)]
-        for name in taken:
-            setattr(collapse, name, getattr(projector, name))
         message = _taken_from(projectors, taken)
         if message != self._told and trainer.is_global_zero:
             log.info(message)
         self._told = message
-        return projector.module
+        return projector.module, {name: getattr(projector, name) for name in taken}
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
@@ -233,8 +249,7 @@ class TrainingHelper(LearnscopeCallback):
     @override
     def release(self) -> None:
         """Remove the hooks and drop what the checks captured."""
-        self._collapse.detach()
-        self._collapse.layout_module = None  # no reference to the model is kept after a fit
+        self._collapse.detach()  # no reference to the model is kept after a fit
         self._trace.disarm()
         self._loss.clear()
 
@@ -259,7 +274,8 @@ class TrainingHelper(LearnscopeCallback):
 
     def _measuring(self) -> bool:  # this rank measures gradients in this batch: a check step
         clock = self._clock
-        due = clock.is_check_step(self.check_every_n_steps) or clock.batch_step == self._last_step
+        every = self.settings.check_every_n_steps
+        due = clock.is_check_step(every) or clock.batch_step == self._last_step
         return self._ranks.measure and due
 
     @override
@@ -284,14 +300,15 @@ class TrainingHelper(LearnscopeCallback):
 
     def _start_checks(self, trainer: Any, batch: Any, step: int) -> None:
         """A check step's first micro-batch: the input checks, and the rows for collapse."""
-        if self.input_checks and self.is_on(_INPUTS):
+        input_checks = self.settings.input_checks
+        if input_checks and self.is_on(_INPUTS):
             with self.guard(_INPUTS, f"step {step}"):
-                found = checks.input_findings(self.input_checks, batch, step)
+                found = checks.input_findings(input_checks, batch, step)
                 self._report.add(found, step, CheckScope.of(["input-range"]))
         if not self.is_on(_COLLAPSE):
             return
         self._judge_unfinished(trainer, "end" if step == self._last_step else "check")
-        needed = CollapseThresholds.from_mapping(self.collapse_thresholds).min_rows_per_dim
+        needed = self.settings.thresholds.min_rows_per_dim
         trained = step > self._first_step  # no verdict on the starting weights: no need to wait
         self._collapse.start_step(step, needed if trained else 0.0)
 
@@ -325,7 +342,7 @@ class TrainingHelper(LearnscopeCallback):
         if change is not None:
             with self.guard(_GRADIENTS, f"step {step}"):  # fine-tuning: new ones judged afresh
                 self._unused.follow(change.added)
-                self._gradients.follow(pl_module, change.added, self.head_modules)
+                self._gradients.follow(pl_module, change.added, self.settings.head_modules)
         first_step = self._gradients.note_step(optimizer)
         if self._ranks.measure and not self._unused.complete and self.is_on(_GRADIENTS):
             with self.guard(_GRADIENTS, f"step {step}"):
@@ -394,7 +411,7 @@ class TrainingHelper(LearnscopeCallback):
         module, most_rows = self._collapse.module or "", buffer.max_rows
         num_rows, dim = buffer.num_rows, buffer.rows().shape[1]
         first, last = self._collapse.first_step, self._collapse.last_step
-        thresholds = self.collapse_thresholds
+        thresholds = self.settings.collapse_thresholds or {}
         judged = checks.collapse_report(buffer, module, first, thresholds, last)
         if judged is None:
             return
@@ -408,7 +425,8 @@ class TrainingHelper(LearnscopeCallback):
         self._publish(trainer, first, judged)
 
     def _dashboards(self, trainer: Any) -> BackgroundWriters:  # names one that cannot show them
-        shown = ("write_histogram", "write_findings") if self.histograms else ("write_findings",)
+        shown = ("write_histogram", "write_findings")
+        shown = shown if self.settings.histograms else ("write_findings",)
         return self.writers(trainer, shown, warn_without_logger=False)
 
     def _write_findings(self, trainer: Any, step: int) -> None:

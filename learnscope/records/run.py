@@ -12,12 +12,13 @@ name.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,7 +31,6 @@ __all__ = [
     "RunEnd",
     "RunError",
     "RunStart",
-    "call_settings",
     "json_setting",
 ]
 
@@ -66,6 +66,30 @@ class CallbackSettings:
 
     name: str
     settings: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, name: str, arguments: Any) -> CallbackSettings:
+        """The record of a callback's settings object: its arguments as given, as JSON values.
+
+        Args:
+            name: The callback's class name.
+            arguments: The frozen dataclass of the callback's settings (its fields made from
+                the constructor's arguments are recorded, in their order, by
+                :func:`json_setting`; fields derived from them are not), or ``None``.
+
+        Example:
+            >>> @dataclasses.dataclass(frozen=True)
+            ... class Every:
+            ...     n: int = 5
+            ...     fn: Any = len
+            ...     twice: int = dataclasses.field(init=False, default=0)
+            >>> CallbackSettings.of("Every", Every())
+            CallbackSettings(name='Every', settings={'n': 5, 'fn': 'builtins.len'})
+        """
+        if arguments is None:
+            return cls(name)
+        given = [f.name for f in dataclasses.fields(arguments) if f.init]
+        return cls(name, {key: json_setting(getattr(arguments, key)) for key in given})
 
     def __post_init__(self) -> None:
         checks.name(self.name, "CallbackSettings name")
@@ -293,37 +317,6 @@ def _dotted_name(value: Any) -> str:
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     name = name or type(value).__name__
     return f"{module}.{name}" if module else name
-
-
-def call_settings(
-    function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The arguments of a call of ``function`` (a class's ``__init__``), defaults included.
-
-    The first parameter (``self``) is left out. Arguments that do not fit the signature are
-    kept as ``args`` and by their keyword, as given.
-
-    Example:
-        >>> def make(self, a, b=2, *, fn=None): ...
-        >>> call_settings(make, [1], {"fn": len})
-        {'a': 1, 'b': 2, 'fn': 'builtins.len'}
-    """
-    try:
-        bound = inspect.signature(function).bind(None, *args, **kwargs)
-    except (TypeError, ValueError):
-        given = {"args": list(args)} if args else {}
-        return {name: json_setting(v) for name, v in {**given, **kwargs}.items()}
-    bound.apply_defaults()
-    names = list(bound.arguments)[1:]  # without self
-    settings: dict[str, Any] = {}
-    for name in names:
-        value = bound.arguments[name]
-        kind = bound.signature.parameters[name].kind
-        if kind is inspect.Parameter.VAR_KEYWORD:
-            settings.update({k: json_setting(v) for k, v in value.items()})
-        else:
-            settings[name] = json_setting(value)
-    return settings
 
 
 def _not_json(value: Any) -> Any:

@@ -29,7 +29,11 @@ Example:
     []
 """
 
-from learnscope.lightning_glue.helper_checks.arguments import Ranks, check_arguments
+from learnscope.lightning_glue.helper_checks.arguments import (
+    HelperSettings,
+    Ranks,
+    check_arguments,
+)
 from learnscope.lightning_glue.helper_checks.collapse import (
     CollapseCapture,
     collapse_report,
@@ -53,6 +57,7 @@ __all__ = [
     "CollapseCapture",
     "FindingReport",
     "GradientCheck",
+    "HelperSettings",
     "NonFiniteTrace",
     "Ranks",
     "StepLoss",

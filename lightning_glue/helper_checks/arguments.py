@@ -1,10 +1,21 @@
-"""TrainingHelper's arguments, checked when it is made, and where its checks run."""
+"""TrainingHelper's settings, checked when it is made, and where its checks run.
+
+The helper holds one :class:`HelperSettings` and hands it to the checks that read it (the
+gradient check, the collapse capture); none of them keeps a copy.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from learnscope.collapse_verdicts import CollapseThresholds
+from learnscope.embedding_layout import DEFAULT_MASK, check_mask_fn, check_spatial
+from learnscope.lightning_glue.helper_checks.modules import DEFAULT_EMBEDDING_MODULE
+from learnscope.lightning_glue.output_capture import OutputReading
+
+WHO = "TrainingHelper"
 
 
 def check_arguments(
@@ -63,6 +74,84 @@ def check_arguments(
             "graph_index_fn and ids_fn need edge_index_fn: they describe the graphs whose "
             "oversmoothing it turns on"
         )
+
+
+@dataclass(frozen=True)
+class HelperSettings:
+    """The arguments of a :class:`~learnscope.lightning_glue.TrainingHelper`, checked.
+
+    The fields are the helper's arguments, as given (see its description; what the run record
+    shows); the rest is derived from them when they are made.
+
+    Attributes:
+        thresholds: The collapse thresholds, defaults overridden by ``collapse_thresholds``.
+        mask: ``mask_fn``, an import path resolved.
+
+    Raises:
+        ValueError: For bad arguments, naming them and the values they need.
+
+    Example:
+        >>> settings = HelperSettings(check_every_n_steps=10, collapse_thresholds={"min_rank": 2})
+        >>> settings.thresholds.min_rank, settings.reading("backbone").owner
+        (2.0, "TrainingHelper: module 'backbone'")
+        >>> HelperSettings(spatial="avg")
+        Traceback (most recent call last):
+        ...
+        ValueError: spatial must be None, 'mean', 'max' or 'pixels', got 'avg'
+    """
+
+    check_every_n_steps: int = 50
+    small_grad_threshold: float = 1e-5
+    embedding_module: str | None = DEFAULT_EMBEDDING_MODULE
+    head_modules: Sequence[str] | None = None
+    input_checks: Sequence[Callable[..., Any]] = ()
+    histograms: bool = False
+    warn_every_n_steps: int = 1000
+    edge_index_fn: Callable[..., Any] | None = None
+    select: Callable[..., Any] | None = None
+    group_depth: int = 1
+    max_head_to_encoder_ratio: float = 100.0
+    embedding_rows_per_dim: float = 8.0
+    max_embedding_rows: int = 4096
+    collapse_thresholds: Mapping[str, float] | None = None
+    spatial: Literal["mean", "max", "pixels"] | None = None
+    mask_fn: str | Callable[..., Any] | None = DEFAULT_MASK
+    graph_index_fn: Callable[..., Any] | None = None
+    ids_fn: Callable[..., Any] | None = None
+    thresholds: CollapseThresholds = field(init=False, repr=False, compare=False)
+    mask: str | Callable[..., Any] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        derive = object.__setattr__  # a frozen dataclass's own fields, set once here
+        derive(self, "input_checks", tuple(self.input_checks))  # kept as given, unchangeable
+        if self.head_modules is not None:
+            derive(self, "head_modules", tuple(self.head_modules))
+        check_arguments(
+            self.check_every_n_steps,
+            self.group_depth,
+            self.small_grad_threshold,
+            self.max_head_to_encoder_ratio,
+            self.embedding_rows_per_dim,
+            self.max_embedding_rows,
+            self.edge_index_fn,
+            self.graph_index_fn,
+            self.ids_fn,
+            functions=(
+                *self.input_checks,
+                self.edge_index_fn,
+                self.select,
+                self.graph_index_fn,
+                self.ids_fn,
+            ),
+        )
+        thresholds = CollapseThresholds.from_mapping(dict(self.collapse_thresholds or {}))
+        check_spatial(self.spatial)
+        derive(self, "thresholds", thresholds)  # unknown or bad ones failed above
+        derive(self, "mask", check_mask_fn(self.mask_fn))
+
+    def reading(self, module: str) -> OutputReading:
+        """How the helper reads ``module``'s output: with its own ``select``, ``spatial``, mask."""
+        return OutputReading(WHO, module, self.select, self.spatial, self.mask)
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ from torch import nn
 
 from learnscope.collapse_verdicts import CollapseThresholds, enough_rows
 from learnscope.embedding_buffer import EmbeddingRowBuffer
-from learnscope.embedding_layout import keep_edges, output_layout, row_mask, tokens_note
+from learnscope.embedding_layout import keep_edges
 from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import CheckScope, collapse_findings
-from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
+from learnscope.lightning_glue.encoder_capture import CapturedOutput
+from learnscope.lightning_glue.helper_checks.arguments import HelperSettings
 from learnscope.lightning_glue.helper_checks.report import CheckReport
+from learnscope.lightning_glue.output_capture import OutputCapture, OutputReading
 from learnscope.tags import HEALTH
 from learnscope.user_functions import calling, describe
 
@@ -29,38 +31,35 @@ Guard = Callable[[str], contextlib.AbstractContextManager[Any]]
 class CollapseCapture:
     """The embedding rows of a check step's training batches, in one buffer.
 
-    The embedding module's forward hook, shared with every callback on that module
-    (:class:`~learnscope.lightning_glue.encoder_capture.EncoderCapture`), gives the output of
-    each training batch
-    of the step (every micro-batch, the first forward of each) into an
-    :class:`~learnscope.embedding_buffer.EmbeddingRowBuffer` of at most ``rows_per_dim`` times the
-    dimension rows (and at most ``max_rows``). When the step gives fewer rows than the ranks
+    The embedding module's output, captured as the projector captures it (the steps of
+    :mod:`~learnscope.lightning_glue.output_capture`, through the module's one forward hook),
+    goes for each training batch of the step (every micro-batch, the first forward of each)
+    into an :class:`~learnscope.embedding_buffer.EmbeddingRowBuffer` of at most
+    ``embedding_rows_per_dim`` times the dimension rows (and at most ``max_embedding_rows``, of
+    the helper's settings). When the step gives fewer rows than the ranks
     need (``rows_needed_per_dim`` times the dimension, :meth:`start_step`), the batches of the
     steps that follow are captured too, until there are enough or the next check step starts
     (then :meth:`unfinished` hands out what there is). A step whose end went unseen drops what
     was captured. The rows are those
     :class:`~learnscope.lightning_glue.EmbeddingProjector` shows, by the same rule
-    (:mod:`learnscope.embedding_layout`); the first capture of a fit checks ``select``,
-    ``spatial`` and ``mask_fn`` against the real output and raises on a mistake (an output
-    that is not a tensor: :mod:`learnscope.module_output`), outside ``guard``. With
-    ``edge_index_fn`` each row's graph comes from ``graph_index_fn``, else from a PyTorch
-    Geometric batch (``batch.batch`` with one entry per row); otherwise a batch is one graph.
+    (:class:`~learnscope.lightning_glue.output_capture.OutputReading`: ``select``, ``spatial``
+    and ``mask_fn`` given at :meth:`attach`); the first capture of a fit checks them against
+    the real output and raises on a mistake (an output that is not a tensor:
+    :mod:`learnscope.module_output`), outside ``guard``. With ``edge_index_fn`` each row's
+    graph comes from ``graph_index_fn``, else from a PyTorch Geometric batch (``batch.batch``
+    with one entry per row); otherwise a batch is one graph.
 
     Args:
-        select: Picks the embedding tensor from the module's output.
-        spatial: How feature maps become rows (see :mod:`learnscope.embedding_layout`).
-        mask_fn: Which rows are data (see :mod:`learnscope.embedding_layout`).
-        edge_index_fn: ``batch -> edge_index`` between the rows, for oversmoothing.
-        graph_index_fn: ``batch -> each row's graph``.
-        ids_fn: ``batch -> one id per graph``.
-        rows_per_dim: Most rows per embedding dimension kept from a step.
-        max_rows: Cap on those rows.
+        settings: The helper's settings (``edge_index_fn``, ``graph_index_fn``, ``ids_fn``,
+            ``embedding_rows_per_dim``, ``max_embedding_rows`` are read here).
 
     Example:
         >>> import torch
         >>> encoder = torch.nn.Linear(3, 2)
-        >>> capture = CollapseCapture(rows_per_dim=8, max_rows=64)
-        >>> capture.attach("encoder", encoder, guard=lambda record: contextlib.nullcontext())
+        >>> settings = HelperSettings(embedding_rows_per_dim=8, max_embedding_rows=64)
+        >>> capture = CollapseCapture(settings)
+        >>> reading = settings.reading("encoder")
+        >>> capture.attach(reading, encoder, guard=lambda record: contextlib.nullcontext())
         >>> capture.start_step(step=0, rows_needed_per_dim=0)
         >>> capture.start_batch({"x": torch.ones(5, 3)}, step=0)
         >>> _ = encoder(torch.randn(5, 3))
@@ -68,24 +67,9 @@ class CollapseCapture:
         5
     """
 
-    def __init__(
-        self,
-        select: Callable[..., Any] | None = None,
-        spatial: str | None = None,
-        mask_fn: str | Callable[..., Any] | None = None,
-        edge_index_fn: Callable[..., Any] | None = None,
-        graph_index_fn: Callable[..., Any] | None = None,
-        ids_fn: Callable[..., Any] | None = None,
-        *,
-        rows_per_dim: float,
-        max_rows: int,
-    ) -> None:
-        self.select, self.spatial, self.mask_fn = select, spatial, mask_fn
-        self.edge_index_fn, self.graph_index_fn, self.ids_fn = edge_index_fn, graph_index_fn, ids_fn
-        self.rows_per_dim, self.max_rows = rows_per_dim, max_rows
-        self.module: str | None = None  # the embedding module's name, set at attach
-        self.layout_module: nn.Module | None = None  # whose layout its output has, at setup
-        self._capture: EncoderCapture | None = None  # the module's shared forward hook
+    def __init__(self, settings: HelperSettings) -> None:
+        self.settings = settings
+        self._output = OutputCapture()  # the embedding module's output, attached at setup
         self._guard: Guard | None = None  # the callback's guard of this check
         self._buffer: EmbeddingRowBuffer | None = None
         self._collecting = False  # the step's batches are captured
@@ -96,20 +80,33 @@ class CollapseCapture:
         self._waiting = False  # a step ended with too few rows: the next steps' rows are added
         self._rows_checked = False  # spatial and mask_fn were checked on a real output
 
-    def attach(self, name: str, module: nn.Module, guard: Guard) -> None:
-        """Capture ``module``'s output (``name`` in messages); failures go through ``guard``.
+    @property
+    def module(self) -> str | None:
+        """The embedding module's name, while one is attached."""
+        output = self._output
+        return output.reading.module if output.attached and output.reading is not None else None
 
-        A new fit: ``spatial`` and ``mask_fn`` are checked again at the first capture.
+    def attach(
+        self,
+        reading: OutputReading,
+        module: nn.Module,
+        guard: Guard,
+        layout_module: nn.Module | None = None,
+    ) -> None:
+        """Capture ``module``'s output, read by ``reading``; failures go through ``guard``.
+
+        ``layout_module``: the module whose declared layout the output has (by default
+        ``module``). A new fit: ``select``, ``spatial`` and ``mask_fn`` are checked again at
+        the first capture.
         """
         self.detach()
-        self.module, self._guard, self._rows_checked = name, guard, False
-        self._capture = EncoderCapture.of(module).join(self, self._on_captured)
+        self._guard, self._rows_checked = guard, False
+        self._output.attach(reading, module, layout_module, receive=self._on_captured)
 
     def detach(self) -> None:
         """Leave the module's capture; what was captured is dropped."""
-        if self._capture is not None:
-            self._capture.leave(self)
-        self._capture = self._guard = None
+        self._output.detach()  # no reference to the model is kept after a fit
+        self._guard = None
         self._collecting = self._waiting = False
         self._batch = None
 
@@ -121,7 +118,7 @@ class CollapseCapture:
             rows_needed_per_dim: Rows per embedding dimension to capture before the rows are
                 judged, over the steps that follow when this one gives fewer (0: this step's).
         """
-        self._collecting, self._waiting = self._capture is not None, False
+        self._collecting, self._waiting = self._output.attached, False
         self.first_step, self._rows_needed_per_dim = step, rows_needed_per_dim
         if self._buffer is not None:
             self._buffer.reset()
@@ -135,7 +132,7 @@ class CollapseCapture:
         """Stop capturing; the rows captured while waiting for enough of them, if any.
 
         Example:
-            >>> CollapseCapture(rows_per_dim=8, max_rows=64).unfinished() is None
+            >>> CollapseCapture(HelperSettings()).unfinished() is None
             True
         """
         waiting = self._collecting and self._waiting
@@ -149,14 +146,13 @@ class CollapseCapture:
 
     def batch_started(self) -> None:
         """Any batch starts, of any stage (see ``EncoderCapture.batch_started``)."""
-        if self._capture is not None:
-            self._capture.batch_started()
+        self._output.batch_started()
 
     def start_batch(self, batch: Any, step: int) -> None:
         """A training batch of the step starts: its first forward is captured."""
-        if self._collecting and self._capture is not None:
+        if self._collecting and self._output.attached:
             self._batch, self._step = batch, step
-            self._capture.arm(self)
+            self._output.arm()
 
     def end_batch(self, step_over: bool) -> EmbeddingRowBuffer | None:
         """The batch ended; at a step's last micro-batch, the buffer once it holds enough rows.
@@ -164,9 +160,7 @@ class CollapseCapture:
         Enough: ``rows_needed_per_dim`` times the dimension, or a full buffer; until then the
         next steps' batches are captured too.
         """
-        if self._capture is not None:
-            self._capture.batch_ended()  # a compiled forward's output reaches us here
-            self._capture.disarm(self)
+        self._output.batch_ended()  # a compiled forward's output reaches us here
         self._batch = None
         buffer = self._buffer
         if not (self._collecting and step_over) or buffer is None or buffer.num_rows == 0:
@@ -206,26 +200,24 @@ class CollapseCapture:
         The first capture of a fit says, at info level, how a 3-D output read as tokens was
         read (:func:`~learnscope.embedding_layout.tokens_note`).
         """
-        owner = f"TrainingHelper: module {self.module!r}"
-        value = captured.embedding(self.select, "TrainingHelper", str(self.module))
-        module = self.layout_module if self.layout_module is not None else captured.module
-        module = module if self.select is None else None
-        layout = output_layout(value, self._batch, self.spatial, owner, module)
-        keep = row_mask(self.mask_fn, self._batch, layout, owner)
-        note = None if self._rows_checked else tokens_note(layout, owner)
+        output = self._output
+        layout = output.layout(captured, self._batch)
+        keep = output.mask(self._batch, layout)
+        note = output.note_once(layout)
         if note is not None:
             log.info(note)
         return layout.rows.reshape(-1, layout.rows.shape[-1]), keep
 
     def _append(self, rows: torch.Tensor, keep: torch.Tensor | None) -> None:
         """Copy the kept rows, and the edges between them, into the step's buffer."""
+        settings = self.settings
         if self._buffer is None:
-            wanted = int(self.rows_per_dim * rows.shape[-1])
-            self._buffer = EmbeddingRowBuffer(max(2, min(wanted, self.max_rows)))
+            wanted = int(settings.embedding_rows_per_dim * rows.shape[-1])
+            self._buffer = EmbeddingRowBuffer(max(2, min(wanted, settings.max_embedding_rows)))
         edges = None
-        if self.edge_index_fn is not None:
+        if settings.edge_index_fn is not None:
             with calling("edge_index_fn", "TrainingHelper", self._batch):
-                edges = self.edge_index_fn(self._batch)
+                edges = settings.edge_index_fn(self._batch)
             if not isinstance(edges, torch.Tensor) or edges.ndim != 2 or edges.shape[0] != 2:
                 raise TypeError(
                     f"TrainingHelper: edge_index_fn got {describe(edges)} from a batch of type "
@@ -240,13 +232,14 @@ class CollapseCapture:
 
     def _append_graphs(self, rows: torch.Tensor, keep: torch.Tensor | None) -> None:
         """Tell the buffer the graph of each row just appended, and each graph's id."""
-        if self.edge_index_fn is None or self._buffer is None:
+        settings = self.settings
+        if settings.edge_index_fn is None or self._buffer is None:
             return
-        index, count = _graph_index(self.graph_index_fn, self._batch, len(rows))
+        index, count = _graph_index(settings.graph_index_fn, self._batch, len(rows))
         ids = None
-        if self.ids_fn is not None:
+        if settings.ids_fn is not None:
             with calling("ids_fn", "TrainingHelper", self._batch):
-                ids = _graph_ids(self.ids_fn(self._batch))
+                ids = _graph_ids(settings.ids_fn(self._batch))
             if count is None:  # from graph_index_fn: read on the host, on check steps only
                 count = int(index.max()) + 1 if len(index) else 0
             if len(ids) != count:

@@ -15,6 +15,7 @@ from learnscope.health import (
     head_findings,
     health_scalars,
 )
+from learnscope.lightning_glue.helper_checks.arguments import HelperSettings
 from learnscope.lightning_glue.helper_checks.modules import resolve_heads
 from learnscope.lightning_glue.helper_checks.report import CheckReport
 from learnscope.parameter_names import clean_parameter_name
@@ -114,11 +115,11 @@ class GradientCheck:
     reported above ``max_ratio``). See :mod:`learnscope.health` for the statistics.
 
     Args:
-        small_grad_threshold: Ratio to the median gradient per element under which a gradient
-            is tiny.
-        group_depth: Module-name parts that make a group for the per-group norms.
-        max_ratio: Largest healthy ratio of head to encoder weights.
-        histograms: Whether to give the histogram of the gradient norms.
+        settings: The helper's settings: ``small_grad_threshold`` (ratio to the median gradient
+            per element under which a gradient is tiny), ``group_depth`` (module-name parts
+            that make a group for the per-group norms), ``max_head_to_encoder_ratio`` (largest
+            healthy ratio of head to encoder weights) and ``histograms`` (whether to give the
+            histogram of the gradient norms) are read here.
 
     Example:
         >>> import torch
@@ -127,7 +128,7 @@ class GradientCheck:
         >>> model = torch.nn.ModuleDict({"encoder": linear(2, 2), "head": linear(2, 1)})
         >>> sgd = torch.optim.SGD(model.parameters(), lr=0.1)
         >>> model["head"](model["encoder"](torch.ones(1, 2))).sum().backward()
-        >>> check = GradientCheck(1e-5, group_depth=1, max_ratio=100.0, histograms=False)
+        >>> check = GradientCheck(HelperSettings())
         >>> check.encoder, check.heads = "encoder", ["head"]
         >>> trainer = SimpleNamespace(optimizers=[sgd], global_step=0)
         >>> report = check.check(trainer, model, sgd, loss=None, check_small=True)
@@ -135,13 +136,8 @@ class GradientCheck:
         ([], ['~learnscope/health/grad_norm/encoder', '~learnscope/health/grad_norm/head'])
     """
 
-    def __init__(
-        self, small_grad_threshold: float, group_depth: int, max_ratio: float, histograms: bool
-    ) -> None:
-        self.small_grad_threshold = small_grad_threshold
-        self.group_depth = group_depth
-        self.max_ratio = max_ratio
-        self.histograms = histograms
+    def __init__(self, settings: HelperSettings) -> None:
+        self.settings = settings
         self.encoder: str | None = None  # set at setup, with the heads
         self.heads: list[str] = []
         self._stepped: set[int] = set()  # ids of the optimizers that stepped before
@@ -181,7 +177,7 @@ class GradientCheck:
         rank zero reports. ``None`` when nothing trains. Non-finite gradients are not judged
         under a loss scaler.
         """
-        step = trainer.global_step
+        step, settings = trainer.global_step, self.settings
         named = parameter_shards(model)
         under = groups_under(named)  # the groups of the whole model, whichever optimizer steps
         if len(trainer.optimizers) > 1:  # each step sees its own optimizer's gradients only
@@ -194,20 +190,21 @@ class GradientCheck:
         findings = gradient_findings(
             stats,
             step,
-            small_grad_threshold=self.small_grad_threshold,
+            small_grad_threshold=settings.small_grad_threshold,
             check_nonfinite=check_nonfinite,
             check_small=check_small,
         )
-        scalars = health_scalars(stats, self.group_depth, under)
+        scalars = health_scalars(stats, settings.group_depth, under)
         heads = [h for h in self.heads if _holds(stats.names, h)]
         if self.encoder is None or not _holds(stats.names, self.encoder):
             heads = []
         if heads:
-            head, ratios = head_findings(stats, self.encoder, heads, step, max_ratio=self.max_ratio)
+            ratio = settings.max_head_to_encoder_ratio
+            head, ratios = head_findings(stats, self.encoder, heads, step, max_ratio=ratio)
             findings += head
             scalars.update(ratios)
         histogram = None
-        if self.histograms:
+        if settings.histograms:
             histogram = Histogram(f"{HEALTH}/grad_norm", step, stats.grad_norms[stats.has_grad])
         scope = gradient_scope(
             stats, check_nonfinite=check_nonfinite, check_small=check_small, heads=heads

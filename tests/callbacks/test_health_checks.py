@@ -11,14 +11,15 @@ from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
-from learnscope.lightning_glue.helper_checks import CollapseCapture, StepLoss
+from learnscope.lightning_glue.helper_checks import CollapseCapture, HelperSettings, StepLoss
 from learnscope.lightning_glue.training_helper import TrainingHelper
 
 
 def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:
     encoder = torch.nn.Linear(3, 4)
-    capture = CollapseCapture(rows_per_dim=8, max_rows=64)
-    capture.attach("encoder", encoder, guard=lambda record: contextlib.nullcontext())
+    settings = HelperSettings(embedding_rows_per_dim=8, max_embedding_rows=64)
+    capture = CollapseCapture(settings)
+    capture.attach(settings.reading("encoder"), encoder, guard=lambda r: contextlib.nullcontext())
     capture.start_step(step=0, rows_needed_per_dim=0)
     capture.start_batch(None, step=0)
     encoder(torch.randn(5, 3))
@@ -41,8 +42,9 @@ def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:
 
 def test_a_check_step_with_too_few_rows_for_the_ranks_takes_the_next_steps_rows() -> None:
     encoder = torch.nn.Linear(3, 4)  # 4 dimensions: the ranks need 16 rows
-    capture = CollapseCapture(rows_per_dim=8, max_rows=64)
-    capture.attach("encoder", encoder, guard=lambda record: contextlib.nullcontext())
+    settings = HelperSettings(embedding_rows_per_dim=8, max_embedding_rows=64)
+    capture = CollapseCapture(settings)
+    capture.attach(settings.reading("encoder"), encoder, guard=lambda r: contextlib.nullcontext())
     capture.start_step(step=10, rows_needed_per_dim=4)
     for step, rows in ((10, 6), (11, 6)):
         capture.start_batch(None, step=step)
