@@ -3,10 +3,11 @@
 Before a large write (a snapshot's tensor, metadata and sprite, a wandb table), a writer asks
 its :class:`DiskReserve` whether the write leaves the reserve of the directory's file system
 free: ``max(reserve_fraction * size of the file system, reserve_min_bytes)``, 1% and 64 MiB by
-default (see :mod:`learnscope.write_limits`). When it would not, the record is skipped, and the
-first skip of a writer says so in one warning; the training's own logs and checkpoints keep the
-room. Small records (scalars, histograms, pictures, the run record's entries) are skipped too
-while the free space is below the reserve: on a nearly full disk learnscope writes nothing.
+default (the :class:`~learnscope.write_limits.WriteLimits` it is given). When it would not, the
+record is skipped, and the first skip of a writer says so in one warning; the training's own
+logs and checkpoints keep the room. Small records (scalars, histograms, pictures, the run
+record's entries) are skipped too while the free space is below the reserve: on a nearly full
+disk learnscope writes nothing.
 A writer skips a record by raising :class:`~learnscope.plugins.pipeline.base.RecordSkipped`
 (:meth:`DiskReserve.check`), so the fan-out counts every skipped record, with the free space
 and the reserve, for the end-of-fit line. The file system is asked at most every 0.2 s; the
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from learnscope.plugins.pipeline.base import RecordSkipped
-from learnscope.write_limits import write_limits
+from learnscope.write_limits import WriteLimits
 
 if TYPE_CHECKING:
     from learnscope.records import EmbeddingSnapshot
@@ -42,6 +43,7 @@ class DiskReserve:
     Args:
         directory: Where the writer puts its files; ``None`` for an object store, which has no
             free space to keep: every write is allowed.
+        limits: The reserve to leave free (``reserve_fraction``, ``reserve_min_bytes``).
 
     Example:
         >>> import tempfile
@@ -50,10 +52,13 @@ class DiskReserve:
         True
         >>> reserve.allows(1 << 62, "an impossibly large record")
         False
+        >>> DiskReserve(Path(tempfile.mkdtemp()), WriteLimits(0, 0, 0)).allows(1 << 62, "any")
+        True
     """
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, limits: WriteLimits = WriteLimits()) -> None:
         self.directory = None if directory is None else Path(directory)
+        self.limits = limits
         self.skipped = 0  # records skipped so far
         self.last_reason = ""  # why the latest write did not fit
         self._asked = -1.0  # when the file system was last asked (time.monotonic)
@@ -74,13 +79,13 @@ class DiskReserve:
             return True
         self.skipped += 1
         if self.skipped == 1:
-            limits = write_limits()
+            limits = self.limits
             log.warning(
                 "learnscope: %s is not written: %s has %s free and learnscope leaves %s "
                 "(%g%% of %s, at least %s) for the training's own logs and checkpoints; later "
                 "records are skipped too while it has less, without a message each (the "
-                "end-of-fit line counts them; the reserve is set with "
-                "learnscope.write_limits.set_write_limits)",
+                "end-of-fit line counts them; the reserve is set with WriteLimits, the "
+                "write_limits argument of learnscope's callbacks)",
                 f"{what} ({_size(nbytes)})" if nbytes else what,
                 self.directory,
                 _size(short.free),
@@ -112,7 +117,7 @@ class DiskReserve:
 
         Says nothing and counts no skip: :meth:`allows` and :meth:`check` do.
         """
-        limits = write_limits()
+        limits = self.limits
         if self.directory is None:
             return None  # an object store: no disk to keep free
         if limits.reserve_fraction == 0 and limits.reserve_min_bytes == 0:
@@ -186,3 +191,35 @@ def _size(nbytes: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} PiB"
+
+
+def writer_reserve(
+    record_reserve: DiskReserve | None, directory: Path | None, limits: WriteLimits
+) -> DiskReserve:
+    """A writer's free-space reserve: that of its run record, else one of its own.
+
+    Args:
+        record_reserve: The reserve of the run record the writer was given, if any.
+        directory: The writer's local run directory (``None`` on an object store).
+        limits: The writer's limits.
+
+    Raises:
+        ValueError: The run record keeps other limits than the writer's: a folder has one
+            reserve, so give both the same limits.
+
+    Example:
+        >>> reserve = DiskReserve(None, WriteLimits(reserve_min_bytes=0))
+        >>> writer_reserve(reserve, None, WriteLimits())
+        Traceback (most recent call last):
+        ...
+        ValueError: the run record given keeps the free-space reserve of WriteLimits(...
+    """
+    if record_reserve is None:
+        return DiskReserve(directory, limits)
+    if record_reserve.limits != limits:
+        raise ValueError(
+            f"the run record given keeps the free-space reserve of {record_reserve.limits}, not "
+            f"the writer's {limits}: make the record with the writer's limits "
+            "(record_writer(folder, limits))"
+        )
+    return record_reserve
