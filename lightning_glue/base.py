@@ -198,6 +198,16 @@ class LearnscopeCallback(_Base):
         self._session_trainer: weakref.ref[Any] | None = None
         self.parts = Parts(type(self).__name__)  # its diagnostics, and which are switched off
 
+    def __getattr__(self, name: str) -> Any:
+        """Only for a missing attribute: a definition has no checkpoint key (``state_key``).
+
+        Lightning reads a callback's ``state_key`` before any hook: a definition given to a
+        Trainer fails there with the namespaces' callbacks named (:func:`lightning_callback`).
+        """
+        if name == "state_key":
+            _lightning_callback_check(self)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __getstate__(self) -> dict[str, Any]:
         """This callback's state without the writer session and the trainer it serves."""
         state = dict(self.__dict__)
