@@ -51,7 +51,7 @@ def run_once(fault: str, end_timeout_s: float) -> dict[str, Any]:
     from tiny_models import ZeroBranch, loaders, trainer
 
     from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-    from learnscope.write_limits import set_write_limits
+    from learnscope.write_limits import WriteLimits
 
     said: list[str] = []
 
@@ -62,14 +62,14 @@ def run_once(fault: str, end_timeout_s: float) -> dict[str, Any]:
     line_log = logging.getLogger("lightning.pytorch.learnscope")
     line_log.addHandler(Keep())
     line_log.setLevel(logging.INFO)
-    set_write_limits(end_timeout_s=end_timeout_s)
+    limits = WriteLimits(end_timeout_s=end_timeout_s)
     with s3_server() as s3:
         bucket = s3.bucket()
         if FAULTS[fault] is not None:
             status, code = FAULTS[fault]
             s3.faults.refuse(status, code, methods={"PUT"}, match=LEARNSCOPE_FILES)
         callbacks = [
-            EmbeddingProjector(ids_fn="dataset_index", aligned_pca=True),
+            EmbeddingProjector(ids_fn="dataset_index", aligned_pca=True, write_limits=limits),
             ModelAutocorrelation(analyze_every_n_steps=4, buffer_size=8, lags=(1,)),
             TrainingHelper(check_every_n_steps=3),
         ]

@@ -75,9 +75,7 @@ from naive_autocorrelation import NaiveAutocorrelation
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
-from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
-from learnscope.lightning_glue.training_helper import TrainingHelper
+from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 
 
 @dataclass(frozen=True)

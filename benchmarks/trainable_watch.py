@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from learnscope.lightning_glue.training_helper import TrainingHelper
+from learnscope.lightning_glue import TrainingHelper
 from learnscope.trainable import TrainableWatch
 
 

@@ -1,21 +1,26 @@
-"""The base of learnscope's callbacks: accepted by either Lightning package, fails softly.
+"""The base of learnscope's callbacks: one definition for both Lightning packages, fails softly.
 
 Lightning comes as two packages, ``lightning.pytorch`` and ``pytorch_lightning``, and each
-Trainer accepts only callbacks derived from its own ``Callback``. Importing either package has
-side effects (each points ``lightning_utilities``' rank-zero messages at its own logger, so the
-other's ``setLevel`` no longer silences them), so no learnscope module imports Lightning when it
-is imported.
+Trainer accepts only callbacks derived from its own ``Callback``. learnscope serves both from one
+definition of each callback, in two namespaces that each import only their own package:
 
-Instead :class:`LearnscopeCallback` derives from the ``Callback`` of the Lightning packages
-imported so far, and follows them: when this module is imported, it derives from those already
-imported (from a stand-in base when there is none), and each time a callback is made, from
-every Lightning package imported by then (``lightning.pytorch`` is imported when neither is, or
-``pytorch_lightning`` when only that one is installed), by setting its ``__bases__``. The
-callback classes stay the module-level classes they are: names, ``__qualname__`` (so checkpoint
-``state_key`` strings), ``isinstance``, ``pickle`` and ``copy.deepcopy`` (Lightning's
-``ddp_spawn`` pickles the callbacks) are unaffected, and ``issubclass(ModelAutocorrelation,
-Callback)`` holds for a package imported before learnscope's callbacks (as LightningCLI,
-which checks a ``class_path`` so, needs) or before a callback was made.
+* ``learnscope.lightning_glue`` (:mod:`~learnscope.lightning_glue.lightning_pytorch`): the
+  callbacks of ``lightning.pytorch``;
+* :mod:`learnscope.lightning_glue.pytorch_lightning`: the same callbacks for
+  ``pytorch_lightning``.
+
+A callback is defined once, on :class:`LearnscopeCallback`, which derives from no Lightning
+package (this module and the callbacks' own modules import none); each namespace makes its
+callbacks from those definitions and its package's ``Callback`` (:func:`lightning_callback`)
+once, when it is imported. So a callback's class never changes: ``isinstance(callback,
+Callback)`` does not depend on what was imported when, and ``issubclass`` holds as LightningCLI
+checks a ``class_path``. Importing a Lightning package has side effects (each points
+``lightning_utilities``' rank-zero messages at its own logger, so the other's ``setLevel`` no
+longer silences them): ``import learnscope``, the core, the writers, the views and the
+definitions import neither, and a namespace imports its own package only, which its user's
+Trainer needs anyway. The classes a namespace makes keep the definitions' names and
+``__qualname__`` (so checkpoint ``state_key`` strings), and pickle and copy (Lightning's
+``ddp_spawn`` pickles the callbacks).
 
 A callback is plain state between trainer calls: ``pickle``, ``copy.deepcopy`` and
 ``torch.save(trainer)`` take its settings and what it keeps across fits, and leave out what it
@@ -26,14 +31,14 @@ callbacks do.
 from __future__ import annotations
 
 import contextlib
-import importlib
+import importlib.util
 import inspect
 import logging
 import operator
 import sys
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from typing_extensions import override
 
@@ -42,72 +47,107 @@ from learnscope.lightning_glue.parts import Parts
 from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.records.run import CallbackSettings
+from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
-_PACKAGES = ("lightning.pytorch", "pytorch_lightning")
-
-
-class _NoLightning:
-    """The stand-in base of :class:`LearnscopeCallback` until a Lightning package is imported."""
-
+# Each Lightning package and the learnscope namespace of its callbacks.
+NAMESPACES = (
+    ("lightning.pytorch", "learnscope.lightning_glue"),
+    ("pytorch_lightning", "learnscope.lightning_glue.pytorch_lightning"),
+)
 
 if TYPE_CHECKING:  # for type checkers, a callback of ``lightning.pytorch``
     from lightning.pytorch import Callback as _Base
-else:  # the Lightning packages imported now: see follow_lightning
-    _Base = _NoLightning
+else:  # the definition derives from no Lightning package: see lightning_callback
+    _Base = object
+
+Definition = TypeVar("Definition", bound="LearnscopeCallback")
 
 
-def lightning_packages() -> tuple[str, ...]:
-    """The Lightning packages imported now, importing ``lightning.pytorch`` when there is none.
+def lightning_callback(
+    definition: type[Definition], callback: type, module: str
+) -> type[Definition]:
+    """``definition`` as a callback of the Lightning package whose ``Callback`` is ``callback``.
 
-    Returns:
-        ``"lightning.pytorch"``, ``"pytorch_lightning"`` or both, in that order.
-
-    Raises:
-        ModuleNotFoundError: Neither package is installed.
-
-    Example:
-        >>> import lightning.pytorch
-        >>> "lightning.pytorch" in lightning_packages()
-        True
-    """
-    imported = tuple(package for package in _PACKAGES if package in sys.modules)
-    if imported:
-        return imported
-    for package in _PACKAGES:
-        try:
-            importlib.import_module(package)
-        except ImportError:
-            continue
-        return (package,)
-    raise ModuleNotFoundError(
-        "learnscope's callbacks need Lightning: pip install 'learnscope[lightning]'",
-        name="lightning",
-    )
-
-
-def _imported_callbacks() -> tuple[type, ...]:
-    """The ``Callback`` classes of the Lightning packages imported now (none: the stand-in)."""
-    found = [getattr(sys.modules.get(package), "Callback", None) for package in _PACKAGES]
-    return tuple(base for base in found if isinstance(base, type)) or (_NoLightning,)
-
-
-def follow_lightning() -> None:
-    """Make :class:`LearnscopeCallback` derive from every imported Lightning package's Callback.
-
-    ``lightning.pytorch`` is imported when neither package is.
+    The class made derives from both, in that order, and keeps the definition's name,
+    ``__qualname__`` (the checkpoint ``state_key``) and docstring; ``module`` is where it is
+    found (pickle and LightningCLI's ``class_path`` name it so). A namespace makes each of its
+    callbacks once, when it is imported.
 
     Example:
         >>> import lightning.pytorch as pl
-        >>> follow_lightning()
-        >>> issubclass(LearnscopeCallback, pl.Callback)
-        True
+        >>> class Hello(LearnscopeCallback):
+        ...     pass
+        >>> made = lightning_callback(Hello, pl.Callback, __name__)
+        >>> issubclass(made, (Hello, pl.Callback)), made.__qualname__, made().state_key
+        (True, 'Hello', 'Hello')
     """
-    lightning_packages()
-    bases = _imported_callbacks()
-    if LearnscopeCallback.__bases__ != bases:
-        LearnscopeCallback.__bases__ = bases
+    namespace = {
+        "__module__": module,
+        "__qualname__": definition.__qualname__,
+        "__doc__": definition.__doc__,
+    }
+    return cast("type[Definition]", type(definition.__name__, (definition, callback), namespace))
+
+
+def missing_lightning(package: str, error: ModuleNotFoundError) -> ModuleNotFoundError:
+    """The error of a namespace whose Lightning ``package`` is not installed.
+
+    It names the namespace of the other package when that one is installed, else the install.
+
+    Example:
+        >>> error = ModuleNotFoundError("No module named 'pytorch_lightning'")
+        >>> print(missing_lightning("pytorch_lightning", error))  # doctest: +NORMALIZE_WHITESPACE
+        learnscope.lightning_glue.pytorch_lightning serves pytorch_lightning's Trainer, and
+        pytorch_lightning cannot be imported (No module named 'pytorch_lightning'); with
+        lightning.pytorch, use: from learnscope.lightning_glue import EmbeddingProjector,
+        ModelAutocorrelation, TrainingHelper
+    """
+    (_, namespace), *_ = (entry for entry in NAMESPACES if entry[0] == package)
+    others = [entry for entry in NAMESPACES if entry[0] != package and _installed(entry[0])]
+    text = f"{namespace} serves {package}'s Trainer, and {package} cannot be imported ({error})"
+    if others:
+        other, where = others[0]
+        names = "EmbeddingProjector, ModelAutocorrelation, TrainingHelper"
+        text += f"; with {other}, use: from {where} import {names}"
+    else:
+        text += "; pip install 'learnscope[lightning]'"
+    return ModuleNotFoundError(text, name=error.name)
+
+
+def _installed(package: str) -> bool:
+    """Whether ``package`` can be found, without importing it (nor its parent, for a top name).
+
+    Example:
+        >>> _installed("json"), _installed("no_such_package_here")
+        (True, False)
+    """
+    try:
+        return importlib.util.find_spec(package.partition(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _lightning_callback_check(callback: object) -> None:
+    """Raise unless ``callback`` derives from the ``Callback`` of an imported Lightning package.
+
+    A definition made by hand (``learnscope.lightning_glue.embedding_projector.
+    EmbeddingProjector``) is no Lightning callback: a Trainer would call its hooks, but not save
+    its state in checkpoints.
+
+    Raises:
+        TypeError: Naming the namespaces' callbacks to use instead.
+    """
+    bases = [getattr(sys.modules.get(package), "Callback", None) for package, _ in NAMESPACES]
+    if any(isinstance(base, type) and isinstance(callback, base) for base in bases):
+        return
+    kind = type(callback)
+    uses = " or ".join(f"{where}.{kind.__name__} ({package})" for package, where in NAMESPACES)
+    raise TypeError(
+        f"{kind.__module__}.{kind.__qualname__} is learnscope's definition of the callback, not "
+        f"a Lightning callback; use {uses}"
+    )
 
 
 class LearnscopeCallback(_Base):
@@ -121,8 +161,12 @@ class LearnscopeCallback(_Base):
     inside :meth:`guard`, which logs a failure once with its traceback and switches that
     diagnostic off instead of stopping training.
 
-    It derives from the ``Callback`` of every Lightning package imported when a callback is
-    made (see the module's description), so either package's Trainer accepts the callbacks.
+    It derives from no Lightning package: a namespace makes each callback from its definition
+    and its package's ``Callback`` (:func:`lightning_callback`; see the module's description).
+
+    The learnscope callbacks of one trainer share one writer session, and so its
+    :class:`~learnscope.write_limits.WriteLimits`: those that callbacks give as
+    ``write_limits`` (:func:`~learnscope.lightning_glue.session.shared_limits`).
 
     A subclass makes its settings once, in its constructor: one frozen dataclass of its
     arguments (validated there), held as :attr:`settings` and handed to the parts that read
@@ -131,9 +175,12 @@ class LearnscopeCallback(_Base):
 
     A pickled or copied callback holds no writer session: it joins one at its next ``setup``.
 
+    Args:
+        write_limits: The limits of the fit's writes, if this callback gives them.
+
     Example:
         >>> import lightning.pytorch as pl
-        >>> class Hello(LearnscopeCallback):
+        >>> class Hello(LearnscopeCallback, pl.Callback):
         ...     pass
         >>> hello = Hello()
         >>> hello.switched_off, isinstance(hello, (Hello, pl.Callback)), hello.state_key
@@ -141,20 +188,30 @@ class LearnscopeCallback(_Base):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        """An instance of ``cls`` derived from the imported Lightning packages' ``Callback``.
+        """An instance of ``cls``.
 
         The names of the arguments given are kept for :meth:`given`.
         """
-        follow_lightning()
         callback = super().__new__(cls)
         callback._given = _given_arguments(cls.__init__, args, kwargs)
         return callback
 
-    def __init__(self) -> None:
+    def __init__(self, write_limits: WriteLimits | None = None) -> None:
         super().__init__()
+        self.write_limits = write_limits  # shared by the trainer's callbacks: see setup
         self._session: WriterSession | None = None
         self._session_trainer: weakref.ref[Any] | None = None
         self.parts = Parts(type(self).__name__)  # its diagnostics, and which are switched off
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for a missing attribute: a definition has no checkpoint key (``state_key``).
+
+        Lightning reads a callback's ``state_key`` before any hook: a definition given to a
+        Trainer fails there with the namespaces' callbacks named (:func:`lightning_callback`).
+        """
+        if name == "state_key":
+            _lightning_callback_check(self)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getstate__(self) -> dict[str, Any]:
         """This callback's state without the writer session and the trainer it serves."""
@@ -164,7 +221,16 @@ class LearnscopeCallback(_Base):
 
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        """Join the writer session of ``trainer``."""
+        """Join the writer session of ``trainer``.
+
+        Raises:
+            TypeError: This callback is a definition, not a Lightning callback (see
+                :func:`lightning_callback`).
+            ValueError: Another learnscope callback of ``trainer`` gives other
+                ``write_limits``: which apply is the user's to say, not a diagnostic's.
+        """
+        _lightning_callback_check(self)
+        session.shared_limits(trainer, self)
         with self.guard("writer session", "setup"):
             self._join(trainer)
 
@@ -327,6 +393,3 @@ def _given_arguments(function: Any, args: Sequence[Any], kwargs: dict[str, Any])
     except (TypeError, ValueError):
         return frozenset(kwargs)
     return frozenset(list(bound.arguments)[1:])  # without self
-
-
-LearnscopeCallback.__bases__ = _imported_callbacks()  # those imported before learnscope

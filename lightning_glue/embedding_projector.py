@@ -22,6 +22,7 @@ from learnscope.lightning_glue.projector_settings import ProjectorSettings
 from learnscope.lightning_glue.row_reader import RowReader
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
 from learnscope.plugins.pipeline.snapshot_job import SNAPSHOTS, UMAP_VIEW, SnapshotJobs
+from learnscope.write_limits import WriteLimits
 
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
 
@@ -99,6 +100,11 @@ class EmbeddingProjector(LearnscopeCallback):
             import path; the default, ``"attention_mask"`` (else PyTorch's padding mask), when
             the output gives one row per token. ``None``: every row. A sequence-first output
             (``batch_first=False``) is read with the batch first: :mod:`learnscope.batch_axis`.
+        write_limits: The limits of this fit's writes (a
+            :class:`~learnscope.write_limits.WriteLimits`: how long the end of the fit waits
+            for them, the free-space reserve they leave). The learnscope callbacks of one fit
+            share them: give them to one callback, or the same to each (different ones fail at
+            ``setup``). ``None``: another callback's, else the defaults.
 
     Raises:
         ValueError: For bad arguments; an unknown ``module`` fails at ``setup``, naming those.
@@ -130,8 +136,9 @@ class EmbeddingProjector(LearnscopeCallback):
         graph_index_fn: Callable[..., Any] | None = None,
         spatial: Literal["mean", "max", "pixels"] | None = None,
         mask_fn: str | Callable[..., Any] | None = DEFAULT_MASK,
+        write_limits: WriteLimits | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(write_limits)
         self.settings = settings = ProjectorSettings(
             module,
             select,

@@ -17,6 +17,7 @@ from learnscope.optimizer_histories import OptimizerHistories
 from learnscope.parameter_shards import is_sharded, parameter_shards
 from learnscope.sampled_history import SampledParameterHistory
 from learnscope.trainable import TrainableChange, TrainableWatch
+from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -130,6 +131,11 @@ class ModelAutocorrelation(LearnscopeCallback):
             by default only the lag-1 median and tau of each group, so that the user's own
             metrics are not buried. The pictures, the Custom Scalars charts of what is logged
             and the run record are the same either way.
+        write_limits: The limits of this fit's writes (a
+            :class:`~learnscope.write_limits.WriteLimits`: how long the end of the fit waits
+            for them, the free-space reserve they leave). The learnscope callbacks of one fit
+            share them: give them to one callback, or the same to each (different ones fail at
+            ``setup``). ``None``: another callback's, else the defaults.
 
     Raises:
         ValueError: On a non-positive size, an empty ``lags``, or a lag that is negative or
@@ -152,8 +158,10 @@ class ModelAutocorrelation(LearnscopeCallback):
         lags: Sequence[int] = (1, 2, 5, 10, 20, 50),
         seed: int = 0,
         all_scalars: bool = False,
+        *,
+        write_limits: WriteLimits | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(write_limits)
         self.settings = AutocorrelationSettings(
             buffer_size,
             elements_per_tensor,

@@ -47,6 +47,7 @@ from learnscope.plugins.pipeline.fanout import Outcome, takes
 from learnscope.plugins.pipeline.loggers import installed_dashboards, logger_place
 from learnscope.records import CallbackSettings, Finding, RunEnd, RunStart
 from learnscope.run_endings import empty_sections
+from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -61,6 +62,8 @@ class WriterSession:
             is said about what the loggers (Lightning's stand-in ``DummyLogger``) cannot show.
         ended: The trainer's run is over (a hook called after ``fit`` returned): nothing is
             written, and nothing said.
+        limits: The limits of the writes: how long closing waits for what is queued, the
+            free-space reserve the writers keep (:func:`shared_limits` gives the callbacks').
 
     Example:
         >>> class CSVLogger:
@@ -79,8 +82,10 @@ class WriterSession:
         is_global_zero: bool,
         fast_dev_run: bool = False,
         ended: bool = False,
+        limits: WriteLimits = WriteLimits(),
     ) -> None:
         self.fast_dev_run = fast_dev_run or ended  # either way: no writer, nothing said
+        self.limits = limits
         self.ended = ended  # made for a run that is over: its writers drop what they get
         self.loggers = [] if self.fast_dev_run else list(loggers)
         self.is_global_zero = is_global_zero
@@ -107,9 +112,11 @@ class WriterSession:
         if self._writers is None:
             loggers = self.loggers if self.is_global_zero else []
             dashboards = installed_dashboards() if loggers else {}  # read once per session
-            self._made = [logger_writers(lg, dashboards) for lg in loggers]
+            self._made = [logger_writers(lg, dashboards, self.limits) for lg in loggers]
             self._writers = BackgroundWriters(
-                (w for made in self._made for w in made.writers), writes_nothing=self.ended
+                (w for made in self._made for w in made.writers),
+                writes_nothing=self.ended,
+                limits=self.limits,
             )
         return self._writers
 
@@ -407,11 +414,17 @@ def join(trainer: Any, callback: object) -> WriterSession:
         True
     """
     session = find(trainer)
+    limits = shared_limits(trainer, callback)
+    if session is not None and limits != session.limits:
+        raise ValueError(
+            f"learnscope: {_name(callback)} gives write_limits={limits}, but the writer session "
+            f"it joins keeps {session.limits}: the callbacks of one fit share their write limits"
+        )
     if session is None:
         fast_dev_run = bool(getattr(trainer, "fast_dev_run", False))
         ended = _ended(trainer)
         session = WriterSession(
-            trainer.loggers, bool(trainer.is_global_zero), fast_dev_run, ended=ended
+            trainer.loggers, bool(trainer.is_global_zero), fast_dev_run, ended=ended, limits=limits
         )
         if ended:
             log.info(
@@ -427,6 +440,56 @@ def join(trainer: Any, callback: object) -> WriterSession:
         session.start(_attached(trainer, callback))
     session.members.add(id(callback))
     return session
+
+
+def shared_limits(trainer: Any, callback: object) -> WriteLimits:
+    """The write limits of ``trainer``'s writer session: those its callbacks give.
+
+    Each callback of the trainer (and ``callback``, which joins it) with a ``write_limits``
+    attribute that is not ``None`` gives them; the others leave them to those. Callbacks that
+    give equal limits agree; none giving any leaves the defaults.
+
+    Raises:
+        ValueError: Two callbacks give different limits (naming both, with their limits).
+
+    Example:
+        >>> class Callback:
+        ...     def __init__(self, write_limits=None):
+        ...         self.write_limits = write_limits
+        >>> class Trainer:
+        ...     callbacks = [Callback(), Callback(WriteLimits(end_timeout_s=60))]
+        >>> shared_limits(Trainer(), Callback()).end_timeout_s
+        60.0
+        >>> shared_limits(Trainer(), Callback(WriteLimits(end_timeout_s=5)))
+        Traceback (most recent call last):
+        ...
+        ValueError: learnscope: Callback gives write_limits=WriteLimits(end_timeout_s=60.0, ...
+    """
+    callbacks = list(getattr(trainer, "callbacks", None) or [])
+    if callback not in callbacks:
+        callbacks.append(callback)
+    given = [(c, c.write_limits) for c in callbacks if getattr(c, "write_limits", None) is not None]
+    for other, limits in given[1:]:
+        first, first_limits = given[0]
+        if limits != first_limits:
+            raise ValueError(
+                f"learnscope: {_name(first)} gives write_limits={first_limits} and "
+                f"{_name(other)} gives write_limits={limits}; the callbacks of one fit share "
+                "one writer session and its limits: give them to one callback, or the same to "
+                "each"
+            )
+    return given[0][1] if given else WriteLimits()
+
+
+def _name(callback: object) -> str:
+    """A callback in messages: its checkpoint key (which tells projectors apart), else class.
+
+    Example:
+        >>> _name(object())
+        'object'
+    """
+    key = getattr(callback, "state_key", None)
+    return key if isinstance(key, str) else type(callback).__name__
 
 
 def outlived(session: WriterSession, trainer: Any) -> bool:

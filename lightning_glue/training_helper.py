@@ -25,6 +25,7 @@ from learnscope.parameter_shards import is_sharded
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.records import Finding
 from learnscope.trainable import TrainableWatch
+from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -79,6 +80,11 @@ class TrainingHelper(LearnscopeCallback):
             (one ending in ``padding_mask`` marks padding), as for ``EmbeddingProjector``.
         graph_index_fn: ``batch -> LongTensor[rows]``, each row's graph (needs edge_index_fn).
         ids_fn: ``batch -> ids``, one per graph, named in findings (needs ``edge_index_fn``).
+        write_limits: The limits of this fit's writes (a
+            :class:`~learnscope.write_limits.WriteLimits`: how long the end of the fit waits
+            for them, the free-space reserve they leave). The learnscope callbacks of one fit
+            share them: give them to one callback, or the same to each (different ones fail at
+            ``setup``). ``None``: another callback's, else the defaults.
 
     Raises:
         ValueError: For bad arguments; unknown module names fail at ``setup``.
@@ -114,8 +120,9 @@ class TrainingHelper(LearnscopeCallback):
         mask_fn: str | Callable[..., Any] | None = DEFAULT_MASK,
         graph_index_fn: Callable[..., Any] | None = None,
         ids_fn: Callable[..., Any] | None = None,
+        write_limits: WriteLimits | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(write_limits)
         self.settings = settings = checks.HelperSettings(
             check_every_n_steps,
             small_grad_threshold,

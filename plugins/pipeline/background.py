@@ -27,13 +27,13 @@ writer at all (a fit without a logger, a disabled W&B run: nothing would read wh
 drops what it is given and starts no thread; :attr:`~BackgroundWriters.writes_nothing` tells the
 callbacks, which then make no record for it.
 
-The end is bounded: :meth:`close` waits at most ``end_timeout_s`` seconds (see
-:mod:`learnscope.write_limits`, default 300), says in one line what it waits for when the wait
-is long, and past the limit abandons what is still queued with one message naming it. The first
-Ctrl-C during that wait abandons the queue at once, saying so. A write that never returns (a
-hung file system) keeps only its own thread, a daemon left behind with a message. The worker
-thread ends when it has had nothing to do for a few seconds and is started again by the next
-record, so a queue that is not closed yet keeps no idle thread.
+The end is bounded: :meth:`close` waits at most ``end_timeout_s`` seconds (of the
+:class:`~learnscope.write_limits.WriteLimits` it is given, default 300), says in one line what it
+waits for when the wait is long, and past the limit abandons what is still queued with one
+message naming it. The first Ctrl-C during that wait abandons the queue at once, saying so. A
+write that never returns (a hung file system) keeps only its own thread, a daemon left behind
+with a message. The worker thread ends when it has had nothing to do for a few seconds and is
+started again by the next record, so a queue that is not closed yet keeps no idle thread.
 
 Failures: the writers isolate their own (see :class:`~learnscope.plugins.pipeline.fanout.Writers`);
 a job that raises anything else is logged and skipped. Under ``LEARNSCOPE_STRICT=1`` the first
@@ -59,7 +59,7 @@ from learnscope.plugins.pipeline.fanout import Writers
 from learnscope.plugins.pipeline.figures import CLOSE_WAIT_S, Drawing
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.strict import strict_mode
-from learnscope.write_limits import write_limits
+from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -89,6 +89,7 @@ class BackgroundWriters(Writer):
         max_pending_bytes: How many bytes of snapshots may be queued or being written before
             the training thread waits (one snapshot larger than this is still taken, alone).
         max_pending_jobs: How many jobs may wait in the queue.
+        limits: How long :meth:`close` waits for what is queued (``end_timeout_s``).
         writes_nothing: Drop every record and job as it comes, starting no thread (the writers
             of a run that is over). Without writers it does so anyway.
 
@@ -112,8 +113,10 @@ class BackgroundWriters(Writer):
         max_pending_bytes: int = 1 << 30,
         max_pending_jobs: int = 1000,
         writes_nothing: bool = False,
+        limits: WriteLimits = WriteLimits(),
     ) -> None:
         writers = list(writers)
+        self.limits = limits
         self.drawing = Drawing()  # the pictures of the jobs, on its own thread
         self.inline = Writers([w for w in writers if w.on_training_thread])
         self.queued = Writers([w for w in writers if not w.on_training_thread], self.drawing)
@@ -311,7 +314,7 @@ class BackgroundWriters(Writer):
 
         Args:
             timeout_s: The longest wait for what is queued (default: ``end_timeout_s`` of
-                :mod:`learnscope.write_limits`); past it what is still queued is abandoned,
+                :attr:`limits`); past it what is still queued is abandoned,
                 with one message naming it, and the writers are left unclosed.
 
         Raises:
@@ -323,7 +326,7 @@ class BackgroundWriters(Writer):
             if self.writes_nothing:
                 self._closed = True
                 return
-        limit = write_limits().end_timeout_s if timeout_s is None else timeout_s
+        limit = self.limits.end_timeout_s if timeout_s is None else timeout_s
         abandoned = False
         try:
             self.submit(lambda w: w.close(), label="close")

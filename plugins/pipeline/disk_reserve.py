@@ -3,10 +3,11 @@
 Before a large write (a snapshot's tensor, metadata and sprite, a wandb table), a writer asks
 its :class:`DiskReserve` whether the write leaves the reserve of the directory's file system
 free: ``max(reserve_fraction * size of the file system, reserve_min_bytes)``, 1% and 64 MiB by
-default (see :mod:`learnscope.write_limits`). When it would not, the record is skipped, and the
-first skip of a writer says so in one warning; the training's own logs and checkpoints keep the
-room. Small records (scalars, histograms, pictures, the run record's entries) are skipped too
-while the free space is below the reserve: on a nearly full disk learnscope writes nothing.
+default (the :class:`~learnscope.write_limits.WriteLimits` it is given). When it would not, the
+record is skipped, and the first skip of a writer says so in one warning; the training's own
+logs and checkpoints keep the room. Small records (scalars, histograms, pictures, the run
+record's entries) are skipped too while the free space is below the reserve: on a nearly full
+disk learnscope writes nothing.
 A writer skips a record by raising :class:`~learnscope.plugins.pipeline.base.RecordSkipped`
 (:meth:`DiskReserve.check`), so the fan-out counts every skipped record, with the free space
 and the reserve, for the end-of-fit line. The free space comes from the run folder
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from learnscope.plugins.pipeline.base import RecordSkipped
-from learnscope.write_limits import write_limits
+from learnscope.write_limits import WriteLimits
 
 if TYPE_CHECKING:
     from learnscope.records import EmbeddingSnapshot
@@ -42,6 +43,7 @@ class DiskReserve:
     Args:
         folder: Where the writer puts its files; ``None``, or a folder whose free space cannot
             be known (an object store, which has no free space to keep): every write is allowed.
+        limits: The reserve to leave free (``reserve_fraction``, ``reserve_min_bytes``).
 
     Example:
         >>> import tempfile
@@ -51,10 +53,14 @@ class DiskReserve:
         True
         >>> reserve.allows(1 << 62, "an impossibly large record")
         False
+        >>> unbounded = WriteLimits(0, 0, 0)
+        >>> DiskReserve(open_run_folder(tempfile.mkdtemp()), unbounded).allows(1 << 62, "")
+        True
     """
 
-    def __init__(self, folder: RunFolder | None) -> None:
+    def __init__(self, folder: RunFolder | None, limits: WriteLimits = WriteLimits()) -> None:
         self.folder = folder
+        self.limits = limits
         self.skipped = 0  # records skipped so far
         self.last_reason = ""  # why the latest write did not fit
         self._asked = -1.0  # when the file system was last asked (time.monotonic)
@@ -75,13 +81,13 @@ class DiskReserve:
             return True
         self.skipped += 1
         if self.skipped == 1:
-            limits = write_limits()
+            limits = self.limits
             log.warning(
                 "learnscope: %s is not written: %s has %s free and learnscope leaves %s "
                 "(%g%% of %s, at least %s) for the training's own logs and checkpoints; later "
                 "records are skipped too while it has less, without a message each (the "
-                "end-of-fit line counts them; the reserve is set with "
-                "learnscope.write_limits.set_write_limits)",
+                "end-of-fit line counts them; the reserve is set with WriteLimits, the "
+                "write_limits argument of learnscope's callbacks)",
                 f"{what} ({_size(nbytes)})" if nbytes else what,
                 short.directory,
                 _size(short.free),
@@ -114,7 +120,7 @@ class DiskReserve:
 
         Says nothing and counts no skip: :meth:`allows` and :meth:`check` do.
         """
-        limits = write_limits()
+        limits = self.limits
         if self.folder is None:
             return None  # no folder given: no disk to keep free
         if limits.reserve_fraction == 0 and limits.reserve_min_bytes == 0:
@@ -187,3 +193,35 @@ def _size(nbytes: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} PiB"
+
+
+def writer_reserve(
+    record_reserve: DiskReserve | None, folder: RunFolder | None, limits: WriteLimits
+) -> DiskReserve:
+    """A writer's free-space reserve: that of its run record, else one of its own.
+
+    Args:
+        record_reserve: The reserve of the run record the writer was given, if any.
+        folder: The writer's run folder.
+        limits: The writer's limits.
+
+    Raises:
+        ValueError: The run record keeps other limits than the writer's: a folder has one
+            reserve, so give both the same limits.
+
+    Example:
+        >>> reserve = DiskReserve(None, WriteLimits(reserve_min_bytes=0))
+        >>> writer_reserve(reserve, None, WriteLimits())
+        Traceback (most recent call last):
+        ...
+        ValueError: the run record given keeps the free-space reserve of WriteLimits(...
+    """
+    if record_reserve is None:
+        return DiskReserve(folder, limits)
+    if record_reserve.limits != limits:
+        raise ValueError(
+            f"the run record given keeps the free-space reserve of {record_reserve.limits}, not "
+            f"the writer's {limits}: make the record with the writer's limits "
+            "(record_writer(folder, limits))"
+        )
+    return record_reserve

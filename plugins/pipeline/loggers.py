@@ -36,6 +36,7 @@ from learnscope.plugins.pipeline.metrics import LoggerMetricsWriter
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
 from learnscope.shell import shell_command
 from learnscope.storage import MissingFileSystem, open_run_folder
+from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -75,8 +76,10 @@ class Dashboard:
     """How learnscope writes to the dashboard of one kind of logger, and says where it wrote.
 
     Args:
-        writers: Makes the writers for a logger (none: nothing is written there). A run
-            folder's writers share its one run record, which this makes
+        writers: Makes the writers for a logger (none: nothing is written there), called with
+            the logger and the :class:`~learnscope.write_limits.WriteLimits` of its writes (the
+            free-space reserve the writers keep). A run folder's writers share its one run
+            record, which this makes
             (:func:`~learnscope.plugins.pipeline.run_record_writer.record_writer`).
         place: Where a logger's records went and how to open them, for the end-of-fit line:
             called with the logger and the package its writers lacked (they were then the
@@ -86,12 +89,12 @@ class Dashboard:
         extra: learnscope's extra that installs it, if any.
 
     Example:
-        >>> dashboard = Dashboard(lambda logger: [], logger_place, "tensorboard", "tensorboard")
+        >>> dashboard = Dashboard(lambda logger, limits: [], logger_place, "tensorboard")
         >>> dashboard.package
         'tensorboard'
     """
 
-    writers: Callable[[Any], list[Writer]]
+    writers: Callable[[Any, WriteLimits], list[Writer]]
     place: Callable[[Any, str | None], Place]
     package: str
     extra: str | None = None
@@ -100,7 +103,8 @@ class Dashboard:
         """The commands that install the package, for messages.
 
         Example:
-            >>> print(Dashboard(lambda logger: [], logger_place, "wandb", "wandb").install())
+            >>> wandb = Dashboard(lambda logger, limits: [], logger_place, "wandb", "wandb")
+            >>> print(wandb.install())
             pip install wandb or pip install 'learnscope[wandb]'
         """
         package = shell_command("pip", "install", self.package)
@@ -243,7 +247,11 @@ class LoggerWriters:
         return self.dashboard.place(self.logger, self.missing)
 
 
-def logger_writers(logger: Any, dashboards: Mapping[str, Dashboard] | None = None) -> LoggerWriters:
+def logger_writers(
+    logger: Any,
+    dashboards: Mapping[str, Dashboard] | None = None,
+    limits: WriteLimits = WriteLimits(),
+) -> LoggerWriters:
     """The writers that show learnscope records through ``logger``.
 
     A logger with a dashboard (TensorBoard, wandb, or one another package installs) gets its
@@ -255,6 +263,7 @@ def logger_writers(logger: Any, dashboards: Mapping[str, Dashboard] | None = Non
         logger: A Lightning logger, or anything with its ``log_metrics`` method.
         dashboards: The dashboards, by logger class name (default:
             :func:`installed_dashboards`, read anew).
+        limits: The limits of the writers' writes (the free-space reserve they keep).
 
     Raises:
         ModuleNotFoundError: A module of learnscope's own is missing (a broken install).
@@ -273,11 +282,11 @@ def logger_writers(logger: Any, dashboards: Mapping[str, Dashboard] | None = Non
     dashboard = dashboards[name]
     try:
         try:
-            return LoggerWriters(logger, dashboard.writers(logger), dashboard=dashboard)
+            return LoggerWriters(logger, dashboard.writers(logger, limits), dashboard=dashboard)
         except ModuleNotFoundError as error:
             if (error.name or "").partition(".")[0] == "learnscope":  # a broken install
                 raise
-            writers = stand_in_writers(logger)
+            writers = stand_in_writers(logger, limits)
             _tell_stand_ins(logger, dashboard, error, writers)
             return LoggerWriters(logger, writers, dashboard.package, dashboard=dashboard)
     except MissingFileSystem as error:
@@ -285,13 +294,17 @@ def logger_writers(logger: Any, dashboards: Mapping[str, Dashboard] | None = Non
         return LoggerWriters(logger, [], unwritable=_unwritable(error), dashboard=dashboard)
 
 
-def stand_in_writers(logger: Any) -> list[Writer]:
+def stand_in_writers(logger: Any, limits: WriteLimits = WriteLimits()) -> list[Writer]:
     """What a logger whose dashboard package is missing gets: what needs no dashboard package.
 
     The scalars go through the logger's own ``log_metrics`` (:class:`LoggerMetricsWriter`),
     and, when the logger has a run directory (``log_dir``), the run record goes there (made if
     missing), as the dashboard's writer would have kept it: ``learnscope export`` shows it,
     and so does TensorBoard's learnscope tab once TensorBoard is installed.
+
+    Args:
+        logger: The logger.
+        limits: The free-space reserve the run record keeps.
 
     Example:
         >>> import tempfile
@@ -307,7 +320,7 @@ def stand_in_writers(logger: Any) -> list[Writer]:
     if isinstance(log_dir, str | Path):
         folder = open_run_folder(log_dir)
         folder.make()
-        writers.append(record_writer(folder))
+        writers.append(record_writer(folder, limits))
     return writers
 
 
@@ -366,11 +379,15 @@ def dashboard_of(logger: Any, dashboards: Mapping[str, Dashboard] | None = None)
     return None
 
 
-def writers_for(loggers: Iterable[Any]) -> list[Writer]:
+def writers_for(loggers: Iterable[Any], limits: WriteLimits = WriteLimits()) -> list[Writer]:
     """The writers of every logger, in order (see :func:`logger_writers`).
 
     Each dashboard keeps the run record of its own folder (the wandb writer's
     ``~learnscope/view`` panel is made from its own): none needs another.
+
+    Args:
+        loggers: The loggers.
+        limits: The limits of the writers' writes (the free-space reserve they keep).
 
     Example:
         >>> writers_for([])
@@ -378,4 +395,5 @@ def writers_for(loggers: Iterable[Any]) -> list[Writer]:
     """
     loggers = list(loggers)
     dashboards = installed_dashboards() if loggers else {}
-    return [writer for logger in loggers for writer in logger_writers(logger, dashboards).writers]
+    made = [logger_writers(logger, dashboards, limits) for logger in loggers]
+    return [writer for writers in made for writer in writers.writers]

@@ -46,6 +46,7 @@ from learnscope.records import (
 from learnscope.run_record import FORMAT, encode_array, encode_entries
 from learnscope.scatter import column_kind, label_categories
 from learnscope.storage import RunFolder, open_run_folder
+from learnscope.write_limits import WriteLimits
 
 ID_COLUMN = "id"
 # in the entry's own fields, not in its columns
@@ -186,12 +187,18 @@ class RunRecordWriter(Writer):
             self._step = step if self._step is None else max(self._step, step)
 
 
-def record_writer(directory: str | Path | RunFolder) -> RunRecordWriter:
+def record_writer(
+    directory: str | Path | RunFolder, limits: WriteLimits = WriteLimits()
+) -> RunRecordWriter:
     """The run record of ``directory``, with the free-space reserve of its disk.
 
     The one record writer of a run folder: a dashboard's entry makes it and hands it to its
     writers that write there, which check their large records against its reserve too. On an
     object store the reserve allows every write.
+
+    Args:
+        directory: The run directory, as a path or a :class:`~learnscope.storage.RunFolder`.
+        limits: The free-space reserve to keep (``reserve_fraction``, ``reserve_min_bytes``).
 
     Example:
         >>> import tempfile
@@ -200,7 +207,7 @@ def record_writer(directory: str | Path | RunFolder) -> RunRecordWriter:
         True
     """
     folder = directory if isinstance(directory, RunFolder) else open_run_folder(directory)
-    return RunRecordWriter(folder, DiskReserve(folder))
+    return RunRecordWriter(folder, DiskReserve(folder, limits))
 
 
 def snapshot_entry(

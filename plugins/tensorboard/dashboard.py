@@ -18,17 +18,19 @@ from learnscope.plugins.pipeline.loggers import Dashboard, Place, logger_place
 from learnscope.plugins.pipeline.run_record_writer import record_writer
 from learnscope.shell import shell_command
 from learnscope.storage import open_run_folder
+from learnscope.write_limits import WriteLimits
 
 
-def tensorboard_writers(logger: Any) -> list[Writer]:
+def tensorboard_writers(logger: Any, limits: WriteLimits) -> list[Writer]:
     """A writer with its own event file in the logger's run directory (never the logger's).
 
-    The run directory's one run record is made here and handed to the writer.
+    The run directory's one run record is made here and handed to the writer; both keep the
+    free-space reserve of ``limits``.
     """
     from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
     folder = open_run_folder(logger.log_dir)
-    return [TensorBoardWriter(folder, record=record_writer(folder))]
+    return [TensorBoardWriter(folder, record=record_writer(folder, limits), limits=limits)]
 
 
 def tensorboard_place(logger: Any, missing: str | None) -> Place:

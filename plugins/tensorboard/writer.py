@@ -16,7 +16,7 @@ from learnscope.plugins.pipeline.base import (
     finding_table,
     folder_failure,
 )
-from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
+from learnscope.plugins.pipeline.disk_reserve import snapshot_bytes, writer_reserve
 from learnscope.plugins.pipeline.figures import png_bytes
 from learnscope.plugins.pipeline.run_record_writer import (
     RunRecordWriter,
@@ -31,6 +31,7 @@ from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
 from learnscope.run_files import EVENTS_SUFFIX, TENSOR_FILE
 from learnscope.storage import RunFolder, open_run_folder
 from learnscope.tags import FINDINGS
+from learnscope.write_limits import WriteLimits
 
 SUFFIX = EVENTS_SUFFIX
 
@@ -55,7 +56,7 @@ class TensorBoardWriter(Writer):
     (a full disk, a removed directory) is raised by the call that wrote the record, and never
     reaches the logger's ``SummaryWriter``, which would store it and re-raise it in Lightning's
     ``log_metrics`` and ``finalize``, taking the fit down. While the run directory's file system
-    has less free space than learnscope's reserve (:mod:`learnscope.write_limits`), the writer
+    has less free space than learnscope's reserve (its ``limits``), the writer
     writes nothing there (its event file is opened once there is room), so the last free pages
     stay for the training's own logs and checkpoints: each record it is given then raises
     :class:`~learnscope.plugins.pipeline.base.RecordSkipped`, which the fan-out counts.
@@ -70,6 +71,9 @@ class TensorBoardWriter(Writer):
             TensorBoard dashboard's entry makes it: see
             :func:`~learnscope.plugins.pipeline.run_record_writer.record_writer`); its
             free-space reserve is this writer's too. By default the writer makes its own.
+        limits: The free-space reserve to keep (``reserve_fraction``, ``reserve_min_bytes``);
+            a ``record`` given has the same (see
+            :func:`~learnscope.plugins.pipeline.disk_reserve.writer_reserve`).
 
     Example:
         >>> import tempfile, torch
@@ -83,6 +87,7 @@ class TensorBoardWriter(Writer):
         self,
         log_dir_or_summary_writer: str | Path | RunFolder | Any,
         record: RunRecordWriter | None = None,
+        limits: WriteLimits = WriteLimits(),
     ) -> None:
         import_optional("tensorboard", "tensorboard")
         self.summary: Any = None
@@ -100,14 +105,14 @@ class TensorBoardWriter(Writer):
         self._events: EventFile | None = None  # opened when there is room
         self._findings_written = LastTable()  # the Text tab's last table
         self._refresh = ProjectorRefresh(self.folder)  # running servers see new snapshots
-        self.record = record_writer(self.folder) if record is None else record
+        self.record = record_writer(self.folder, limits) if record is None else record
         if not self.record.folder.same_as(self.folder):
             raise ValueError(
                 f"the run record given is {self.record.location}'s, not the writer's "
                 f"{self.location}: a writer keeps the record of its own run directory"
             )
-        reserve = self.record.reserve  # learnscope leaves the disk's last space
-        self.reserve = DiskReserve(self.folder) if reserve is None else reserve
+        # learnscope leaves the disk's last space
+        self.reserve = writer_reserve(self.record.reserve, self.folder, limits)
         self.projector = projector_files.ProjectorConfig(self.folder)
         self.layout = tensorboard_layout.CustomScalarsLayout(self.folder)
 
@@ -118,7 +123,8 @@ class TensorBoardWriter(Writer):
 
         Raises:
             RecordSkipped: The snapshot would leave less than the free-space reserve (see
-                :mod:`learnscope.write_limits`); the first one skipped is said in a warning.
+                :class:`~learnscope.write_limits.WriteLimits`); the first one skipped is said
+                in a warning.
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
                 it is not made again, so no half run appears where the user removed one.
         """

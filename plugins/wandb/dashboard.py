@@ -19,15 +19,16 @@ from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.loggers import Dashboard, Place
 from learnscope.plugins.pipeline.run_record_writer import record_writer
 from learnscope.shell import shell_command
+from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
 
-def wandb_writers(logger: Any) -> list[Writer]:
+def wandb_writers(logger: Any, limits: WriteLimits) -> list[Writer]:
     """A writer into the logger's run and its view page; none when the run is disabled.
 
     The run's files folder has one run record, made here and handed to the writer that appends
-    to it; the view page is made from it.
+    to it (both keep the free-space reserve of ``limits``); the view page is made from it.
     """
     from learnscope.plugins.wandb.view_page import WandbViewWriter
     from learnscope.plugins.wandb.writer import WandbWriter, disabled_by, run_mode
@@ -40,8 +41,9 @@ def wandb_writers(logger: Any) -> list[Writer]:
             type(logger).__name__,
         )
         return []
-    record = record_writer(run.dir)
-    return [WandbWriter(run, record), WandbViewWriter(run)]  # the page after the record it reads
+    record = record_writer(run.dir, limits)
+    # the page after the record it reads
+    return [WandbWriter(run, record, limits), WandbViewWriter(run)]
 
 
 def wandb_place(logger: Any, missing: str | None) -> Place:

@@ -18,11 +18,12 @@ import numpy as np
 from learnscope import records
 from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS, Writer, finding_table
-from learnscope.plugins.pipeline.disk_reserve import DiskReserve, snapshot_bytes
+from learnscope.plugins.pipeline.disk_reserve import snapshot_bytes, writer_reserve
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
 from learnscope.plugins.wandb.scatter import scatter_chart
 from learnscope.storage import open_run_folder
 from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
+from learnscope.write_limits import WriteLimits
 
 STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
 
@@ -53,6 +54,9 @@ class WandbWriter(Writer):
         record: The run record of the run's files folder (the W&B dashboard's entry makes it:
             see :func:`~learnscope.plugins.pipeline.run_record_writer.record_writer`); its
             free-space reserve is this writer's too. By default the writer makes its own.
+        limits: The free-space reserve to keep (``reserve_fraction``, ``reserve_min_bytes``);
+            a ``record`` given has the same (see
+            :func:`~learnscope.plugins.pipeline.disk_reserve.writer_reserve`).
 
     Example:
         >>> import os, tempfile, torch, wandb  # doctest: +SKIP
@@ -64,18 +68,20 @@ class WandbWriter(Writer):
         >>> WandbWriter(run).write_embedding(snapshot)  # doctest: +SKIP
     """
 
-    def __init__(self, run: Any, record: RunRecordWriter | None = None) -> None:
+    def __init__(
+        self, run: Any, record: RunRecordWriter | None = None, limits: WriteLimits = WriteLimits()
+    ) -> None:
         self.wandb = import_optional("wandb", "wandb")
         self.run = run
         self.folder = open_run_folder(run.dir)  # the run's files: gone, the writer is switched off
-        self.record = record_writer(self.folder) if record is None else record
+        self.record = record_writer(self.folder, limits) if record is None else record
         if not self.record.folder.same_as(self.folder):
             raise ValueError(
                 f"the run record given is {self.record.location}'s, not the run's files folder "
                 f"{self.folder.location}: the writer keeps the record of its run"
             )
-        reserve = self.record.reserve  # large records leave the disk's last space
-        self.reserve = DiskReserve(self.folder) if reserve is None else reserve
+        # large records leave the disk's last space
+        self.reserve = writer_reserve(self.record.reserve, self.folder, limits)
         self._warned_renames: set[str] = set()  # keys whose renamed columns were said
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
@@ -93,7 +99,7 @@ class WandbWriter(Writer):
         embedding.
 
         The run record gets the whole snapshot, every row. A snapshot that would leave less
-        than the free-space reserve (see :mod:`learnscope.write_limits`) is skipped, raising
+        than the free-space reserve (the writer's ``limits``) is skipped, raising
         :class:`~learnscope.plugins.pipeline.base.RecordSkipped`; the first one with a warning.
         """
         self.reserve.check(snapshot_bytes(snapshot), f"snapshot {snapshot.key}")

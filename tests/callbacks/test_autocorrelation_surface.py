@@ -21,7 +21,7 @@ from tiny_models import Collect, TinyClassifier, loaders, trainer
 from torch import nn
 
 from learnscope.autocorrelation import summarize, summarize_several
-from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
+from learnscope.lightning_glue import ModelAutocorrelation
 from learnscope.sampled_history import SampledParameterHistory
 
 

@@ -250,10 +250,12 @@ def test_bad_arguments_fail_in_init() -> None:
         EmbeddingProjector(max_points=0)
 
 
-def test_accepted_by_both_lightning_packages(tmp_path: Path) -> None:
+def test_each_lightning_package_has_its_projector(tmp_path: Path) -> None:
     import lightning.pytorch
     import pytorch_lightning
 
-    projector = EmbeddingProjector()
-    assert isinstance(projector, lightning.pytorch.Callback)
-    assert isinstance(projector, pytorch_lightning.Callback)
+    from learnscope.lightning_glue.pytorch_lightning import EmbeddingProjector as ForPL
+
+    assert isinstance(EmbeddingProjector(), lightning.pytorch.Callback)
+    assert isinstance(ForPL(), pytorch_lightning.Callback)
+    assert ForPL("encoder", tag="t").state_key == EmbeddingProjector("encoder", tag="t").state_key

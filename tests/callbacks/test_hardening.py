@@ -59,14 +59,16 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
     ]
 
 
-def all_callbacks(**projector: Any) -> list[Any]:
+def all_callbacks(namespace: Any = None, **projector: Any) -> list[Any]:
+    """The callbacks of ``namespace`` (default: ``learnscope.lightning_glue``'s)."""
+    made = namespace or importlib.import_module("learnscope.lightning_glue")
     callbacks = [
-        EmbeddingProjector("encoder", metadata_fn=labels, **projector),
-        TrainingHelper(check_every_n_steps=5),
+        made.EmbeddingProjector("encoder", metadata_fn=labels, **projector),
+        made.TrainingHelper(check_every_n_steps=5),
     ]
     if ModelAutocorrelation is not None:
         callbacks.append(
-            ModelAutocorrelation(
+            made.ModelAutocorrelation(
                 buffer_size=8, analyze_every_n_steps=4, lags=(1, 2), all_scalars=True
             )
         )
@@ -205,7 +207,11 @@ def test_real_fit_with_either_lightning_package(
     loggers = importlib.import_module(f"{package}.loggers")
     tb = loggers.TensorBoardLogger(str(tmp_path), name="tb")
     csv_logger = loggers.CSVLogger(str(tmp_path), name="csv")
-    callbacks = all_callbacks()
+    namespace = {
+        "lightning.pytorch": "learnscope.lightning_glue",
+        "pytorch_lightning": "learnscope.lightning_glue.pytorch_lightning",
+    }
+    callbacks = all_callbacks(importlib.import_module(namespace[package]))
     run = pl.Trainer(
         max_epochs=2,
         accelerator="cpu",

@@ -11,8 +11,8 @@ from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
+from learnscope.lightning_glue import TrainingHelper
 from learnscope.lightning_glue.helper_checks import CollapseCapture, HelperSettings, StepLoss
-from learnscope.lightning_glue.training_helper import TrainingHelper
 
 
 def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:

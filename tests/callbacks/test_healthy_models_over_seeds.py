@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.collapse import collapse_metrics
-from learnscope.lightning_glue.training_helper import TrainingHelper
+from learnscope.lightning_glue import TrainingHelper
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from tiny_models import Collect, TinyClassifier, loaders, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
+from learnscope.lightning_glue import ModelAutocorrelation
 from learnscope.plugins.tensorboard.layout import multiline
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 

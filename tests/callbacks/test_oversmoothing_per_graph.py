@@ -24,7 +24,7 @@ from learnscope.collapse import collapse_metrics, per_graph_mad
 from learnscope.collapse_verdicts import judge_collapse
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.health import collapse_findings
-from learnscope.lightning_glue.training_helper import TrainingHelper
+from learnscope.lightning_glue import TrainingHelper
 
 # ---------------------------------------------------------------- numpy reference (float64)
 

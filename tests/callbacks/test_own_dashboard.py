@@ -35,6 +35,7 @@ from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
 from learnscope.shell import shell_command
 from learnscope.storage import RunFolder, open_run_folder
+from learnscope.write_limits import WriteLimits
 
 
 class ScrollLogger(Collect):
@@ -78,11 +79,11 @@ class ReadOnlyScrollWriter(ScrollWriter):
         raise OSError(errno.EROFS, "Read-only file system", self.folder.location)
 
 
-def scroll_writers(logger: ScrollLogger) -> list[Writer]:
+def scroll_writers(logger: ScrollLogger, limits: WriteLimits) -> list[Writer]:
     folder = open_run_folder(logger.log_dir)
     folder.make()
     writer = ReadOnlyScrollWriter(folder) if logger.read_only else ScrollWriter(folder)
-    return [writer, record_writer(folder)]  # the folder's one run record
+    return [writer, record_writer(folder, limits)]  # the folder's one run record
 
 
 def scroll_place(logger: ScrollLogger, missing: str | None) -> Place:

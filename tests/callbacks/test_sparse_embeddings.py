@@ -20,7 +20,7 @@ from tiny_models import Collect, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.lightning_glue.model_autocorrelation import ModelAutocorrelation
+from learnscope.lightning_glue import ModelAutocorrelation
 
 USERS, DIM, BATCHES, BATCH_SIZE = 40, 4, 30, 8
 LAGS = (1, 2, 5)

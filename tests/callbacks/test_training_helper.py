@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.health import CoordinateRangeCheck
-from learnscope.lightning_glue.training_helper import TrainingHelper
+from learnscope.lightning_glue import TrainingHelper
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS
 
 

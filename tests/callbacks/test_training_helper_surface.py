@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import learnscope.lightning_glue.helper_checks.gradients as gradient_checks
-from learnscope.lightning_glue.training_helper import TrainingHelper
+from learnscope.lightning_glue import TrainingHelper
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -17,7 +17,7 @@ from learnscope.collapse_verdicts import (
     judge_collapse,
 )
 from learnscope.health.embeddings import collapse_findings
-from learnscope.lightning_glue.training_helper import TrainingHelper
+from learnscope.lightning_glue import TrainingHelper
 
 
 def ring(n: int) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """Either Lightning package, no side effects on import, copies of callbacks, and fast_dev_run.
 
-The import tests run in a fresh interpreter, so that nothing else has imported a Lightning
-package (or learnscope) before.
+``learnscope.lightning_glue`` serves ``lightning.pytorch``, ``learnscope.lightning_glue.
+pytorch_lightning`` serves ``pytorch_lightning``: the same callbacks, made once from one
+definition each. The import tests run in a fresh interpreter, so that nothing else has imported a
+Lightning package (or learnscope) before.
 """
 
 from __future__ import annotations
@@ -64,14 +66,20 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+NAMESPACES = {
+    "lightning.pytorch": "learnscope.lightning_glue",
+    "pytorch_lightning": "learnscope.lightning_glue.pytorch_lightning",
+}
+
+
 def _imports(package: str) -> str:
     return textwrap.dedent(f"""
         import lightning_utilities.core.rank_zero as rank_zero
         import {package} as pl
         before = rank_zero.log.name
         import learnscope.lightning_glue
-        from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation
-        from learnscope.lightning_glue import TrainingHelper
+        from {NAMESPACES[package]} import EmbeddingProjector, ModelAutocorrelation
+        from {NAMESPACES[package]} import TrainingHelper
         import learnscope.lightning_glue.cli, learnscope.lightning_glue.session
         import learnscope.plugins, learnscope.plugins.pipeline.loggers
         assert rank_zero.log.name == before, (before, rank_zero.log.name)
@@ -98,26 +106,100 @@ def test_only_the_users_lightning_is_imported_and_its_logs_stay_put(
     assert "Trainer(" not in done.stderr, done.stderr
 
 
-def test_no_lightning_imported_until_a_callback_is_made() -> None:
+def test_no_lightning_imported_until_a_namespace_is_and_then_its_own_only() -> None:
     code = textwrap.dedent("""
         import sys
-        import learnscope.lightning_glue.model_autocorrelation as m
-        assert not {"lightning", "pytorch_lightning"} & set(sys.modules), "Lightning imported"
-        callback = m.ModelAutocorrelation()
-        import lightning.pytorch as pl
-        assert isinstance(callback, pl.Callback)
-        assert "pytorch_lightning" not in sys.modules
+        def lightning():
+            return sorted(m for m in ("lightning", "pytorch_lightning") if m in sys.modules)
+        import learnscope, learnscope.lightning_glue, learnscope.lightning_glue.base
+        import learnscope.lightning_glue.model_autocorrelation as definitions
+        import learnscope.lightning_glue.session, learnscope.lightning_glue.cli
+        import learnscope.plugins.pipeline.loggers, learnscope.plugins.views.view_page
+        definition = definitions.ModelAutocorrelation()  # a definition is no callback yet
+        assert lightning() == [], lightning()
+        from learnscope.lightning_glue.pytorch_lightning import ModelAutocorrelation
+        assert lightning() == ["pytorch_lightning"], lightning()
+        import pytorch_lightning as pl
+        assert isinstance(ModelAutocorrelation(), pl.Callback)
+        from learnscope.lightning_glue import ModelAutocorrelation
+        assert lightning() == ["lightning", "pytorch_lightning"], lightning()
     """)
     done = _run(code)
     assert done.returncode == 0, done.stderr
 
 
-def test_both_packages_accept_a_callback_made_with_both_imported() -> None:
+def test_each_namespace_derives_from_its_package_only_whatever_was_imported_first() -> None:
+    """No class changes its bases: both packages imported, each callback is one package's."""
     import lightning.pytorch as lp
     import pytorch_lightning as pl
 
-    callback = ModelAutocorrelation()
-    assert isinstance(callback, lp.Callback) and isinstance(callback, pl.Callback)
+    from learnscope.lightning_glue import (
+        embedding_projector,
+        model_autocorrelation,
+        training_helper,
+    )
+    from learnscope.lightning_glue import pytorch_lightning as for_pl
+
+    definitions = (
+        embedding_projector.EmbeddingProjector,
+        model_autocorrelation.ModelAutocorrelation,
+        training_helper.TrainingHelper,
+    )
+    ours = (EmbeddingProjector, ModelAutocorrelation, TrainingHelper)
+    theirs = (for_pl.EmbeddingProjector, for_pl.ModelAutocorrelation, for_pl.TrainingHelper)
+    for definition, mine, other in zip(definitions, ours, theirs, strict=True):
+        assert mine.__bases__ == (definition, lp.Callback)
+        assert other.__bases__ == (definition, pl.Callback)
+        assert mine.__qualname__ == other.__qualname__ == definition.__qualname__
+        assert mine.__module__ == "learnscope.lightning_glue"
+        assert other.__module__ == "learnscope.lightning_glue.pytorch_lightning"
+        assert isinstance(mine(), lp.Callback) and not isinstance(mine(), pl.Callback)
+        assert isinstance(other(), pl.Callback) and not isinstance(other(), lp.Callback)
+        assert not issubclass(definition, (lp.Callback, pl.Callback))
+
+
+@pytest.mark.parametrize(
+    ("missing", "code", "names"),
+    [
+        (
+            "pytorch_lightning",
+            "import learnscope.lightning_glue.pytorch_lightning",
+            "with lightning.pytorch, use: from learnscope.lightning_glue import EmbeddingProjector",
+        ),
+        (
+            "lightning",
+            "from learnscope.lightning_glue import TrainingHelper",
+            "with pytorch_lightning, use: from learnscope.lightning_glue.pytorch_lightning import",
+        ),
+    ],
+)
+def test_with_one_package_the_other_namespace_names_the_one_to_use(
+    missing: str, code: str, names: str
+) -> None:
+    hide = textwrap.dedent(f"""
+        import sys
+        class Uninstalled:  # as if {missing!r} were not installed
+            @staticmethod
+            def find_spec(name, path=None, target=None):
+                if name.partition(".")[0] == {missing!r}:
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        sys.meta_path.insert(0, Uninstalled)
+        try:
+            {code}
+        except ModuleNotFoundError as error:
+            print("ERROR", error)
+    """)
+    done = _run(hide)
+    assert done.returncode == 0, done.stderr
+    (said,) = [line for line in done.stdout.splitlines() if line.startswith("ERROR")]
+    assert f"and {missing}" in said and "cannot be imported" in said and names in said, said
+
+
+def test_a_definition_given_to_a_trainer_fails_naming_the_callbacks(tmp_path: Path) -> None:
+    from learnscope.lightning_glue.training_helper import TrainingHelper as Definition
+
+    with pytest.raises(TypeError, match=r"use learnscope\.lightning_glue\.TrainingHelper"):
+        trainer(tmp_path, False, [Definition()], max_steps=1).fit(TinyClassifier(), *loaders())
 
 
 @pytest.mark.parametrize(

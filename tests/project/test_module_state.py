@@ -211,19 +211,33 @@ STATEFUL_CALLS = frozenset(
     {"ContextVar", "count", "Lock", "RLock", "Condition", "Event", "Semaphore", "BoundedSemaphore"}
 )
 # (module, what) -> why it may stay, for now: each names the work that removes it.
-STATE_PENDING = {
-    ("learnscope/write_limits.py", "global _limits"): (
-        "issue 38: the limits become arguments of their owners (the writers' queue, the reserve)"
-    ),
-    ("learnscope/write_limits.py", "_lock"): "issue 38: guards the process-wide limits above",
-    ("lightning_glue/base.py", "LearnscopeCallback.__bases__"): (
-        "issue 38: both Lightning namespaces served without re-parenting a class"
-    ),
-}
+STATE_PENDING: dict[tuple[str, str], str] = {}
+
+
+# Attributes whose assignment changes what a class derives from, or what class an object is.
+REPARENTING = frozenset({"__bases__", "__class__"})
+
+
+def reparented(node: ast.AST) -> list[str]:
+    """What ``node`` re-parents: ``K.__bases__`` assigned (also augmented, annotated, unpacked
+    or by ``setattr(K, "__bases__", ...)``) or an object's ``__class__`` changed."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [
+            ast.unparse(part)
+            for target in targets
+            for part in ast.walk(target)
+            if isinstance(part, ast.Attribute) and part.attr in REPARENTING
+        ]
+    if call_name(node) == "setattr" and len(node.args) >= 2:  # type: ignore[attr-defined]
+        name = node.args[1]  # type: ignore[attr-defined]
+        if isinstance(name, ast.Constant) and name.value in REPARENTING:
+            return [f"{ast.unparse(node.args[0])}.{name.value}"]  # type: ignore[attr-defined]
+    return []
 
 
 def process_state(sources: dict[str, str]) -> dict[tuple[str, str], str]:
-    """``global`` statements, module-level stateful objects and ``__bases__`` assignments."""
+    """``global`` statements, module-level stateful objects and re-parented classes."""
     found = {}
     for module, text in sources.items():
         tree = ast.parse(text)
@@ -231,11 +245,8 @@ def process_state(sources: dict[str, str]) -> dict[tuple[str, str], str]:
             if isinstance(node, ast.Global):
                 for name in node.names:
                     found[(module, f"global {name}")] = f"{module}:{node.lineno} global {name}"
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            for target in targets:
-                if isinstance(target, ast.Attribute) and target.attr == "__bases__":
-                    what = ast.unparse(target)
-                    found[(module, what)] = f"{module}:{node.lineno} {what} = ..."
+            for what in reparented(node):
+                found[(module, what)] = f"{module}:{node.lineno} {what} = ..."
         for node in module_statements(tree.body):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and (
                 call_name(node.value) in STATEFUL_CALLS
@@ -273,6 +284,20 @@ def f():
 class K:
     pass
 K.__bases__ = (object,)
+def g(cls, obj):
+    cls.__bases__ += (K,)
+    setattr(cls, "__bases__", (K,))
+    obj.__class__ = K
+    L.__bases__, n = (K,), 1
 """
     found = process_state({"m.py": source})
-    assert sorted(name for _, name in found) == ["A", "B", "C", "K.__bases__", "global D"]
+    assert sorted(name for _, name in found) == [
+        "A",
+        "B",
+        "C",
+        "K.__bases__",
+        "L.__bases__",
+        "cls.__bases__",
+        "global D",
+        "obj.__class__",
+    ]

@@ -46,10 +46,9 @@ CHILD = textwrap.dedent(
     from lightning.pytorch.loggers import TensorBoardLogger
     from tiny_models import TinyClassifier, loaders, trainer
     from learnscope.lightning_glue import EmbeddingProjector
-    from learnscope.write_limits import set_write_limits
+    from learnscope.write_limits import WriteLimits
 
-    if {timeout!r} is not None:
-        set_write_limits(end_timeout_s={timeout!r})
+    limits = None if {timeout!r} is None else WriteLimits(end_timeout_s={timeout!r})
 
     class Said(pl.Callback):
         def on_train_end(self, trainer, pl_module):
@@ -59,7 +58,7 @@ CHILD = textwrap.dedent(
     os.makedirs(run)
     os.mkfifo(os.path.join(run, "learnscope_record.jsonl"))  # written to, never read
     logger = TensorBoardLogger({root!r}, name="tb", version=0)
-    projector = EmbeddingProjector(max_points=20000, aligned_pca=True)
+    projector = EmbeddingProjector(max_points=20000, aligned_pca=True, write_limits=limits)
     fit = trainer({root!r}, logger, [projector, Said()], max_epochs=1, num_sanity_val_steps=0)
     start = time.monotonic()
     fit.fit(TinyClassifier(), *loaders(n_train=32, n_val=12000, batch_size=2000))

@@ -40,7 +40,7 @@ from test_log_dir_faults import Quiet, learnscope_callbacks
 from tiny_models import AfterFirstEpoch, loaders, trainer
 
 from learnscope.plugins.tensorboard import projector_files
-from learnscope.write_limits import set_write_limits
+from learnscope.write_limits import WriteLimits
 
 DISK_KIB = 1024
 LEFT_AT_START = 16 * 1024
@@ -49,13 +49,9 @@ EPOCHS, STEPS_PER_EPOCH = 2, 12  # 192 training rows in batches of 16
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="tmpfs mounts are Linux only")
 
 
-@pytest.fixture(autouse=True)
-def no_reserve() -> Iterator[None]:
-    """No free-space reserve: these fits show how learnscope meets ENOSPC itself (the reserve,
-    which keeps learnscope off a nearly full disk, is tested in ``test_disk_reserve.py``)."""
-    previous = set_write_limits(reserve_fraction=0.0, reserve_min_bytes=0)
-    yield
-    set_write_limits(**previous.as_dict())
+# No free-space reserve: these fits show how learnscope meets ENOSPC itself (the reserve, which
+# keeps learnscope off a nearly full disk, is tested in ``test_disk_reserve.py``).
+NO_RESERVE = WriteLimits(reserve_fraction=0.0, reserve_min_bytes=0)
 
 
 @contextlib.contextmanager
@@ -128,7 +124,7 @@ def fit_on(disk: Path, with_learnscope: bool, full_from_start: bool, **options: 
         assert fill(disk, leave=LEFT_AT_START) == LEFT_AT_START
     fills = [] if full_from_start else [AfterFirstEpoch(lambda log_dir: fill(disk))]
     logger = TensorBoardLogger(str(disk), name="run")
-    extra = learnscope_callbacks() if with_learnscope else []
+    extra = learnscope_callbacks(NO_RESERVE) if with_learnscope else []
     run = trainer(disk.parent, logger, [*extra, *fills], max_epochs=EPOCHS, **options)
     handler = _Keep()
     threads: list[str] = []

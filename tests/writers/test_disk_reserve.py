@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import logging
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,22 +23,18 @@ from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.plugins.pipeline.base import RecordSkipped
 from learnscope.plugins.pipeline.fanout import Writers
+from learnscope.plugins.pipeline.run_record_writer import record_writer
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.run_record import append_entries
-from learnscope.write_limits import set_write_limits
+from learnscope.write_limits import WriteLimits
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="tmpfs mounts are Linux only")
 
 MIB = 1 << 20
-
-
-@pytest.fixture
-def reserve_of_1_mib() -> Iterator[None]:
-    previous = set_write_limits(reserve_fraction=0.0, reserve_min_bytes=MIB)
-    yield
-    set_write_limits(**previous.as_dict())
+RESERVE_OF_1_MIB = WriteLimits(reserve_fraction=0.0, reserve_min_bytes=MIB)
+NO_RESERVE = WriteLimits(reserve_fraction=0.0, reserve_min_bytes=0)
 
 
 def entry_names(run: Path) -> list[str]:
@@ -47,10 +42,10 @@ def entry_names(run: Path) -> list[str]:
 
 
 def test_a_snapshot_that_would_take_the_reserve_is_skipped_saying_so_once(
-    tmp_path: Path, reserve_of_1_mib: None, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with small_disk(tmp_path / "disk", size_kib=4096) as disk:
-        writer = TensorBoardWriter(disk / "run")
+        writer = TensorBoardWriter(disk / "run", limits=RESERVE_OF_1_MIB)
         writers = Writers([writer])  # strict mode: a skip is no failure, nothing is raised
         fill(disk, leave=MIB + 512 * 1024)  # 1.5 MiB free, 1 MiB of it the reserve
         large = torch.randn(2048, 64)  # 512 KiB of vectors: its files take more than 0.5 MiB
@@ -65,7 +60,7 @@ def test_a_snapshot_that_would_take_the_reserve_is_skipped_saying_so_once(
         said = [r.getMessage() for r in caplog.records]
         assert len(said) == 1, said
         assert "snapshot large" in said[0] and "is not written" in said[0]
-        assert "1.0 MiB" in said[0] and "set_write_limits" in said[0]
+        assert "1.0 MiB" in said[0] and "WriteLimits" in said[0]
         assert writer.reserve.skipped == 2
         outcome = writers.outcomes[id(writer)]  # what the end-of-fit line counts
         assert outcome.written["write_embedding"] == 1 and outcome.lost["write_embedding"] == 1
@@ -76,43 +71,51 @@ def test_a_snapshot_that_would_take_the_reserve_is_skipped_saying_so_once(
 
 def test_with_no_reserve_the_same_snapshot_is_written(tmp_path: Path) -> None:
     """The reference for the test above: the snapshot fits the disk, only not the reserve."""
-    previous = set_write_limits(reserve_fraction=0.0, reserve_min_bytes=0)
-    try:
-        with small_disk(tmp_path / "disk", size_kib=4096) as disk:
-            writer = TensorBoardWriter(disk / "run")
-            fill(disk, leave=MIB + 512 * 1024)
-            writer.write_embedding(EmbeddingSnapshot("large", 0, torch.randn(2048, 64)))
-            writer.close()
-            assert entry_names(disk / "run") == ["large/step_000000000"]
-    finally:
-        set_write_limits(**previous.as_dict())
+    with small_disk(tmp_path / "disk", size_kib=4096) as disk:
+        writer = TensorBoardWriter(disk / "run", limits=NO_RESERVE)
+        fill(disk, leave=MIB + 512 * 1024)
+        writer.write_embedding(EmbeddingSnapshot("large", 0, torch.randn(2048, 64)))
+        writer.close()
+        assert entry_names(disk / "run") == ["large/step_000000000"]
 
 
-def test_set_write_limits_rejects_what_is_no_reserve() -> None:
+def test_write_limits_reject_what_is_no_reserve() -> None:
     for bad in ({"reserve_fraction": -0.1}, {"reserve_fraction": 1.5}, {"end_timeout_s": -1}):
         with pytest.raises(ValueError, match="must be"):
-            set_write_limits(**bad)  # type: ignore[arg-type]
+            WriteLimits(**bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="reserve_min_bytes must be an int"):
-        set_write_limits(reserve_min_bytes=1.5)  # type: ignore[arg-type]
+        WriteLimits(reserve_min_bytes=1.5)  # type: ignore[arg-type]
+
+
+def test_a_writer_keeps_the_reserve_of_the_limits_it_is_given(tmp_path: Path) -> None:
+    """No disk to fill: a reserve larger than any disk skips every record, none keeps them."""
+    huge = WriteLimits(reserve_fraction=0.0, reserve_min_bytes=1 << 60)
+    skipping = TensorBoardWriter(tmp_path / "huge", limits=huge)
+    with pytest.raises(RecordSkipped, match="the free-space reserve"):
+        skipping.write_embedding(EmbeddingSnapshot("enc", 0, torch.randn(8, 3)))
+    skipping.close()
+    writing = TensorBoardWriter(tmp_path / "none", limits=NO_RESERVE)
+    writing.write_embedding(EmbeddingSnapshot("enc", 0, torch.randn(8, 3)))
+    writing.close()
+    assert entry_names(tmp_path / "none") == ["enc/step_000000000"]
+    assert not (tmp_path / "huge" / "projector").exists()
+    with pytest.raises(ValueError, match="keeps the free-space reserve"):  # one reserve a folder
+        TensorBoardWriter(tmp_path / "none", record=record_writer(tmp_path / "none"), limits=huge)
 
 
 def test_a_snapshot_that_does_not_fit_leaves_none_of_its_files(tmp_path: Path) -> None:
     """On ENOSPC the tensor written before the metadata that did not fit is removed again."""
-    previous = set_write_limits(reserve_fraction=0.0, reserve_min_bytes=0)
-    try:
-        with small_disk(tmp_path / "disk", size_kib=1024) as disk:
-            run = disk / "run"
-            run.mkdir()
-            free = fill(disk, leave=64 * 1024)
-            labels = [f"{n:04d}" + "x" * 200 for n in range(1024)]  # ~200 KiB of TSV
-            snapshot = EmbeddingSnapshot("enc", 0, torch.randn(1024, 4), {"label": labels})
-            with pytest.raises(OSError) as raised:
-                projector_files.write_snapshot(run, snapshot)
-            assert raised.value.errno == errno.ENOSPC
-            assert [p for p in (run / "projector").rglob("*") if p.is_file()] == []
-            assert _free(disk) >= free  # the 16 KiB tensor gave its space back
-    finally:
-        set_write_limits(**previous.as_dict())
+    with small_disk(tmp_path / "disk", size_kib=1024) as disk:
+        run = disk / "run"
+        run.mkdir()
+        free = fill(disk, leave=64 * 1024)
+        labels = [f"{n:04d}" + "x" * 200 for n in range(1024)]  # ~200 KiB of TSV
+        snapshot = EmbeddingSnapshot("enc", 0, torch.randn(1024, 4), {"label": labels})
+        with pytest.raises(OSError) as raised:
+            projector_files.write_snapshot(run, snapshot)
+        assert raised.value.errno == errno.ENOSPC
+        assert [p for p in (run / "projector").rglob("*") if p.is_file()] == []
+        assert _free(disk) >= free  # the 16 KiB tensor gave its space back
 
 
 def test_a_record_entry_that_does_not_fit_is_cut_back_out(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.run_files import PROJECTOR_CONFIG, RECORD_FILE
 from learnscope.run_record import RecordReader
-from learnscope.write_limits import set_write_limits
+from learnscope.write_limits import WriteLimits
 
 HUGE = 1 << 60  # a reserve no disk has free
 PICTURE = "~learnscope/embeddings/encoder/validate/pca"
@@ -37,13 +37,6 @@ COUNTS = re.compile(
     r"learnscope wrote (\d+) embedding snapshots?, (\d+) autocorrelation analys[ie]s and "
     r"(\d+) findings? in this fit"
 )
-
-
-@pytest.fixture(autouse=True)
-def restore_limits() -> Iterator[None]:
-    previous = set_write_limits()
-    yield
-    set_write_limits(**previous.as_dict())
 
 
 @pytest.fixture
@@ -69,15 +62,23 @@ class ReserveBites(pl.Callback):
         session = writer_session.find(trainer)
         assert session is not None
         session.drain()  # the first epoch's snapshot, analysis and findings are on disk
-        set_write_limits(reserve_min_bytes=HUGE)
+        for writer in session.writers().active:  # the disk's free space falls below the reserve
+            writer.reserve.limits = WriteLimits(reserve_min_bytes=HUGE)
 
 
-def fit(tmp_path: Path, caplog: pytest.LogCaptureFixture, *extra: pl.Callback) -> tuple[Path, str]:
+def fit(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    *extra: pl.Callback,
+    write_limits: WriteLimits | None = None,
+) -> tuple[Path, str]:
     """A two-epoch fit with the three callbacks; its run directory and its end-of-fit line."""
     logger = TensorBoardLogger(str(tmp_path), name="tb")
     callbacks = [
         EmbeddingProjector(ids_fn="dataset_index", aligned_pca=True),
-        ModelAutocorrelation(analyze_every_n_steps=4, buffer_size=8, lags=(1,)),
+        ModelAutocorrelation(
+            analyze_every_n_steps=4, buffer_size=8, lags=(1,), write_limits=write_limits
+        ),
         TrainingHelper(check_every_n_steps=3),
         *extra,
     ]
@@ -102,8 +103,7 @@ def reserve_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_a_reserve_larger_than_the_free_space_from_the_start_claims_nothing(
     tmp_path: Path, lightning_log: pytest.LogCaptureFixture
 ) -> None:
-    set_write_limits(reserve_min_bytes=HUGE)
-    run, line = fit(tmp_path, lightning_log)
+    run, line = fit(tmp_path, lightning_log, write_limits=WriteLimits(reserve_min_bytes=HUGE))
 
     # nothing of learnscope's is in the run directory
     assert not (run / RECORD_FILE).exists()

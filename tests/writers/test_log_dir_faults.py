@@ -22,15 +22,17 @@ from tiny_models import AfterFirstEpoch, TinyClassifier, loaders, trainer
 from torch import nn
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+from learnscope.write_limits import WriteLimits
 
 
 def labels(batch: Any) -> dict[str, Any]:
     return {"label": batch[1]}
 
 
-def learnscope_callbacks() -> list[Any]:
+def learnscope_callbacks(write_limits: WriteLimits | None = None) -> list[Any]:
+    """The three callbacks; ``write_limits`` given to the projector alone (shared by all)."""
     return [
-        EmbeddingProjector("encoder", metadata_fn=labels),
+        EmbeddingProjector("encoder", metadata_fn=labels, write_limits=write_limits),
         TrainingHelper(check_every_n_steps=2),
         ModelAutocorrelation(buffer_size=8, analyze_every_n_steps=4, lags=(1,)),
     ]

@@ -34,7 +34,7 @@ from learnscope.records import EmbeddingSnapshot, Finding, RunEnd, RunStart
 from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_SEGMENTS
 from learnscope.run_record import RecordReader
 from learnscope.storage import MissingFileSystem, open_run_folder
-from learnscope.write_limits import set_write_limits
+from learnscope.write_limits import WriteLimits
 
 pytest_plugins = ["s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
 
@@ -55,9 +55,9 @@ def memory_store() -> Any:
     fs.pseudo_dirs[:] = [""]
 
 
-def three_callbacks() -> list[Any]:
+def three_callbacks(write_limits: WriteLimits | None = None) -> list[Any]:
     return [
-        EmbeddingProjector(ids_fn="dataset_index", aligned_pca=True),
+        EmbeddingProjector(ids_fn="dataset_index", aligned_pca=True, write_limits=write_limits),
         ModelAutocorrelation(analyze_every_n_steps=4, buffer_size=8, lags=(1,)),
         TrainingHelper(check_every_n_steps=3),
     ]
@@ -137,14 +137,18 @@ def _installed(package: str) -> bool:
 
 
 def _fit_to_s3(
-    s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+    s3: LocalS3,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: Any,
+    write_limits: WriteLimits | None = None,
 ) -> tuple[str, str]:
     """A fit with the three callbacks logging to a new bucket; (its run URL, the end line)."""
     monkeypatch.chdir(tmp_path)
     bucket = s3.bucket()
     logger = TensorBoardLogger(f"s3://{bucket}/tb")
     with caplog.at_level(logging.INFO, logger="learnscope"):
-        run = trainer(tmp_path / "root", logger, three_callbacks(), max_epochs=2)
+        run = trainer(tmp_path / "root", logger, three_callbacks(write_limits), max_epochs=2)
         run.fit(ZeroBranch(), *loaders())
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("learnscope")]
     end = [line for line in lines if "in this fit" in line]
@@ -310,12 +314,9 @@ def test_a_refusal_the_client_retried_until_it_gave_up_does_not_hold_the_fit_end
 ) -> None:
     """The client's default retries: one refused write takes about 30-40 s (s3_server.py);
     before, the end of the fit waited for each queued record to fail the same way."""
-    previous = set_write_limits(end_timeout_s=120)
-    try:
-        s3_env.faults.refuse(503, "SlowDown", methods={"PUT"}, match=LEARNSCOPE_FILES)
-        run_url, line = _fit_to_s3(s3_env, tmp_path, monkeypatch, caplog)
-    finally:
-        set_write_limits(**previous.as_dict())
+    s3_env.faults.refuse(503, "SlowDown", methods={"PUT"}, match=LEARNSCOPE_FILES)
+    limits = WriteLimits(end_timeout_s=120)
+    run_url, line = _fit_to_s3(s3_env, tmp_path, monkeypatch, caplog, limits)
 
     off = check_refused_throughout(line, caplog)
     assert "failed in write_run_start" in off and "the client retried them" in off
