@@ -40,16 +40,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from learnscope.embedding_layout import EmbeddingLayout
-from learnscope.embedding_rows import (
+from learnscope.batch_rows import (
     BatchRows,
-    EmbeddingRows,
     RowSamples,
     batch_rows,
     graph_rows,
     pyg_graphs,
     token_rows,
 )
+from learnscope.embedding_layout import EmbeddingLayout
+from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.loaders import DATASET_INDEX
 from learnscope.lightning_glue.projector_settings import ProjectorSettings
 from learnscope.user_functions import calling, describe

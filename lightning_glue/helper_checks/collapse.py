@@ -11,10 +11,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from learnscope.batch_rows import pyg_graphs
 from learnscope.collapse_verdicts import CollapseThresholds, enough_rows
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.embedding_layout import keep_edges
-from learnscope.embedding_rows import pyg_graphs
 from learnscope.health import CheckScope, collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput
 from learnscope.lightning_glue.helper_checks.arguments import HelperSettings

@@ -18,7 +18,7 @@ faster than the disk takes them slows down instead of running out of memory. :me
 waits until everything queued is written; :meth:`close` drains and closes the writers.
 
 **What it owns.** Each :class:`BackgroundWriters` owns its worker thread
-(``learnscope-writer``) and a :class:`~learnscope.plugins.pipeline.figures.Drawing`, the thread its
+(``learnscope-writer``) and a :class:`~learnscope.plugins.pipeline.drawing.Drawing`, the thread its
 jobs draw pictures on (``learnscope-draw``, started by the first picture); :meth:`close` stops both.
 A queue that has been given a record registers its own :mod:`atexit` call, removed by
 :meth:`close`: a queue still open when the interpreter exits is closed then, what it holds
@@ -55,8 +55,8 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 from learnscope.plugins.pipeline.base import Writer, forwards_records
+from learnscope.plugins.pipeline.drawing import CLOSE_WAIT_S, Drawing
 from learnscope.plugins.pipeline.fanout import Writers
-from learnscope.plugins.pipeline.figures import CLOSE_WAIT_S, Drawing
 from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.strict import strict_mode
 from learnscope.write_limits import WriteLimits

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from learnscope.plugins.pipeline.base import RecordSkipped, Writer, forwards_records, shows
-from learnscope.plugins.pipeline.figures import Drawing, missing_pictures
+from learnscope.plugins.pipeline.drawing import Drawing, missing_pictures
 from learnscope.plugins.pipeline.pictures import analysis_pictures, snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, Finding, RenderedImage
 from learnscope.strict import strict_mode
@@ -60,7 +60,7 @@ class Writers(Writer):
 
     **Pictures** (:mod:`~learnscope.plugins.pipeline.pictures`) are drawn once per record, on
     ``drawing``'s thread when given; without matplotlib they are skipped, said once per
-    :class:`Writers` (:func:`~learnscope.plugins.pipeline.figures.missing_pictures`).
+    :class:`Writers` (:func:`~learnscope.plugins.pipeline.drawing.missing_pictures`).
 
     **One findings table.** Every callback of a run hands its findings to the same
     :class:`Writers`, and each writer always gets the whole table: the findings of every call

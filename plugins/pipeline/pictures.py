@@ -12,20 +12,15 @@ two dashboards is drawn once:
   <kind>/acf`` (:func:`analysis_pictures`).
 
 Without matplotlib there is no picture (said once per run by the fan-out, in the words of
-:func:`~learnscope.plugins.pipeline.figures.missing_pictures`); everything else is written. Given
-a :class:`~learnscope.plugins.pipeline.figures.Drawing` (``drawing=``), the pictures are drawn on
+:func:`~learnscope.plugins.pipeline.drawing.missing_pictures`); everything else is written. Given
+a :class:`~learnscope.plugins.pipeline.drawing.Drawing` (``drawing=``), the pictures are drawn on
 its thread; else on the calling thread.
 """
 
 from __future__ import annotations
 
-from learnscope.plugins.pipeline.figures import (
-    Drawing,
-    acf_images,
-    figure_pixels,
-    pictures_available,
-    scatter_figure,
-)
+from learnscope.plugins.pipeline.drawing import Drawing, figure_pixels, pictures_available
+from learnscope.plugins.pipeline.figures import acf_images, scatter_figure
 from learnscope.records import AlignedView, AutocorrelationSummary, EmbeddingSnapshot, RenderedImage
 from learnscope.scatter import label_column, labels_of
 from learnscope.tags import embedding_picture

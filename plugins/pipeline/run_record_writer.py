@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.embedding_rows import LOADER_COLUMN, NODE_COLUMN, POSITION_COLUMN
+from learnscope.batch_rows import NODE_COLUMN, POSITION_COLUMN
+from learnscope.embedding_rows import LOADER_COLUMN
 from learnscope.plugins.pipeline.base import LastTable, Writer, folder_failure
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve
 from learnscope.projection import PCA_COLUMNS, UMAP_COLUMNS

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from learnscope.optional import import_optional
-from learnscope.plugins.pipeline.figures import pictures_available, png_bytes
+from learnscope.plugins.pipeline.drawing import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
 from learnscope.run_files import (
     METADATA_FILE,

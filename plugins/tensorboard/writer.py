@@ -17,7 +17,7 @@ from learnscope.plugins.pipeline.base import (
     folder_failure,
 )
 from learnscope.plugins.pipeline.disk_reserve import snapshot_bytes, writer_reserve
-from learnscope.plugins.pipeline.figures import png_bytes
+from learnscope.plugins.pipeline.drawing import png_bytes
 from learnscope.plugins.pipeline.run_record_writer import (
     RunRecordWriter,
     Sprite,

@@ -28,7 +28,8 @@ from tb_server import tensorboard
 from tiny_models import TinyClassifier, blobs, trainer
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.embedding_rows import EmbeddingRows, batch_rows
+from learnscope.batch_rows import batch_rows
+from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.plugins import Writers
 from learnscope.plugins.pipeline.base import Writer

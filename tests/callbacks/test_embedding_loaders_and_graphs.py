@@ -18,7 +18,7 @@ from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.embedding_rows import batch_rows, graph_rows
+from learnscope.batch_rows import batch_rows, graph_rows
 from learnscope.lightning_glue import EmbeddingProjector
 
 # -- helpers: data sets that carry their own index, so that every row's id can be checked -----

@@ -137,7 +137,8 @@ def test_a_checkpoint_taken_while_a_view_is_computed_holds_whole_views(
 ) -> None:
     """The writer thread computes a view; ``state_dict`` on the training thread meanwhile holds
     the views published by the last snapshot written, and does not wait for the view."""
-    from learnscope.embedding_rows import EmbeddingRows, batch_rows
+    from learnscope.batch_rows import batch_rows
+    from learnscope.embedding_rows import EmbeddingRows
     from learnscope.plugins import Writers
 
     computed, release = threading.Event(), threading.Event()

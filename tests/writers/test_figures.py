@@ -17,12 +17,12 @@ import torch
 
 from learnscope.autocorrelation import summarize
 from learnscope.plugins.pipeline import figures
+from learnscope.plugins.pipeline.drawing import Drawing, figure_pixels
 from learnscope.plugins.pipeline.figures import (
     BAND_COLOUR,
     COLOURS,
     acf_figure,
     acf_images,
-    figure_pixels,
     scatter_figure,
 )
 from learnscope.plugins.pipeline.pictures import snapshot_pictures
@@ -100,7 +100,7 @@ def test_acf_images_of_a_real_summary_one_per_kind_with_its_band() -> None:
         lags=(1, 2, 5),
     )
     assert {grp.num_steps for grp in summary.groups} == {96}
-    with figures.Drawing() as drawing:  # as a run's writers draw
+    with Drawing() as drawing:  # as a run's writers draw
         images = acf_images(summary, "ac", drawing)
         assert [(i.tag, i.step, i.pixels.shape[1:]) for i in images] == [
             ("ac/params/acf", 95, (figures.WIDTH, 3)),

@@ -242,7 +242,7 @@ def test_png_decodes_with_pillow() -> None:
 
     from PIL import Image
 
-    from learnscope.plugins.pipeline.figures import png_bytes
+    from learnscope.plugins.pipeline.drawing import png_bytes
 
     for channels in (1, 2, 3, 4):
         image = np.random.default_rng(channels).integers(0, 256, (7, 9, channels), np.uint8)

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from learnscope.aligned_views import AlignedViews
-from learnscope.embedding_rows import EmbeddingRows, batch_rows
+from learnscope.batch_rows import batch_rows
+from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue.parts import Parts
 from learnscope.plugins import Writers
 from learnscope.plugins.pipeline.base import Writer
