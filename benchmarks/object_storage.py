@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+# the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
+sys.path.append(str(REPO))
 
 
 @contextlib.contextmanager
 def s3_server() -> Iterator[Any]:
     """The local S3 server with every client pointed at it (the test fixture's environment)."""
-    from s3_server import local_s3
+    from tests.kit.s3_server import local_s3
 
     with local_s3() as s3:
         os.environ.update(

@@ -16,16 +16,6 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import (
-    ProjectorReader,
-    parse_metadata,
-    wandb_artifact_tables,
-    wandb_history,
-    wandb_records,
-    wandb_run_dir,
-)
-from tb_server import tensorboard
-from tiny_models import TinyClassifier, blobs, trainer
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import EmbeddingProjector
@@ -37,6 +27,16 @@ from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, Proj
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.selection import id_keys, smallest
+from tests.kit.models import TinyClassifier, blobs, trainer
+from tests.kit.readers import (
+    ProjectorReader,
+    parse_metadata,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_records,
+    wandb_run_dir,
+)
+from tests.kit.tb_server import tensorboard
 
 KEY = "encoder/validate"
 PCA = ["pca_x", "pca_y", "pca_z"]

@@ -9,10 +9,16 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir, wandb_table
-from tiny_models import Collect, TinyClassifier, blobs, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector
+from tests.kit.models import Collect, TinyClassifier, blobs, loaders, trainer
+from tests.kit.readers import (
+    ProjectorReader,
+    parse_metadata,
+    wandb_history,
+    wandb_run_dir,
+    wandb_table,
+)
 
 
 def labels(batch: Any) -> dict[str, Any]:

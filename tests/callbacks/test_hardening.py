@@ -24,9 +24,13 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from readers import ProjectorReader, parse_metadata, wandb_history, wandb_records
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import (
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
+from learnscope.plugins.tensorboard.layout import LAYOUT_FILE
+from tests.kit.models import (
     AfterFirstEpoch,
     NanProbe,
     TinyClassifier,
@@ -35,11 +39,7 @@ from tiny_models import (
     loaders,
     trainer,
 )
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
-from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
-from learnscope.plugins.tensorboard.layout import LAYOUT_FILE
+from tests.kit.readers import ProjectorReader, parse_metadata, wandb_history, wandb_records
 
 try:  # landed with the autocorrelation issue
     from learnscope.lightning_glue import ModelAutocorrelation  # type: ignore[attr-defined]

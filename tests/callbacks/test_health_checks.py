@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.lightning_glue.helper_checks import CollapseCapture, StepLoss
 from learnscope.lightning_glue.training_helper import TrainingHelper
+from tests.kit.models import TinyClassifier, blobs, trainer
 
 
 def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:

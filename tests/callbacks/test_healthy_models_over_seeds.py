@@ -19,12 +19,12 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from tiny_models import Gcn, TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.collapse import collapse_metrics
 from learnscope.lightning_glue.training_helper import TrainingHelper
+from tests.kit.models import Gcn, TinyClassifier, blobs, trainer
 
 pytestmark = pytest.mark.slow
 

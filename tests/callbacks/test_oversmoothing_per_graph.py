@@ -17,7 +17,6 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import Gcn, trainer
 from torch import nn
 
 from learnscope.collapse import collapse_metrics, per_graph_mad
@@ -25,6 +24,7 @@ from learnscope.collapse_verdicts import judge_collapse
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.health import collapse_findings
 from learnscope.lightning_glue.training_helper import TrainingHelper
+from tests.kit.models import Gcn, trainer
 
 # ---------------------------------------------------------------- numpy reference (float64)
 

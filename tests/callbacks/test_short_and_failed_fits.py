@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import Backbone, TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.views.run_view import read_view
 from learnscope.plugins.views.view_page import export_html
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
+from tests.kit.models import Backbone, TinyClassifier, ZeroBranch, loaders, trainer
 
 emcee_autocorr = pytest.importorskip("emcee.autocorr")
 

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import wandb_artifact_tables, wandb_history, wandb_run_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, ZeroBranch, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.health import CoordinateRangeCheck
 from learnscope.lightning_glue.training_helper import TrainingHelper
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS
+from tests.kit.models import TinyClassifier, ZeroBranch, blobs, trainer
+from tests.kit.readers import wandb_artifact_tables, wandb_history, wandb_run_dir
 
 
 def train_loader(n: int = 96, batch_size: int = 16) -> DataLoader:

@@ -18,12 +18,12 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins import MixedPrecision
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import Gcn, TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import learnscope.lightning_glue.helper_checks.gradients as gradient_checks
 from learnscope.lightning_glue.training_helper import TrainingHelper
+from tests.kit.models import Gcn, TinyClassifier, blobs, trainer
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -398,7 +398,7 @@ def check_following(driver: Any, logdir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from browser import chromium_or_skip
+    from tests.kit.browser import chromium_or_skip
 
     yield from chromium_or_skip()
 
@@ -408,7 +408,7 @@ def browser() -> Iterator[Any]:
 def test_the_exported_comparison_follows_the_page(
     logdir: Path, browser: Any, tmp_path: Path
 ) -> None:
-    from browser import open_page
+    from tests.kit.browser import open_page
 
     page = tmp_path / "view.html"
     export_html(logdir, page, compare=("a", "b"))
@@ -422,8 +422,8 @@ def test_the_exported_comparison_follows_the_page(
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_tabs_comparison_follows_the_page(logdir: Path, browser: Any) -> None:
-    from browser import enter_learnscope_tab, wait_view_ready
-    from tb_server import tensorboard
+    from tests.kit.browser import enter_learnscope_tab, wait_view_ready
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(logdir) as server:
         server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 2)
@@ -442,7 +442,7 @@ def test_the_tabs_comparison_follows_the_page(logdir: Path, browser: Any) -> Non
 def test_a_page_that_holds_some_steps_says_why_and_still_moves(
     logdir: Path, browser: Any, tmp_path: Path
 ) -> None:
-    from browser import open_page
+    from tests.kit.browser import open_page
 
     a, b = RunSnapshots(logdir / "a", "a"), RunSnapshots(logdir / "b", "b")
     size = len(json.dumps(compare_runs(a, b, KEY), separators=(",", ":")))

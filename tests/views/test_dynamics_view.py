@@ -21,15 +21,20 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from browser import (
+
+from learnscope.plugins.views import run_status, run_view, view_page
+from learnscope.run_files import RECORD_FILE
+from learnscope.run_record import append_entries
+from tests.kit.browser import (
     chromium_or_skip,
     enter_learnscope_tab,
     open_page,
     ready_view_state,
     unavailable_reason,
 )
-from readers import page_views, parse_metadata, wandb_run_dir, wandb_view_pages
-from record_entries import (
+from tests.kit.models import ZeroBranch, loaders, trainer
+from tests.kit.readers import page_views, parse_metadata, wandb_run_dir, wandb_view_pages
+from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
     categorical,
@@ -41,11 +46,6 @@ from record_entries import (
     spread_of,
     write,
 )
-from tiny_models import ZeroBranch, loaders, trainer
-
-from learnscope.plugins.views import run_status, run_view, view_page
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import append_entries
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -602,7 +602,7 @@ def test_exported_page_plays_offline_and_opens_the_newest_run(
 
 @needs_browser
 def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, browser: Any) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(two_runs) as server:
         listing = server.wait_for(

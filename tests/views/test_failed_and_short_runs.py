@@ -24,14 +24,19 @@ from typing import Any
 
 import lightning.pytorch as pl
 import pytest
-from browser import chromium_or_skip, enter_learnscope_tab, ready_view_state, unavailable_reason
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.views.run_search import run_outcome
 from learnscope.plugins.views.run_view import read_view
 from learnscope.run_files import RECORD_FILE
+from tests.kit.browser import (
+    chromium_or_skip,
+    enter_learnscope_tab,
+    ready_view_state,
+    unavailable_reason,
+)
+from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -209,7 +214,7 @@ def test_the_exported_page_opens_on_the_good_run_and_marks_the_failed_one(
 
 @needs_browser
 def test_the_tab_opens_on_the_good_run_and_marks_the_failed_one(logdir: Path, browser: Any) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(logdir) as server:
         runs = server.wait_for(

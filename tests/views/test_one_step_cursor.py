@@ -14,11 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium, enter_learnscope_tab, open_page, unavailable_reason, wait_view_ready
-from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.plugins.views import run_view
 from learnscope.plugins.views.view_page import export_html
+from tests.kit.browser import (
+    chromium,
+    enter_learnscope_tab,
+    open_page,
+    unavailable_reason,
+    wait_view_ready,
+)
+from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
 
 pytestmark = [
     pytest.mark.browser,
@@ -324,7 +330,7 @@ def test_every_control_and_number_of_the_export_says_what_it_is(
 
 
 def test_the_tab_in_tensorboard_has_one_cursor_and_titles(runs: dict[str, Path]) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     view = run_view.read_view(runs["steps"])
     with tensorboard(runs["steps"].parent.parent) as server:

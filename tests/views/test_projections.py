@@ -18,8 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
-from record_entries import ALL_CALLBACKS, run_entry
 
 from learnscope.neighbourhoods import in_spreads, procrustes_rotation
 from learnscope.plugins.pipeline.run_record_writer import snapshot_entry
@@ -29,6 +27,8 @@ from learnscope.plugins.wandb.view_page import ViewPage
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import append_entries, encode_array
+from tests.kit.browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
+from tests.kit.record_entries import ALL_CALLBACKS, run_entry
 
 KEY = "enc/validate"
 STEPS = (10, 20, 30)
@@ -369,7 +369,7 @@ def test_the_exported_page_switches_projection_and_compares_in_both(
 def test_the_tab_switches_projection_keeps_the_cursor_and_compares_in_both(
     logdir: tuple[Path, dict, dict], browser: Any
 ) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     root, views, _ = logdir
     with tensorboard(root) as server:

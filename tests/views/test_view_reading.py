@@ -10,8 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium, open_page, unavailable_reason
-from record_entries import (
+
+from learnscope.plugins.views import run_view
+from learnscope.plugins.views.view_page import export_html
+from tests.kit.browser import chromium, open_page, unavailable_reason
+from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
     drifting_points,
@@ -20,9 +23,6 @@ from record_entries import (
     snapshot_entry,
     write,
 )
-
-from learnscope.plugins.views import run_view
-from learnscope.plugins.views.view_page import export_html
 
 pytestmark = [
     pytest.mark.browser,

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
-from record_entries import ALL_CALLBACKS, categorical, run_entry, snapshot_entry, write
 
 from learnscope.plugins.palette import PALETTE
 from learnscope.plugins.views import run_view, view_page
+from tests.kit.browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
+from tests.kit.record_entries import ALL_CALLBACKS, categorical, run_entry, snapshot_entry, write
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -325,7 +325,7 @@ def big_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_tab_plays_100000_points_with_webgl(big_logdir: Path, browser: Any) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(big_logdir) as server:
         server.wait_for("/data/plugins_listing", lambda v: v.get("learnscope", {}).get("enabled"))

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import TrainingHelper
 from learnscope.plugins import Writer
 from learnscope.plugins.pipeline import background as background_module
 from learnscope.plugins.pipeline.background import BackgroundWriters
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 WAITS = "the fit ends once learnscope's writer thread is done with"  # the long wait's line
 
@@ -41,10 +41,10 @@ CHILD = textwrap.dedent(
     # Ctrl-C raises KeyboardInterrupt even when the test run was started with SIGINT ignored
     # (a background job of a non-interactive shell), which a child inherits
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.path[:0] = [{tests!r}, {here!r}]
+    sys.path[:0] = [{repo!r}, {here!r}]
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
-    from tiny_models import TinyClassifier, loaders, trainer
+    from tests.kit.models import TinyClassifier, loaders, trainer
     from learnscope.lightning_glue import EmbeddingProjector
     from learnscope.write_limits import set_write_limits
 
@@ -70,7 +70,7 @@ CHILD = textwrap.dedent(
 
 def child(tmp_path: Path, timeout: float | None) -> subprocess.Popen[str]:
     script = CHILD.format(
-        tests=str(Path(__file__).parents[1]),
+        repo=str(Path(__file__).parents[2]),
         here=str(Path(__file__).parent),
         root=str(tmp_path),
         timeout=timeout,

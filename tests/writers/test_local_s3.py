@@ -15,11 +15,12 @@ from typing import Any
 import fsspec
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from s3_server import LocalS3, local_s3
-from tb_server import tensorboard
-from tiny_models import TinyClassifier, loaders, trainer
 
-pytest_plugins = ["s3_server"]  # its fixtures: s3_endpoint, s3_env, s3_fail_fast
+from tests.kit.models import TinyClassifier, loaders, trainer
+from tests.kit.s3_server import LocalS3, local_s3
+from tests.kit.tb_server import tensorboard
+
+pytest_plugins = ["tests.kit.s3_server"]  # its fixtures: s3_endpoint, s3_env, s3_fail_fast
 
 
 def test_s3fs_writes_and_reads_an_object_through_the_proxy(s3_env: LocalS3) -> None:

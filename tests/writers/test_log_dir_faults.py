@@ -18,10 +18,10 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import AfterFirstEpoch, TinyClassifier, loaders, trainer
 from torch import nn
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+from tests.kit.models import AfterFirstEpoch, TinyClassifier, loaders, trainer
 
 
 def labels(batch: Any) -> dict[str, Any]:

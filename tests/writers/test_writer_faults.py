@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import torch
-from readers import ProjectorReader
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from learnscope import EmbeddingSnapshot
@@ -28,6 +27,7 @@ from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.layout import multiline
 from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, ProjectorRefresh
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from tests.kit.readers import ProjectorReader
 
 
 def snapshot(tag: str, step: int) -> EmbeddingSnapshot:

@@ -12,9 +12,9 @@ Use it from a test module by naming this module a plugin (``tests/`` is on ``sys
 the other helpers; importing the fixtures by name works too, but ruff calls each test's argument
 a redefinition, F811)::
 
-    from s3_server import LocalS3
+    from tests.kit.s3_server import LocalS3
 
-    pytest_plugins = ["s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
+    pytest_plugins = ["tests.kit.s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
 
     def test_writes(s3_env: LocalS3) -> None:
         bucket = s3_env.bucket()
