@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -394,13 +393,6 @@ def check_following(driver: Any, logdir: Path) -> None:
     times = now["state"]["meanOverlap"] / now["state"]["chance"]
     assert f"({times:.1f} times chance)" in now["summary"]
     assert driver.execute_script(_UNTITLED) == {"controls": [], "numbers": []}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from tests.kit.browser import chromium_or_skip
-
-    yield from chromium_or_skip()
 
 
 @pytest.mark.browser

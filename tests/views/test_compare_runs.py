@@ -447,16 +447,6 @@ return out;
 """
 
 
-@pytest.fixture
-def browser() -> Any:
-    from tests.kit.browser import chromium, unavailable_reason
-
-    if unavailable_reason() is not None:
-        pytest.skip(str(unavailable_reason()))
-    with chromium() as driver:
-        yield driver
-
-
 def _compare_state(driver: Any) -> dict[str, Any]:
     deadline = time.monotonic() + 60
     script = "const p = window.learnscopeView && learnscopeView.compare; return p && p.state.ready"

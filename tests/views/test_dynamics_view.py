@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +25,9 @@ from learnscope.plugins.views import run_status, run_view, view_page
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import append_entries
 from tests.kit.browser import (
-    chromium_or_skip,
     enter_learnscope_tab,
     open_page,
+    play_until_moved,
     ready_view_state,
     unavailable_reason,
 )
@@ -541,11 +540,6 @@ def test_wandb_page_stays_under_its_size_by_showing_fewer_snapshots(
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium_or_skip()
-
-
-@pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real fit (the demo: 3 epochs, 3 snapshots, 2 autocorrelation analyses)."""
     from learnscope.lightning_glue.demo import run_demo
@@ -592,7 +586,7 @@ def test_exported_page_plays_offline_and_opens_the_newest_run(
     view = _page_views(page.read_text(encoding="utf-8"))["demo/version_0"]
     _check_point_in_frame(browser, view)
     _hover_and_pin(browser, view)
-    print(f"exported page: {_frames_while_playing(browser)} frames per second, 540 points")
+    play_until_moved(browser)  # playing draws frames and moves along the steps
 
     browser.execute_script("window.learnscopeView.findMovers()")
     movers = browser.execute_script("return window.learnscopeView.state.movers")
@@ -635,7 +629,7 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
             assert state["points"] == state["drawnPoints"] == 540
             _check_point_in_frame(browser, view)
             _hover_and_pin(browser, view)
-            print(f"learnscope tab: {_frames_while_playing(browser)} frames per second")
+            play_until_moved(browser)
             text = browser.find_element("tag name", "body").text
             assert "No findings." in text and "attach" not in text
             browser.execute_script("window.learnscopeView.loadRun('archive/version_0')")
@@ -761,17 +755,6 @@ def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
         "every epoch (every_n_epochs=1), and leaves out rows with NaN or Inf"
     )
     assert view["status"]["findings"] is None
-
-
-def _frames_while_playing(browser: Any) -> int:
-    """Press play for one second: the frames drawn (at least 30), and the step moved on."""
-    before = browser.execute_script("return window.learnscopeView.state.frames")
-    browser.execute_script("window.learnscopeView.play()")
-    time.sleep(1.0)
-    frames = browser.execute_script("return window.learnscopeView.state.frames") - before
-    browser.execute_script("window.learnscopeView.pause()")
-    assert frames >= 30
-    return frames
 
 
 def _check_point_in_frame(browser: Any, view: dict) -> None:

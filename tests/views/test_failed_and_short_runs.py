@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from learnscope.plugins.views.run_search import run_outcome
 from learnscope.plugins.views.run_view import read_view
 from learnscope.run_files import RECORD_FILE
 from tests.kit.browser import (
-    chromium_or_skip,
     enter_learnscope_tab,
     ready_view_state,
     unavailable_reason,
@@ -119,11 +117,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert read_view(crashed.log_dir)["time"] > read_view(good.log_dir)["time"]
     assert read_view(good.log_dir)["time"] > read_view(stopped.log_dir)["time"]
     return root
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium_or_skip()
 
 
 def _shown(browser: Any) -> dict[str, Any]:

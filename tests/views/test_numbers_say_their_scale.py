@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from learnscope.plugins.views.view_page import export_html
-from tests.kit.browser import chromium, open_page, unavailable_reason
+from tests.kit.browser import open_page, unavailable_reason
 from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
@@ -60,12 +60,6 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out[name] = root / f"{name}.html"
         assert export_html(root / "logs" / name, out[name]).runs == [name]
     return out
-
-
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    with chromium() as driver:
-        yield driver
 
 
 _MOVERS = """

@@ -9,7 +9,6 @@ or analysis at or before it, its first when it has none that early, and says whi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ pytestmark = [
 ]
 
 EPOCHS = 4  # 6 steps an epoch: snapshots at steps 6, 12, 18, 24
+BROWSER_WINDOW = (1400, 1200)  # the browser fixture's window (its default is 900 high)
 
 
 def fit(logdir: Path, name: str, model: Any, analyze_every_n_steps: int) -> Path:
@@ -71,12 +71,6 @@ def pages(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> di
     for name, run in runs.items():
         assert export_html(run, folder / f"{name}.html").runs == [run.name]
     return {name: folder / f"{name}.html" for name in runs}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium(width=1400, height=1200) as driver:
-        yield driver
 
 
 # What the page shows: the cursor line, each panel's label, the sliders, the lag-1 values.

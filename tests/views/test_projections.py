@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from learnscope.plugins.wandb.view_page import ViewPage
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import append_entries, encode_array
-from tests.kit.browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
+from tests.kit.browser import enter_learnscope_tab, open_page, wait_view_ready
 from tests.kit.record_entries import ALL_CALLBACKS, run_entry
 
 KEY = "enc/validate"
@@ -252,11 +251,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
     """Two runs with both projections; their coordinates by step."""
     root = tmp_path_factory.mktemp("projections") / "logs"
     return root, write_run(root / "run", seed=7), write_run(root / "other", seed=8)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium_or_skip()
 
 
 def check_switch(driver: Any, views: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
