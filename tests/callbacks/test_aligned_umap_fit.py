@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from test_compare_embeddings import IdClassifier, id_loaders
 
 from learnscope.aligned_umap import UMAPSettings
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.run_record import RecordReader, decode_array
-from tests.kit.models import trainer
+from tests.kit.models import IdClassifier, id_loaders, trainer
 from tests.kit.readers import (
     ProjectorReader,
     parse_metadata,

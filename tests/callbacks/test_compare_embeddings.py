@@ -10,13 +10,11 @@ import json
 import time
 from io import BytesIO
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.lightning_glue.snapshot_job import compare_snapshot
@@ -27,7 +25,7 @@ from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, Proj
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.selection import id_keys, smallest
-from tests.kit.models import TinyClassifier, blobs, trainer
+from tests.kit.models import IdClassifier, id_loaders, trainer
 from tests.kit.readers import (
     ProjectorReader,
     parse_metadata,
@@ -40,29 +38,6 @@ from tests.kit.tb_server import tensorboard
 
 KEY = "encoder/validate"
 PCA = ["pca_x", "pca_y", "pca_z"]
-
-
-class IdClassifier(TinyClassifier):
-    """Batches are ``(x, label, id)``."""
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return super().training_step(batch[:2], batch_idx)
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        super().validation_step(batch[:2], batch_idx)
-
-
-def id_loaders(shuffle_val: bool) -> tuple[DataLoader, DataLoader, TensorDataset]:
-    train = blobs(96, seed=0)
-    val = blobs(48, seed=1)
-    ids = torch.arange(1000, 1048)  # ids unrelated to positions
-    val_ids = TensorDataset(*val.tensors, ids)
-    train_ids = TensorDataset(*train.tensors, torch.arange(96))
-    return (
-        DataLoader(train_ids, batch_size=16, shuffle=True),
-        DataLoader(val_ids, batch_size=8, shuffle=shuffle_val),
-        val_ids,
-    )
 
 
 def decode_png(data: bytes) -> np.ndarray:

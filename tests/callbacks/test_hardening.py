@@ -33,6 +33,7 @@ from learnscope.plugins.tensorboard.layout import LAYOUT_FILE
 from tests.kit.models import (
     AfterFirstEpoch,
     NanProbe,
+    QuietZeroBranch,
     TinyClassifier,
     ZeroBranch,
     blobs,
@@ -285,16 +286,6 @@ def test_without_any_logger_one_warning_and_findings_on_the_python_logger(
 # -- failures never stop training ------------------------------------------------------------
 
 
-class Quiet(ZeroBranch):
-    """Logs nothing through Lightning, so only learnscope uses the loggers after setup."""
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return nn.functional.cross_entropy(self(batch[0]), batch[1])
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self(batch[0])
-
-
 def switched_off_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [
         r for r in caplog.records if r.name == "learnscope" and "switched off" in r.getMessage()
@@ -319,7 +310,7 @@ def test_projector_folder_replaced_by_a_file_mid_run(
 
     callbacks = all_callbacks()
     run = trainer(tmp_path, [tb, wb], [*callbacks, AfterFirstEpoch(break_run_directory)])
-    run.fit(Quiet(), *loaders())
+    run.fit(QuietZeroBranch(), *loaders())
     assert run.current_epoch == 2 and run.global_step == 12  # training finished
 
     assert switched_off_errors(learnscope_log) == []  # one failed record: skipped, not off
@@ -355,7 +346,7 @@ def test_wandb_run_finished_early(
     callbacks = all_callbacks()
     finish = AfterFirstEpoch(lambda log_dir: wb.experiment.finish())
     run = trainer(tmp_path, [tb, wb], [*callbacks, finish], log_every_n_steps=1000)
-    run.fit(Quiet(), *loaders())
+    run.fit(QuietZeroBranch(), *loaders())
     assert run.current_epoch == 2 and run.global_step == 12
 
     errors = switched_off_errors(learnscope_log)

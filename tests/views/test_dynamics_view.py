@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from learnscope.plugins.views import run_status, run_view, view_page
 from learnscope.run_files import RECORD_FILE
@@ -31,7 +30,7 @@ from tests.kit.browser import (
     ready_view_state,
     unavailable_reason,
 )
-from tests.kit.models import ZeroBranch, loaders, trainer
+from tests.kit.models import ZeroBranch, ZeroBranchWithProbe, loaders, trainer
 from tests.kit.readers import page_views, parse_metadata, wandb_run_dir, wandb_view_pages
 from tests.kit.record_entries import (
     ALL_CALLBACKS,
@@ -725,18 +724,6 @@ def test_a_real_record_read_mid_run_says_what_is_coming(demo_run: Path, tmp_path
     assert view["status"]["findings"] == "no findings yet"
 
 
-class _WithNaNProbe(ZeroBranch):
-    """Validation also runs ``probe`` on an all-NaN copy of the embedding."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.probe = torch.nn.Identity()
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self.probe(self.encoder(batch[0]) * float("nan"))
-        super().validation_step(batch, batch_idx)
-
-
 def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
     from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -744,7 +731,7 @@ def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
 
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     callbacks = [EmbeddingProjector("probe"), TrainingHelper(check_every_n_steps=2)]
-    trainer(tmp_path, tb, callbacks, max_epochs=1).fit(_WithNaNProbe(), *loaders())
+    trainer(tmp_path, tb, callbacks, max_epochs=1).fit(ZeroBranchWithProbe(), *loaders())
     view = run_view.read_view(tb.log_dir)
     codes = {(f["code"], f["subject"]) for f in view["findings"]}
     assert ("non-finite-output", "probe/validate") in codes  # the projector's

@@ -34,6 +34,7 @@ from tests.kit.browser import (
     ready_view_state,
     unavailable_reason,
 )
+from tests.kit.callbacks import CtrlC
 from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -78,14 +79,6 @@ class FailsInSetup(TinyClassifier):
         raise ValueError("the data set has no column 'label'")
 
 
-class CtrlC(pl.Callback):
-    """Ctrl-C at step 4, in the second epoch (after the first epoch's snapshot)."""
-
-    def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
-        if trainer.global_step == 4:
-            raise KeyboardInterrupt
-
-
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``stopped``, ``going`` (it without its end), ``good`` (a short fit), then ``crashed``."""
@@ -97,7 +90,8 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return [projector, ModelAutocorrelation(lags=(5, 10), buffer_size=16), TrainingHelper()]
 
     stopped = TensorBoardLogger(str(root), name="stopped")
-    run = trainer(root, stopped, [*callbacks(), CtrlC()], max_epochs=3)
+    ctrl_c = CtrlC(step=4)  # in the second epoch, after the first epoch's snapshot
+    run = trainer(root, stopped, [*callbacks(), ctrl_c], max_epochs=3)
     with pytest.raises(SystemExit):  # Lightning's graceful shutdown after a Ctrl-C
         run.fit(TinyClassifier(), train, val)
     record = Path(stopped.log_dir) / RECORD_FILE

@@ -35,11 +35,11 @@ import numpy as np
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_log_dir_faults import Quiet, learnscope_callbacks
 
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.write_limits import set_write_limits
-from tests.kit.models import AfterFirstEpoch, loaders, trainer
+from tests.kit.callbacks import learnscope_callbacks
+from tests.kit.models import AfterFirstEpoch, Quiet, loaders, trainer
 from tests.kit.readers import parse_metadata
 
 DISK_KIB = 1024

@@ -33,7 +33,7 @@ CHILD = textwrap.dedent(
     import wandb
     from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
     from tests.kit.models import TinyClassifier, loaders, trainer
-    from test_log_dir_faults import learnscope_callbacks
+    from tests.kit.callbacks import learnscope_callbacks
 
     logging.getLogger("learnscope").setLevel(logging.ERROR)
     root = {root!r}
