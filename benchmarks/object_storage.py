@@ -1,6 +1,6 @@
 """Snapshots to object storage beside the same on a local disk, measured side by side in one run.
 
-A local S3 server (moto, behind the counting proxy of ``tests/s3_server.py``) stands in for S3.
+A local S3 server (moto, behind the counting proxy of ``tests/kit/s3_server.py``) stands in for S3.
 Parts (``--parts``):
 
 * ``writes``: ``--snapshots`` snapshots of ``--rows`` x ``--dim`` (a label column and the

@@ -1,7 +1,7 @@
 """The training-dynamics view: built from the run record only, in the tab, the export and W&B.
 
 Most tests write records by hand, as ``docs/run_record.md`` describes them
-(``tests/record_entries.py``); the end-to-end tests read the records real fits leave.
+(``tests/kit/record_entries.py``); the end-to-end tests read the records real fits leave.
 """
 
 from __future__ import annotations

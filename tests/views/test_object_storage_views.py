@@ -3,7 +3,7 @@
 nothing outside a run, and say plainly when a file-system package is missing.
 
 ``memory://`` (fsspec's in-process file system) for the fast checks, counting its calls; a
-real local S3 server (moto behind a counting proxy, ``tests/s3_server.py``) for the end to end
+real local S3 server (moto behind a counting proxy, ``tests/kit/s3_server.py``) for the end to end
 ones: the export command, and the tab served by a real TensorBoard on ``--logdir s3://...``.
 """
 

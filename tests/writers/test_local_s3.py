@@ -1,4 +1,4 @@
-"""The local S3 server the tests write object storage through (tests/s3_server.py) works.
+"""The local S3 server the tests write object storage through (tests/kit/s3_server.py) works.
 
 fsspec/s3fs writes and reads through its fault-injecting proxy, which counts, refuses, slows
 and drops requests on demand; a Lightning fit logs to ``s3://`` there and a real TensorBoard

@@ -1,7 +1,7 @@
 """Runs on object storage: everything learnscope writes goes to the logger's URL, nothing local.
 
 A fit with ``TensorBoardLogger("s3://...")`` on a real local S3 server (moto, behind the proxy
-of ``tests/s3_server.py``) leaves the Projector files, the event files with the pictures and
+of ``tests/kit/s3_server.py``) leaves the Projector files, the event files with the pictures and
 findings, the Custom Scalars layout and the run record (as immutable segments) in the bucket;
 TensorBoard's own readers read them back from there. Faults injected at the server (refused
 and slow requests) leave the fit finished and the reason said in the end-of-fit line.
