@@ -30,11 +30,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+# the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from browser import chromium  # noqa: E402
 from dynamics_view import open_tab  # noqa: E402
-from tb_server import tensorboard  # noqa: E402
 
 from learnscope.lightning_glue.cli import main as learnscope  # noqa: E402
 from learnscope.neighbourhoods import neighbourhood_overlap  # noqa: E402
@@ -42,6 +41,8 @@ from learnscope.plugins.tensorboard.writer import TensorBoardWriter  # noqa: E40
 from learnscope.plugins.views.view_page import export_html  # noqa: E402
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
+from tests.kit.browser import chromium  # noqa: E402
+from tests.kit.tb_server import tensorboard  # noqa: E402
 
 DIM = 128
 SNAPSHOTS = 50

@@ -45,10 +45,9 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+# the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
 
-from browser import chromium  # noqa: E402
-from tb_server import TensorBoardServer, free_port, tensorboard  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter  # noqa: E402
 from learnscope.plugins.views import (
@@ -57,6 +56,8 @@ from learnscope.plugins.views import (
 )
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
 from learnscope.scatter import frame_limits  # noqa: E402
+from tests.kit.browser import chromium  # noqa: E402
+from tests.kit.tb_server import TensorBoardServer, free_port, tensorboard  # noqa: E402
 
 _FRAMES = """
 const out = [];

@@ -1,10 +1,10 @@
 """A fit whose object store refuses every learnscope write: its wall time, side by side.
 
-A local S3 server (moto, behind the fault-injecting proxy of ``tests/s3_server.py``) answers
+A local S3 server (moto, behind the fault-injecting proxy of ``tests/kit/s3_server.py``) answers
 every ``PUT`` of a learnscope file with an error (``--fault``: ``503`` SlowDown by default,
 ``403`` AccessDenied, or ``none``), while Lightning's own files go through. The client keeps its
 default retries (botocore: 5 attempts with back-off; s3fs: 5 calls for SlowDown). Each fit is the
-tiny classifier of ``tests/tiny_models.py`` with the three callbacks, 2 epochs, logging to
+tiny classifier of ``tests/kit/models.py`` with the three callbacks, 2 epochs, logging to
 ``TensorBoardLogger("s3://...")``, under ``end_timeout_s`` (``--end-timeout``, 60 s by default).
 It prints, per fit, the seconds ``trainer.fit`` took, the PUTs the proxy saw and refused, and the
 end of the end-of-fit line.
@@ -43,15 +43,17 @@ FAULTS = {"503": (503, "SlowDown"), "403": (403, "AccessDenied"), "none": None}
 
 def run_once(fault: str, end_timeout_s: float) -> dict[str, Any]:
     """One fit against a store with ``fault``; its seconds, requests and end-of-fit line."""
-    sys.path[:0] = [str(REPO / "tests"), str(REPO / "benchmarks")]
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    # the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
+    sys.path.append(str(REPO))
     import logging
 
     from lightning.pytorch.loggers import TensorBoardLogger
     from object_storage import s3_server
-    from tiny_models import ZeroBranch, loaders, trainer
 
     from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
     from learnscope.write_limits import WriteLimits
+    from tests.kit.models import ZeroBranch, loaders, trainer
 
     said: list[str] = []
 

@@ -241,8 +241,9 @@ def timed_ms(call: Callable[[], Any]) -> float:
 
 
 def bench_tensorboard(out: Path, browser: bool) -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tb_server import tensorboard
+    # the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
+    sys.path.append(str(ROOT))
+    from tests.kit.tb_server import tensorboard
 
     print(
         "\n| projector entries | runs first / median (ms) | info first / median (ms) | info bytes "
@@ -271,7 +272,7 @@ def bench_tensorboard(out: Path, browser: bool) -> None:
 
 def open_projector_tab(base: str) -> float:
     """Seconds from opening ``#projector`` until it shows a tensor's points (polled each second)."""
-    from browser import chromium, wait_for_text
+    from tests.kit.browser import chromium, wait_for_text
 
     with chromium() as driver:
         start = time.perf_counter()

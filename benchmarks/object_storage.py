@@ -1,6 +1,6 @@
 """Snapshots to object storage beside the same on a local disk, measured side by side in one run.
 
-A local S3 server (moto, behind the counting proxy of ``tests/s3_server.py``) stands in for S3.
+A local S3 server (moto, behind the counting proxy of ``tests/kit/s3_server.py``) stands in for S3.
 Parts (``--parts``):
 
 * ``writes``: ``--snapshots`` snapshots of ``--rows`` x ``--dim`` (a label column and the
@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+# the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
+sys.path.append(str(REPO))
 
 
 @contextlib.contextmanager
 def s3_server() -> Iterator[Any]:
     """The local S3 server with every client pointed at it (the test fixture's environment)."""
-    from s3_server import local_s3
+    from tests.kit.s3_server import local_s3
 
     with local_s3() as s3:
         os.environ.update(

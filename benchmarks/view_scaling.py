@@ -38,9 +38,12 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+# the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
+sys.path.append(str(HERE.parent))
 
-from record_entries import (  # noqa: E402
+from learnscope.run_files import RECORD_FILE  # noqa: E402
+from learnscope.run_record import append_entries  # noqa: E402
+from tests.kit.record_entries import (  # noqa: E402
     ALL_CALLBACKS,
     categorical,
     drifting_points,
@@ -48,10 +51,7 @@ from record_entries import (  # noqa: E402
     snapshot_entry,
     write,
 )
-from tb_server import tensorboard  # noqa: E402
-
-from learnscope.run_files import RECORD_FILE  # noqa: E402
-from learnscope.run_record import append_entries  # noqa: E402
+from tests.kit.tb_server import tensorboard  # noqa: E402
 
 
 def big_logdir(root: Path, runs: int = 300) -> int:

@@ -43,10 +43,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers
+# the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
 
-import tb_server  # noqa: E402
-from browser import DEEP_TEXT, chromium  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from tests.kit import tb_server  # noqa: E402
+from tests.kit.browser import DEEP_TEXT, chromium  # noqa: E402
 
 RUN = "demo"
 

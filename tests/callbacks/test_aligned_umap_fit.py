@@ -14,18 +14,17 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import (
+
+from learnscope.aligned_umap import UMAPSettings
+from learnscope.lightning_glue import EmbeddingProjector
+from learnscope.run_record import RecordReader, decode_array
+from tests.kit.models import IdClassifier, id_loaders, trainer
+from tests.kit.readers import (
     ProjectorReader,
     parse_metadata,
     wandb_artifact_tables,
     wandb_run_dir,
 )
-from test_compare_embeddings import IdClassifier, id_loaders
-from tiny_models import trainer
-
-from learnscope.aligned_umap import UMAPSettings
-from learnscope.lightning_glue import EmbeddingProjector
-from learnscope.run_record import RecordReader, decode_array
 
 KEY = "encoder/validate"
 

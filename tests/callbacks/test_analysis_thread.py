@@ -21,7 +21,6 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import Collect, TinyClassifier, loaders, trainer
 
 from learnscope.autocorrelation import PendingSummary, summarize
 from learnscope.lightning_glue import ModelAutocorrelation, TrainingHelper
@@ -29,6 +28,7 @@ from learnscope.plugins.pipeline.run_record_writer import autocorrelation_entrie
 from learnscope.records import AutocorrelationSummary
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, encode_entries
+from tests.kit.models import Collect, TinyClassifier, loaders, trainer
 
 STEPS = 24  # analyses at 10 and 20, and at the fit's end
 

@@ -17,12 +17,12 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
-from tiny_models import Collect, TinyClassifier, loaders, trainer
 from torch import nn
 
 from learnscope.autocorrelation import summarize, summarize_several
 from learnscope.lightning_glue import ModelAutocorrelation
 from learnscope.sampled_history import SampledParameterHistory
+from tests.kit.models import Collect, TinyClassifier, loaders, trainer
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from readers import wandb_history, wandb_run_dir, wandb_table
 
 from learnscope import EmbeddingSnapshot
 from learnscope.health.inputs import CoordinateRangeCheck
 from learnscope.plugins.wandb.writer import WandbWriter
+from tests.kit.readers import wandb_history, wandb_run_dir, wandb_table
 
 NAN = float("nan")
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import torch
 from lightning.pytorch import Callback
-from tiny_models import Backbone, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue.autocorrelation_settings import AutocorrelationSettings
@@ -26,6 +25,7 @@ from learnscope.lightning_glue.helper_checks import HelperSettings
 from learnscope.lightning_glue.output_capture import OutputCapture, OutputReading
 from learnscope.lightning_glue.projector_settings import ProjectorSettings
 from learnscope.records.run import json_setting
+from tests.kit.models import Backbone, loaders, trainer
 
 KINDS = [
     (EmbeddingProjector, ProjectorSettings),

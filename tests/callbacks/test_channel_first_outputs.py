@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import ProjectorReader, parse_metadata
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
+from tests.kit.models import trainer
+from tests.kit.readers import ProjectorReader, parse_metadata
 
 CHANNELS, STEPS, CLASSES = 4, 24, 5
 

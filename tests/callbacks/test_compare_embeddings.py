@@ -16,17 +16,6 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import (
-    ProjectorReader,
-    parse_metadata,
-    wandb_artifact_tables,
-    wandb_history,
-    wandb_records,
-    wandb_run_dir,
-)
-from tb_server import tensorboard
-from tiny_models import TinyClassifier, blobs, trainer
-from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.batch_rows import batch_rows
 from learnscope.embedding_rows import EmbeddingRows
@@ -41,32 +30,19 @@ from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.selection import id_keys, smallest
 from learnscope.storage import open_run_folder
+from tests.kit.models import IdClassifier, id_loaders, trainer
+from tests.kit.readers import (
+    ProjectorReader,
+    parse_metadata,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_records,
+    wandb_run_dir,
+)
+from tests.kit.tb_server import tensorboard
 
 KEY = "encoder/validate"
 PCA = ["pca_x", "pca_y", "pca_z"]
-
-
-class IdClassifier(TinyClassifier):
-    """Batches are ``(x, label, id)``."""
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return super().training_step(batch[:2], batch_idx)
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        super().validation_step(batch[:2], batch_idx)
-
-
-def id_loaders(shuffle_val: bool) -> tuple[DataLoader, DataLoader, TensorDataset]:
-    train = blobs(96, seed=0)
-    val = blobs(48, seed=1)
-    ids = torch.arange(1000, 1048)  # ids unrelated to positions
-    val_ids = TensorDataset(*val.tensors, ids)
-    train_ids = TensorDataset(*train.tensors, torch.arange(96))
-    return (
-        DataLoader(train_ids, batch_size=16, shuffle=True),
-        DataLoader(val_ids, batch_size=8, shuffle=shuffle_val),
-        val_ids,
-    )
 
 
 def decode_png(data: bytes) -> np.ndarray:

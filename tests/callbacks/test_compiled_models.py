@@ -20,12 +20,12 @@ import pytest
 import torch
 import torch._dynamo
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import ProjectorReader, read_events
-from tiny_models import TinyClassifier, blobs, loaders, trainer
 from torch import nn
 from torch._dynamo.utils import counters
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+from tests.kit.models import TinyClassifier, blobs, loaders, trainer
+from tests.kit.readers import ProjectorReader, read_events
 
 
 class Quiet(TinyClassifier):

@@ -28,9 +28,10 @@ from typing import Any
 
 import pytest
 import torch
-from readers import csv_metrics
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+
+from tests.kit.readers import csv_metrics
 
 pl = pytest.importorskip("lightning.pytorch")
 

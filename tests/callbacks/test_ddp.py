@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.kit.readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir
 
 pytestmark = pytest.mark.slow
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import ProjectorReader, parse_metadata
-from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.batch_rows import batch_rows, graph_rows
 from learnscope.lightning_glue import EmbeddingProjector
+from tests.kit.models import TinyClassifier, blobs, trainer
+from tests.kit.readers import ProjectorReader, parse_metadata
 
 # -- helpers: data sets that carry their own index, so that every row's id can be checked -----
 

@@ -9,10 +9,16 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir, wandb_table
-from tiny_models import Collect, TinyClassifier, blobs, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector
+from tests.kit.models import Collect, TinyClassifier, Tokens, blobs, loaders, trainer
+from tests.kit.readers import (
+    ProjectorReader,
+    parse_metadata,
+    wandb_history,
+    wandb_run_dir,
+    wandb_table,
+)
 
 
 def labels(batch: Any) -> dict[str, Any]:
@@ -130,14 +136,9 @@ def test_non_tensor_output_needs_select(tmp_path: Path) -> None:
 
 
 def test_token_outputs_give_one_row_per_token_with_position(tmp_path: Path) -> None:
-    class Tokens(TinyClassifier):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            tokens = self.encoder(x[:, None, :].expand(-1, 3, -1))  # [B, 3, 8]
-            return self.head(tokens.mean(1))
-
     projector = EmbeddingProjector(metadata_fn=labels, max_points=30)
     fit = trainer(tmp_path, TensorBoardLogger(str(tmp_path), name="tok"), [projector], max_epochs=1)
-    fit.fit(Tokens(), *loaders())
+    fit.fit(Tokens(3), *loaders())  # [B, 3, 8] from the encoder
 
     reader = ProjectorReader(tmp_path / "tok")
     (run,) = reader.runs()

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import ProjectorReader
-from tiny_models import TinyClassifier, blobs, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
 from learnscope.projection import AlignedPCA
+from tests.kit.models import TinyClassifier, blobs, loaders, trainer
+from tests.kit.readers import ProjectorReader
 
 
 class CountingSelect:

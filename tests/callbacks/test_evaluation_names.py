@@ -10,10 +10,10 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import ProjectorReader
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector
+from tests.kit.models import TinyClassifier, loaders, trainer
+from tests.kit.readers import ProjectorReader
 
 
 def test_validating_an_older_checkpoint_keeps_the_fits_snapshots(

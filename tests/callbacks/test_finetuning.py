@@ -18,11 +18,11 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import BackboneFinetuning
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import read_events
-from tiny_models import loaders, trainer
 from torch import nn
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+from tests.kit.models import loaders, trainer
+from tests.kit.readers import read_events
 
 STEPS_PER_EPOCH = 6  # 96 samples in batches of 16
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import Backbone, TinyClassifier, loaders, trainer
 
 from learnscope import EmbeddingSnapshot
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+from tests.kit.models import Backbone, TinyClassifier, loaders, trainer
 
 
 def scalar_tags(log_dir: str | Path) -> list[str]:

@@ -24,22 +24,23 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from readers import ProjectorReader, parse_metadata, wandb_history, wandb_records
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import (
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
+from learnscope.plugins.tensorboard.layout import LAYOUT_FILE
+from tests.kit.models import (
     AfterFirstEpoch,
     NanProbe,
+    QuietZeroBranch,
     TinyClassifier,
     ZeroBranch,
     blobs,
     loaders,
     trainer,
 )
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
-from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
-from learnscope.plugins.tensorboard.layout import LAYOUT_FILE
+from tests.kit.readers import ProjectorReader, parse_metadata, wandb_history, wandb_records
 
 try:  # landed with the autocorrelation issue
     from learnscope.lightning_glue import ModelAutocorrelation  # type: ignore[attr-defined]
@@ -291,16 +292,6 @@ def test_without_any_logger_one_warning_and_findings_on_the_python_logger(
 # -- failures never stop training ------------------------------------------------------------
 
 
-class Quiet(ZeroBranch):
-    """Logs nothing through Lightning, so only learnscope uses the loggers after setup."""
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return nn.functional.cross_entropy(self(batch[0]), batch[1])
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self(batch[0])
-
-
 def switched_off_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [
         r for r in caplog.records if r.name == "learnscope" and "switched off" in r.getMessage()
@@ -325,7 +316,7 @@ def test_projector_folder_replaced_by_a_file_mid_run(
 
     callbacks = all_callbacks()
     run = trainer(tmp_path, [tb, wb], [*callbacks, AfterFirstEpoch(break_run_directory)])
-    run.fit(Quiet(), *loaders())
+    run.fit(QuietZeroBranch(), *loaders())
     assert run.current_epoch == 2 and run.global_step == 12  # training finished
 
     assert switched_off_errors(learnscope_log) == []  # one failed record: skipped, not off
@@ -361,7 +352,7 @@ def test_wandb_run_finished_early(
     callbacks = all_callbacks()
     finish = AfterFirstEpoch(lambda log_dir: wb.experiment.finish())
     run = trainer(tmp_path, [tb, wb], [*callbacks, finish], log_every_n_steps=1000)
-    run.fit(Quiet(), *loaders())
+    run.fit(QuietZeroBranch(), *loaders())
     assert run.current_epoch == 2 and run.global_step == 12
 
     errors = switched_off_errors(learnscope_log)

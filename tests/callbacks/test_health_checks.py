@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import TinyClassifier, blobs, trainer
-from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.lightning_glue import TrainingHelper
 from learnscope.lightning_glue.helper_checks import CollapseCapture, HelperSettings, StepLoss
+from tests.kit.models import UnusedLayer, blobs, trainer
 
 
 def test_rows_of_a_step_whose_end_went_unseen_are_never_judged() -> None:
@@ -90,12 +89,6 @@ def test_the_step_loss_is_the_mean_of_each_micro_batch_first_loss() -> None:
     assert value is not None
     assert float(value) == pytest.approx(sum(firsts) / len(firsts), rel=1e-6)
     assert loss.value(trainer, model=None) is None  # emptied
-
-
-class UnusedLayer(TinyClassifier):
-    def __init__(self) -> None:
-        super().__init__()
-        self.unused = nn.Linear(8, 8)
 
 
 def test_checkpoint_state_keeps_its_format(tmp_path: Path) -> None:

@@ -19,12 +19,12 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from tiny_models import Gcn, TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.collapse import collapse_metrics
 from learnscope.lightning_glue import TrainingHelper
+from tests.kit.models import GraphNodes, TinyClassifier, blobs, trainer
 
 pytestmark = pytest.mark.slow
 
@@ -231,22 +231,6 @@ def test_a_bert_on_padded_batches_gets_no_finding(
     assert not_info(helper) == [] and warnings_of(learnscope_log) == []
 
 
-class GraphNodes(pl.LightningModule):
-    """A two-layer GCN classifying the nodes of small random graphs by a feature's sign."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.encoder = Gcn(2, features=8)
-        self.head = nn.Linear(16, 2)
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        logits = self.head(self.encoder(batch.x, batch.edge_index))
-        return nn.functional.cross_entropy(logits, batch.y)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=0.01)
-
-
 def graph_batches(graphs: int = 160, nodes: int = 12) -> Any:
     from torch_geometric.data import Data
     from torch_geometric.loader import DataLoader as GraphLoader
@@ -270,5 +254,5 @@ def test_a_two_layer_gcn_gets_no_finding(
     torch.manual_seed(seed)
     helper = TrainingHelper(check_every_n_steps=50, edge_index_fn=lambda b: b.edge_index)
     run = trainer(tmp_path, False, [helper], max_steps=110, max_epochs=-1)
-    run.fit(GraphNodes(), graph_batches())
+    run.fit(GraphNodes(2, features=8, classes=2), graph_batches())
     assert not_info(helper) == [] and warnings_of(learnscope_log) == []

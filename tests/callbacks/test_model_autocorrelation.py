@@ -11,7 +11,14 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from readers import (
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from learnscope.lightning_glue import ModelAutocorrelation
+from learnscope.plugins.tensorboard.layout import multiline
+from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from tests.kit.models import Collect, TinyClassifier, loaders, trainer
+from tests.kit.readers import (
     CustomScalarsReader,
     chart_tag_patterns,
     read_events,
@@ -19,13 +26,6 @@ from readers import (
     wandb_history,
     wandb_run_dir,
 )
-from tiny_models import Collect, TinyClassifier, loaders, trainer
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
-from learnscope.lightning_glue import ModelAutocorrelation
-from learnscope.plugins.tensorboard.layout import multiline
-from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
 
 def test_fit_with_tensorboard_wandb_and_csv(

@@ -18,12 +18,12 @@ import lightning.pytorch as pl
 import pytest
 import wandb
 from lightning.pytorch.loggers import WandbLogger
-from tiny_models import Collect, ZeroBranch, loaders, trainer
 
 from learnscope.embedding_rows import EmbeddingRows
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue.row_reader import RowReader
 from learnscope.plugins.pipeline.background import BackgroundWriters
+from tests.kit.models import Collect, ZeroBranch, loaders, trainer
 
 OURS = ("learnscope-writer", "learnscope-draw")
 

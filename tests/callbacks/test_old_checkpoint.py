@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 import torch
-from tiny_models import loaders
 from torch import nn
+
+from tests.kit.models import loaders
 
 OLD_CHECKPOINT = Path(__file__).resolve().parent.parent / "data" / "checkpoint_by_b27cb39.ckpt"
 pytestmark = pytest.mark.slow  # two fits

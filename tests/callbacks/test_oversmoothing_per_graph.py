@@ -17,7 +17,6 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import Gcn, trainer
 from torch import nn
 
 from learnscope.collapse import collapse_metrics, per_graph_mad
@@ -25,6 +24,7 @@ from learnscope.collapse_verdicts import judge_collapse
 from learnscope.embedding_buffer import EmbeddingRowBuffer
 from learnscope.health import collapse_findings
 from learnscope.lightning_glue import TrainingHelper
+from tests.kit.models import Gcn, Ring, trainer
 
 # ---------------------------------------------------------------- numpy reference (float64)
 
@@ -405,25 +405,10 @@ def test_tolerated_fraction_through_collapse_thresholds(tmp_path: Path) -> None:
     assert not any("mad_global" in m for m in oversmoothing_messages(helper))
 
 
-class Rings(nn.Module):
-    """Averages every node with its ring neighbours 300 times: each ring oversmooths."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lift = nn.Linear(6, 8)
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        h = self.lift(x)
-        source, target = edge_index
-        for _ in range(300):
-            h = (h + torch.zeros_like(h).index_add(0, target, h[source]) / 2) / 2
-        return h
-
-
 class RingNodes(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
-        self.encoder = Rings()
+        self.encoder = Ring(300)
         self.head = nn.Linear(8, 3)
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:

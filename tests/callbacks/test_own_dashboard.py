@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_models import Collect, TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins import Writer
@@ -36,6 +35,7 @@ from learnscope.run_record import RecordReader
 from learnscope.shell import shell_command
 from learnscope.storage import RunFolder, open_run_folder
 from learnscope.write_limits import WriteLimits
+from tests.kit.models import Collect, TinyClassifier, loaders, trainer
 
 
 class ScrollLogger(Collect):

@@ -22,13 +22,13 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import ProjectorReader
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as sessions
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.pipeline.base import Writer
+from tests.kit.models import TinyClassifier, loaders, trainer
+from tests.kit.readers import ProjectorReader
 
 
 def three() -> list[Any]:

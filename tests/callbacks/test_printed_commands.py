@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.shell import shell_command
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 SUMMARY_LOG = "lightning.pytorch.learnscope"
 STATIC = Path(__file__).resolve().parents[2] / "plugins" / "views" / "static"

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import read_events
 from test_feature_maps_and_masks import cosine_spread, effective_rank, snapshot
-from tiny_models import trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
+from tests.kit.models import trainer
+from tests.kit.readers import read_events
 
 VOCAB, DIM, LENGTH = 50, 32, 16
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from readers import csv_metrics
+
+from tests.kit.readers import csv_metrics
 
 pytestmark = pytest.mark.slow
 

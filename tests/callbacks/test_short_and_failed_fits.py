@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import Backbone, TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.views.run_view import read_view
 from learnscope.plugins.views.view_page import export_html
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
+from tests.kit.callbacks import CtrlC
+from tests.kit.models import Backbone, TinyClassifier, ZeroBranch, loaders, trainer
 
 emcee_autocorr = pytest.importorskip("emcee.autocorr")
 
@@ -316,13 +317,8 @@ def test_a_failed_fit_says_so_once_and_its_record_and_views_say_failed(
 def test_ctrl_c_stays_interrupted_with_the_command_that_opens_it(
     tmp_path: Path, lightning_log: pytest.LogCaptureFixture
 ) -> None:
-    class CtrlC(pl.Callback):
-        def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
-            if trainer.global_step == 2:
-                raise KeyboardInterrupt
-
     tb = TensorBoardLogger(str(tmp_path), name="tb")
-    run = trainer(tmp_path, tb, [TrainingHelper(), CtrlC()], max_epochs=1)
+    run = trainer(tmp_path, tb, [TrainingHelper(), CtrlC(step=2)], max_epochs=1)
     with pytest.raises(SystemExit):  # Lightning's graceful shutdown after a Ctrl-C
         run.fit(TinyClassifier(), *loaders())
     assert record(tb.log_dir)[-1] == {"kind": "end", "step": 2, "status": "interrupted"}

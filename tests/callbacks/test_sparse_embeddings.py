@@ -16,11 +16,11 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
-from tiny_models import Collect, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from learnscope.lightning_glue import ModelAutocorrelation
+from tests.kit.models import Collect, trainer
 
 USERS, DIM, BATCHES, BATCH_SIZE = 40, 4, 30, 8
 LAGS = (1, 2, 5)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 
 def test_analyses_and_snapshots_every_20_steps_are_at_the_same_steps(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from tiny_models import TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.lightning_glue.step_clock import StepClock
+from tests.kit.models import TinyClassifier, blobs, trainer
 
 
 class Clocked(pl.Callback):

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import wandb_artifact_tables, wandb_history, wandb_run_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, ZeroBranch, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.health import CoordinateRangeCheck
 from learnscope.lightning_glue import TrainingHelper
 from learnscope.plugins.pipeline.base import FINDING_COLUMNS
+from tests.kit.models import Ring, TinyClassifier, Tokens, UnusedLayer, ZeroBranch, blobs, trainer
+from tests.kit.readers import wandb_artifact_tables, wandb_history, wandb_run_dir
 
 
 def train_loader(n: int = 96, batch_size: int = 16) -> DataLoader:
@@ -57,12 +57,6 @@ def test_healthy_model_emits_no_warning(
     assert run.global_step == 300
     assert warnings_of(learnscope_log) == []
     assert helper.findings == [] and helper.switched_off == set()
-
-
-class UnusedLayer(TinyClassifier):
-    def __init__(self) -> None:
-        super().__init__()
-        self.unused = nn.Linear(8, 8)
 
 
 def test_unused_layer_is_reported_once_by_name(
@@ -184,10 +178,6 @@ def test_encoder_returning_near_identical_rows_has_collapsed(
 
 
 def test_token_outputs_count_each_token_as_a_row(tmp_path: Path) -> None:
-    class Tokens(TinyClassifier):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.head(self.encoder(x[:, None, :].expand(-1, 4, -1)).mean(1))
-
     helper = TrainingHelper(check_every_n_steps=10)
     seen: list[int] = []
     original = helper._judge_collapse
@@ -195,7 +185,7 @@ def test_token_outputs_count_each_token_as_a_row(tmp_path: Path) -> None:
         seen.append(helper._collapse.first_step),
         original(trainer, buffer, *cut),
     )
-    fit(tmp_path, Tokens(), helper)
+    fit(tmp_path, Tokens(4), helper)
     assert seen == [0, 10, 19]  # 16 x 4 token rows fill the 64-row buffer in one batch
     # (19: the fit's last step is a check step too)
 
@@ -258,22 +248,6 @@ def test_failing_input_check_is_switched_off_and_training_goes_on(
     errors = [r for r in learnscope_log.records if "switched off" in r.getMessage()]
     assert len(errors) == 1 and isinstance(errors[0].exc_info[1], KeyError)
     assert helper.switched_off == {"input checks"}
-
-
-class Ring(nn.Module):
-    """Averages each node with its ring neighbours many times: oversmoothing by construction."""
-
-    def __init__(self, rounds: int) -> None:
-        super().__init__()
-        self.lift = nn.Linear(6, 8)
-        self.rounds = rounds
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        h = self.lift(x)
-        source, target = edge_index
-        for _ in range(self.rounds):
-            h = (h + torch.zeros_like(h).index_add(0, target, h[source]) / 2) / 2
-        return h
 
 
 class NodeClassifier(TinyClassifier):

@@ -18,12 +18,12 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins import MixedPrecision
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import Gcn, TinyClassifier, blobs, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import learnscope.lightning_glue.helper_checks.gradients as gradient_checks
 from learnscope.lightning_glue import TrainingHelper
+from tests.kit.models import GraphNodes, TinyClassifier, blobs, trainer
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -319,22 +319,6 @@ def test_small_cnn_gives_no_warning(
     ]
 
 
-class KarateNodes(pl.LightningModule):
-    """Node classification on Zachary's karate club (built into PyG, no download)."""
-
-    def __init__(self, layers: int) -> None:
-        super().__init__()
-        self.encoder = Gcn(layers, features=34)
-        self.head = nn.Linear(16, 4)
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        logits = self.head(self.encoder(batch.x, batch.edge_index))
-        return nn.functional.cross_entropy(logits, batch.y)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=0.01)
-
-
 def karate(copies: int = 10) -> Any:
     from torch_geometric.datasets import KarateClub
     from torch_geometric.loader import DataLoader as GraphLoader
@@ -349,7 +333,7 @@ def test_two_layer_gcn_gives_no_warning(
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     helper = TrainingHelper(check_every_n_steps=5, edge_index_fn=lambda b: b.edge_index)
     run = trainer(tmp_path, tb, [helper], max_steps=60, max_epochs=-1)
-    run.fit(KarateNodes(layers=2), karate())
+    run.fit(GraphNodes(2, features=34, classes=4), karate())
     assert run.global_step == 60 and warnings_of(learnscope_log) == []
     assert helper.findings == []
     # judged on each check step's own 34 nodes, well above the oversmoothing threshold (0.01)
@@ -366,7 +350,7 @@ def test_thirty_two_layer_gcn_oversmooths_at_every_check_once_training_starts(
         check_every_n_steps=5, edge_index_fn=lambda b: b.edge_index, warn_every_n_steps=5
     )
     run = trainer(tmp_path, False, [helper], max_steps=20, max_epochs=-1)
-    run.fit(KarateNodes(layers=32), karate())
+    run.fit(GraphNodes(32, features=34, classes=4), karate())
     said = [m for m in warnings_of(learnscope_log) if "oversmoothing encoder" in m]
     # no verdict on the starting weights (step 0): found at the first check after it
     assert [int(re.findall(r"\(step (\d+)\)\. Try: ", m)[0]) for m in said] == [5, 10, 15]

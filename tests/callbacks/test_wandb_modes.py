@@ -20,7 +20,6 @@ import pytest
 import torch
 import wandb
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope import EmbeddingSnapshot
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
@@ -28,6 +27,7 @@ from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.wandb.writer import WandbWriter
 from learnscope.records import RunStart
 from learnscope.run_files import RECORD_FILE
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 SUMMARY_LOG = "lightning.pytorch.learnscope"
 

@@ -28,7 +28,7 @@ from learnscope.run_record import RecordReader
 
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # holds the tests package
 
 HIDE_TENSORBOARD = """
 import importlib.abc
@@ -62,7 +62,7 @@ import json
 import logging
 
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, loaders, trainer
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue.cli import main as learnscope_command
@@ -110,7 +110,7 @@ def child(tmp_path_factory: pytest.TempPathFactory) -> dict:
     env = {
         **os.environ,
         "LEARNSCOPE_STRICT": "1",
-        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     done = subprocess.run(
         [sys.executable, "-c", HIDE_TENSORBOARD + FIT, str(root / "logs"), str(root / "view.html")],

@@ -18,7 +18,6 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import Collect, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -26,6 +25,7 @@ from learnscope.health import CoordinateRangeCheck
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader
+from tests.kit.models import Collect, trainer
 
 FEATURES, ATOMS, MOLECULES = 8, 5, 4  # atoms per molecule, molecules per batch
 

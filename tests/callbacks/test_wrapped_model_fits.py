@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tiny_models import Collect, TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import ModelAutocorrelation, TrainingHelper
+from tests.kit.models import Collect, TinyClassifier, loaders, trainer
 
 
 class CompiledEncoder(TinyClassifier):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as writer_session
 from learnscope.write_limits import WriteLimits
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 QUICK = WriteLimits(end_timeout_s=30, reserve_min_bytes=0)
 

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from lightning.pytorch import Callback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from readers import ProjectorReader, wandb_history, wandb_run_dir
-from tiny_models import TinyClassifier, loaders, trainer
 from torch import nn
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as sessions
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.plugins.wandb import WandbViewWriter, WandbWriter
+from tests.kit.models import TinyClassifier, loaders, trainer
+from tests.kit.readers import ProjectorReader, wandb_history, wandb_run_dir
 
 
 def labels(batch: Any) -> dict[str, Any]:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from s3_server import LocalS3
 
 from learnscope.run_files import RECORD_FILE, lock_name
 from learnscope.storage import DiskSpace, RunFolder, UnreadableFile, open_run_folder
 from learnscope.storage.files import write_atomic
+from tests.kit.s3_server import LocalS3
 
 pytest_plugins = ["s3_server"]  # its fixtures: s3_endpoint, s3_env, s3_fail_fast
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from readers import ProjectorReader, parse_metadata, png_size
 
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
+from tests.kit.readers import ProjectorReader, parse_metadata, png_size
 
 pytestmark = pytest.mark.slow
 

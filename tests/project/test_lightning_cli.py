@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_parts import BlobData
 from lightning.pytorch.cli import LightningCLI
-from readers import ProjectorReader, parse_metadata
-from tiny_models import TinyClassifier
+
+from tests.kit.cli_parts import BlobData
+from tests.kit.models import TinyClassifier
+from tests.kit.readers import ProjectorReader, parse_metadata
 
 CALLBACKS = """
   callbacks:
     - class_path: learnscope.lightning_glue.EmbeddingProjector
       init_args:
         module: encoder
-        select: cli_parts.features
-        metadata_fn: cli_parts.labels
+        select: tests.kit.cli_parts.features
+        metadata_fn: tests.kit.cli_parts.labels
         ids_fn: dataset_index
         stages: [validate]
         max_points: 100
@@ -31,9 +32,9 @@ CALLBACKS = """
     - class_path: learnscope.lightning_glue.EmbeddingProjector
       init_args:
         module: encoder
-        ids_fn: cli_parts.sample_ids
-        mask_fn: cli_parts.every_row
-        metadata_fn: cli_parts.labels
+        ids_fn: tests.kit.cli_parts.sample_ids
+        mask_fn: tests.kit.cli_parts.every_row
+        metadata_fn: tests.kit.cli_parts.labels
         tag: by_feature
     - class_path: learnscope.lightning_glue.TrainingHelper
       init_args:
@@ -41,7 +42,7 @@ CALLBACKS = """
         input_checks:
           - class_path: learnscope.health.CoordinateRangeCheck
             init_args: {key: 0}
-        select: cli_parts.features
+        select: tests.kit.cli_parts.features
         mask_fn: null
         collapse_thresholds: {min_mad_global: 0.02}
     - class_path: learnscope.lightning_glue.ModelAutocorrelation
@@ -80,8 +81,8 @@ def test_callbacks_round_trip_through_the_saved_config_and_print_config(
     callbacks = yaml.safe_load(text)["trainer"]["callbacks"]
     projector = callbacks[0]["init_args"]
     assert projector["ids_fn"] == "dataset_index"
-    assert projector["metadata_fn"] == "cli_parts.labels"
-    assert callbacks[1]["init_args"]["ids_fn"] == "cli_parts.sample_ids"
+    assert projector["metadata_fn"] == "tests.kit.cli_parts.labels"
+    assert callbacks[1]["init_args"]["ids_fn"] == "tests.kit.cli_parts.sample_ids"
 
     cli("fit", "--config", str(saved))  # again from the saved config: version_1
     names = ProjectorReader(tmp_path / "tb" / "version_1").names(".")

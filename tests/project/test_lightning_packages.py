@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from readers import ProjectorReader, parse_metadata
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.kit.readers import ProjectorReader, parse_metadata
 
 pytestmark = pytest.mark.slow
 
@@ -270,7 +271,7 @@ def test_the_first_screen_is_a_quick_start_whose_three_lines_work(
 ) -> None:
     """Install, demo, TensorBoard and the lines to add, before line 60; the lines, added to a
     tiny model's trainer, fill a TensorBoard run."""
-    from tiny_models import TinyClassifier, loaders, trainer
+    from tests.kit.models import TinyClassifier, loaders, trainer
 
     lines = README.read_text().splitlines()
     start = lines.index("## Quick start")

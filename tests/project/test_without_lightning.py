@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from readers import ProjectorReader, parse_metadata, wandb_history
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.kit.readers import ProjectorReader, parse_metadata, wandb_history
 
 LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")
 
@@ -81,7 +82,7 @@ def test_core_and_writers_in_a_plain_pytorch_loop(tmp_path: Path) -> None:
     wandb_dir.mkdir()
     script = (
         "import sys, json; from pathlib import Path; here = Path(sys.argv[1]); "
-        "sys.path[:0] = [str(here), str(here.parent)]; import test_without_lightning as t; "
+        "sys.path[:0] = [str(here), str(here.parents[1])]; import test_without_lightning as t; "
         "t.train(sys.argv[2], sys.argv[3]); "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in t.LIGHTNING)))"
     )

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -396,19 +395,12 @@ def check_following(driver: Any, logdir: Path) -> None:
     assert driver.execute_script(_UNTITLED) == {"controls": [], "numbers": []}
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from browser import chromium_or_skip
-
-    yield from chromium_or_skip()
-
-
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_exported_comparison_follows_the_page(
     logdir: Path, browser: Any, tmp_path: Path
 ) -> None:
-    from browser import open_page
+    from tests.kit.browser import open_page
 
     page = tmp_path / "view.html"
     export_html(logdir, page, compare=("a", "b"))
@@ -422,8 +414,8 @@ def test_the_exported_comparison_follows_the_page(
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_tabs_comparison_follows_the_page(logdir: Path, browser: Any) -> None:
-    from browser import enter_learnscope_tab, wait_view_ready
-    from tb_server import tensorboard
+    from tests.kit.browser import enter_learnscope_tab, wait_view_ready
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(logdir) as server:
         server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 2)
@@ -442,7 +434,7 @@ def test_the_tabs_comparison_follows_the_page(logdir: Path, browser: Any) -> Non
 def test_a_page_that_holds_some_steps_says_why_and_still_moves(
     logdir: Path, browser: Any, tmp_path: Path
 ) -> None:
-    from browser import open_page
+    from tests.kit.browser import open_page
 
     a, b = RunSnapshots(logdir / "a", "a"), RunSnapshots(logdir / "b", "b")
     size = len(json.dumps(compare_runs(a, b, KEY), separators=(",", ":")))

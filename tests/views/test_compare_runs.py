@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from readers import ProjectorReader
-from record_entries import categorical, run_entry, snapshot_entry, write
-from tiny_models import loaders, trainer
 
 from learnscope.neighbourhoods import nearest_neighbours, neighbourhood_overlap
 from learnscope.plugins.views.compare_runs import Comparisons, RunSnapshots, compare_runs
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
+from tests.kit.models import loaders, trainer
+from tests.kit.readers import ProjectorReader
+from tests.kit.record_entries import categorical, run_entry, snapshot_entry, write
 
 KEY = "encoder/validate"
 HIDDEN = "hidden/validate"  # the two-tag fit's other key: encoder.0's output, 16 wide
@@ -41,9 +41,9 @@ def _fit(
     """A fit of ``TinyClassifier``: a projector on ``encoder``, and one per ``(module, tag)``."""
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
-    from tiny_models import TinyClassifier
 
     from learnscope.lightning_glue import EmbeddingProjector
+    from tests.kit.models import TinyClassifier
 
     pl.seed_everything(seed)
     logger = TensorBoardLogger(str(logdir), name=name)
@@ -136,9 +136,9 @@ def test_the_tensor_rows_are_the_snapshots_points_with_non_finite_rows_dropped(
 ) -> None:
     import torch
     from lightning.pytorch.loggers import TensorBoardLogger
-    from tiny_models import TinyClassifier
 
     from learnscope.lightning_glue import EmbeddingProjector
+    from tests.kit.models import TinyClassifier
 
     class SomeNanRows(TinyClassifier):
         """Its probe sees the embedding with the rows of label 0 made NaN."""
@@ -328,7 +328,7 @@ def _expected(fitted: Path, key: str = KEY, at: int | None = None) -> dict[str, 
 
 
 def test_the_tab_route_answers_the_comparison_and_says_what_is_wrong(fitted: Path) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     _two_runs_sharing(fitted / "few", shared=3, only_a=497, only_b=477)
     route = "/data/plugin/learnscope/compare"
@@ -395,9 +395,8 @@ def test_identical_snapshots_are_said_identical_in_the_route_and_the_export(
     twins: Path, tmp_path: Path
 ) -> None:
     """Overlap 10/10 everywhere and a residual of 0: the answer says so and lists no point."""
-    from tb_server import tensorboard
-
     from learnscope.lightning_glue.cli import main
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(twins) as server:
         server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 2)
@@ -446,16 +445,6 @@ for (let t = 0; t < 16; t++) {
 }
 return out;
 """
-
-
-@pytest.fixture
-def browser() -> Any:
-    from browser import chromium, unavailable_reason
-
-    if unavailable_reason() is not None:
-        pytest.skip(str(unavailable_reason()))
-    with chromium() as driver:
-        yield driver
 
 
 def _compare_state(driver: Any) -> dict[str, Any]:
@@ -520,9 +509,10 @@ def _check_panel(driver: Any, expected: dict[str, Any]) -> None:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browser: Any) -> None:
-    from browser import enter_learnscope_tab
     from selenium.webdriver.support.ui import Select
-    from tb_server import tensorboard
+
+    from tests.kit.browser import enter_learnscope_tab
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(fitted) as server:
         server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) >= 2)
@@ -568,9 +558,8 @@ def test_the_tab_compares_the_run_shown_with_the_run_picked(fitted: Path, browse
 
 def _open_export(browser: Any, page: Path, logdir: Path, *args: str) -> None:
     """``learnscope export LOGDIR --html PAGE --compare ARGS...``, opened in the browser."""
-    from browser import open_page
-
     from learnscope.lightning_glue.cli import main
+    from tests.kit.browser import open_page
 
     assert main(["export", str(logdir), "--html", str(page), "--compare", *args]) == 0
     open_page(browser, page)
@@ -664,7 +653,7 @@ def test_one_run_and_one_tag_on_both_sides_is_said_plainly(two_tags: Path) -> No
 
 
 def test_the_tab_route_compares_two_tags_and_keeps_each_pair(two_tags: Path) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     route = "/data/plugin/learnscope/compare"
     with tensorboard(two_tags) as server:
@@ -723,8 +712,8 @@ def _select(driver: Any, label: str) -> Any:
 def test_the_with_tag_choice_and_the_exported_pair_show_the_routes_numbers(
     two_tags: Path, browser: Any, tmp_path: Path
 ) -> None:
-    from browser import enter_learnscope_tab, wait_view_ready
-    from tb_server import tensorboard
+    from tests.kit.browser import enter_learnscope_tab, wait_view_ready
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(two_tags) as server:
         server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 1)

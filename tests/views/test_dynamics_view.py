@@ -1,7 +1,7 @@
 """The training-dynamics view: built from the run record only, in the tab, the export and W&B.
 
 Most tests write records by hand, as ``docs/run_record.md`` describes them
-(``tests/record_entries.py``); the end-to-end tests read the records real fits leave.
+(``tests/kit/record_entries.py``); the end-to-end tests read the records real fits leave.
 """
 
 from __future__ import annotations
@@ -14,22 +14,25 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from browser import (
-    chromium_or_skip,
+
+from learnscope.plugins.views import run_status, run_view, view_page
+from learnscope.run_files import RECORD_FILE
+from learnscope.run_record import append_entries
+from tests.kit.browser import (
     enter_learnscope_tab,
     open_page,
+    play_until_moved,
     ready_view_state,
     unavailable_reason,
 )
-from readers import page_views, parse_metadata, wandb_run_dir, wandb_view_pages
-from record_entries import (
+from tests.kit.models import ZeroBranch, ZeroBranchWithProbe, loaders, trainer
+from tests.kit.readers import page_views, parse_metadata, wandb_run_dir, wandb_view_pages
+from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
     categorical,
@@ -41,11 +44,6 @@ from record_entries import (
     spread_of,
     write,
 )
-from tiny_models import ZeroBranch, loaders, trainer
-
-from learnscope.plugins.views import run_status, run_view, view_page
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import append_entries
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -555,11 +553,6 @@ def test_wandb_page_stays_under_its_size_by_showing_fewer_snapshots(
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium_or_skip()
-
-
-@pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real fit (the demo: 3 epochs, 3 snapshots, 2 autocorrelation analyses)."""
     from learnscope.lightning_glue.demo import run_demo
@@ -606,7 +599,7 @@ def test_exported_page_plays_offline_and_opens_the_newest_run(
     view = _page_views(page.read_text(encoding="utf-8"))["demo/version_0"]
     _check_point_in_frame(browser, view)
     _hover_and_pin(browser, view)
-    print(f"exported page: {_frames_while_playing(browser)} frames per second, 540 points")
+    play_until_moved(browser)  # playing draws frames and moves along the steps
 
     browser.execute_script("window.learnscopeView.findMovers()")
     movers = browser.execute_script("return window.learnscopeView.state.movers")
@@ -616,7 +609,7 @@ def test_exported_page_plays_offline_and_opens_the_newest_run(
 
 @needs_browser
 def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, browser: Any) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(two_runs) as server:
         listing = server.wait_for(
@@ -649,7 +642,7 @@ def test_tensorboard_tab_shows_the_newest_run(two_runs: Path, demo_run: Path, br
             assert state["points"] == state["drawnPoints"] == 540
             _check_point_in_frame(browser, view)
             _hover_and_pin(browser, view)
-            print(f"learnscope tab: {_frames_while_playing(browser)} frames per second")
+            play_until_moved(browser)
             text = browser.find_element("tag name", "body").text
             assert "No findings." in text and "attach" not in text
             browser.execute_script("window.learnscopeView.loadRun('archive/version_0')")
@@ -745,18 +738,6 @@ def test_a_real_record_read_mid_run_says_what_is_coming(demo_run: Path, tmp_path
     assert view["status"]["findings"] == "no findings yet"
 
 
-class _WithNaNProbe(ZeroBranch):
-    """Validation also runs ``probe`` on an all-NaN copy of the embedding."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.probe = torch.nn.Identity()
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self.probe(self.encoder(batch[0]) * float("nan"))
-        super().validation_step(batch, batch_idx)
-
-
 def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
     from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -764,7 +745,7 @@ def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
 
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     callbacks = [EmbeddingProjector("probe"), TrainingHelper(check_every_n_steps=2)]
-    trainer(tmp_path, tb, callbacks, max_epochs=1).fit(_WithNaNProbe(), *loaders())
+    trainer(tmp_path, tb, callbacks, max_epochs=1).fit(ZeroBranchWithProbe(), *loaders())
     view = run_view.read_view(tb.log_dir)
     codes = {(f["code"], f["subject"]) for f in view["findings"]}
     assert ("non-finite-output", "probe/validate") in codes  # the projector's
@@ -775,17 +756,6 @@ def test_after_a_nan_run_the_view_says_nothing_false(tmp_path: Path) -> None:
         "every epoch (every_n_epochs=1), and leaves out rows with NaN or Inf"
     )
     assert view["status"]["findings"] is None
-
-
-def _frames_while_playing(browser: Any) -> int:
-    """Press play for one second: the frames drawn (at least 30), and the step moved on."""
-    before = browser.execute_script("return window.learnscopeView.state.frames")
-    browser.execute_script("window.learnscopeView.play()")
-    time.sleep(1.0)
-    frames = browser.execute_script("return window.learnscopeView.state.frames") - before
-    browser.execute_script("window.learnscopeView.pause()")
-    assert frames >= 30
-    return frames
 
 
 def _check_point_in_frame(browser: Any, view: dict) -> None:

@@ -18,20 +18,24 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import pytest
-from browser import chromium_or_skip, enter_learnscope_tab, ready_view_state, unavailable_reason
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.views.run_search import run_outcome
 from learnscope.plugins.views.run_view import read_view
 from learnscope.run_files import RECORD_FILE
+from tests.kit.browser import (
+    enter_learnscope_tab,
+    ready_view_state,
+    unavailable_reason,
+)
+from tests.kit.callbacks import CtrlC
+from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -75,14 +79,6 @@ class FailsInSetup(TinyClassifier):
         raise ValueError("the data set has no column 'label'")
 
 
-class CtrlC(pl.Callback):
-    """Ctrl-C at step 4, in the second epoch (after the first epoch's snapshot)."""
-
-    def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
-        if trainer.global_step == 4:
-            raise KeyboardInterrupt
-
-
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``stopped``, ``going`` (it without its end), ``good`` (a short fit), then ``crashed``."""
@@ -94,7 +90,8 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return [projector, ModelAutocorrelation(lags=(5, 10), buffer_size=16), TrainingHelper()]
 
     stopped = TensorBoardLogger(str(root), name="stopped")
-    run = trainer(root, stopped, [*callbacks(), CtrlC()], max_epochs=3)
+    ctrl_c = CtrlC(step=4)  # in the second epoch, after the first epoch's snapshot
+    run = trainer(root, stopped, [*callbacks(), ctrl_c], max_epochs=3)
     with pytest.raises(SystemExit):  # Lightning's graceful shutdown after a Ctrl-C
         run.fit(TinyClassifier(), train, val)
     record = Path(stopped.log_dir) / RECORD_FILE
@@ -114,11 +111,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert read_view(crashed.log_dir)["time"] > read_view(good.log_dir)["time"]
     assert read_view(good.log_dir)["time"] > read_view(stopped.log_dir)["time"]
     return root
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium_or_skip()
 
 
 def _shown(browser: Any) -> dict[str, Any]:
@@ -209,7 +201,7 @@ def test_the_exported_page_opens_on_the_good_run_and_marks_the_failed_one(
 
 @needs_browser
 def test_the_tab_opens_on_the_good_run_and_marks_the_failed_one(logdir: Path, browser: Any) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(logdir) as server:
         runs = server.wait_for(

@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium, open_page, unavailable_reason
-from record_entries import ALL_CALLBACKS, drifting_points, run_entry, snapshot_entry, write
 
 from learnscope.plugins.views.findings_fold import findings_view, life
 from learnscope.plugins.views.record_checks import DamagedEntry, finding_row
 from learnscope.plugins.views.run_view import read_view
 from learnscope.plugins.views.view_page import export_html
+from tests.kit.browser import open_page, unavailable_reason
+from tests.kit.record_entries import (
+    ALL_CALLBACKS,
+    drifting_points,
+    run_entry,
+    snapshot_entry,
+    write,
+)
 
 COLLAPSE = {  # seen once, before training, and healthy at every check since
     "code": "embedding-collapse",
@@ -181,14 +187,6 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert export_html(root / "logs" / name, out[name]).runs == [name]
     out["record"] = root / "logs" / "life"
     return out
-
-
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    if unavailable_reason() is not None:
-        pytest.skip(str(unavailable_reason()))
-    with chromium() as driver:
-        yield driver
 
 
 def _check_life_panel(browser: Any) -> None:

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import torch
-from browser import chromium, unavailable_reason, wait_for_text
 from selenium.webdriver.common.by import By
-from tb_server import tensorboard
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from tests.kit.browser import chromium, unavailable_reason, wait_for_text
+from tests.kit.tb_server import tensorboard
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium, unavailable_reason, wait_for_text
-from tb_server import tensorboard
 
 from learnscope.plugins.pipeline import figures
+from tests.kit.browser import chromium, unavailable_reason, wait_for_text
+from tests.kit.tb_server import tensorboard
 
 pytestmark = [
     pytest.mark.browser,

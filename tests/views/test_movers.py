@@ -51,13 +51,12 @@ def test_movers_rank_by_the_neighbourhood_change_of_the_comparison(tmp_path: Pat
 def test_the_movers_count_the_k_the_view_model_gives_as_the_comparison_does(
     tmp_path: Path,
 ) -> None:
-    from record_entries import snapshot_entry
-
     from learnscope.neighbourhoods import NEIGHBOURS
     from learnscope.plugins.views import compare_runs
     from learnscope.plugins.views.run_view import read_view
     from learnscope.run_files import RECORD_FILE
     from learnscope.run_record import append_entries
+    from tests.kit.record_entries import snapshot_entry
 
     ids = [str(i) for i in range(12)]
     xy = np.random.default_rng(0).normal(size=(12, 2))

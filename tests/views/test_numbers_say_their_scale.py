@@ -11,8 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium, open_page, unavailable_reason
-from record_entries import (
+
+from learnscope.plugins.views.view_page import export_html
+from tests.kit.browser import open_page, unavailable_reason
+from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
     drifting_points,
@@ -20,8 +22,6 @@ from record_entries import (
     snapshot_entry,
     write,
 )
-
-from learnscope.plugins.views.view_page import export_html
 
 pytestmark = [
     pytest.mark.browser,
@@ -60,12 +60,6 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out[name] = root / f"{name}.html"
         assert export_html(root / "logs" / name, out[name]).runs == [name]
     return out
-
-
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    with chromium() as driver:
-        yield driver
 
 
 _MOVERS = """

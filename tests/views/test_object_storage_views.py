@@ -3,7 +3,7 @@
 nothing outside a run, and say plainly when a file-system package is missing.
 
 ``memory://`` (fsspec's in-process file system) for the fast checks, counting its calls; a
-real local S3 server (moto behind a counting proxy, ``tests/s3_server.py``) for the end to end
+real local S3 server (moto behind a counting proxy, ``tests/kit/s3_server.py``) for the end to end
 ones: the export command, and the tab served by a real TensorBoard on ``--logdir s3://...``.
 """
 
@@ -24,8 +24,6 @@ import fsspec
 import numpy as np
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
-from record_entries import ALL_CALLBACKS, run_entry, snapshot_entry
-from s3_server import LocalS3
 
 from learnscope.plugins.views import run_search
 from learnscope.plugins.views.compare_runs import RunSnapshots, compare_runs
@@ -34,8 +32,10 @@ from learnscope.plugins.views.view_page import export_html
 from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
 from learnscope.run_record import encode_entries
 from learnscope.storage import RunFolder, open_run_folder
+from tests.kit.record_entries import ALL_CALLBACKS, run_entry, snapshot_entry
+from tests.kit.s3_server import LocalS3
 
-pytest_plugins = ["s3_server"]  # its fixtures: s3_endpoint, s3_env
+pytest_plugins = ["tests.kit.s3_server"]  # its fixtures: s3_endpoint, s3_env
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"the thumbnails of twelve points"
 SECRET = b"\x89PNG\r\n\x1a\n" + b"SECRET-OUTSIDE-THE-RUN"
@@ -380,7 +380,7 @@ def test_a_view_reads_only_the_new_segment_from_s3(s3_env: LocalS3) -> None:
 
 @pytest.mark.slow
 def test_the_tab_of_a_real_tensorboard_on_s3_lists_and_shows_the_run(s3_env: LocalS3) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     url, run = _s3_run(s3_env, steps=(1, 2))
     # 0: TensorBoard loads once and the tab searches once, so every request to the store

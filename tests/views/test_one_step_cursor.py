@@ -9,16 +9,21 @@ or analysis at or before it, its first when it has none that early, and says whi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium, enter_learnscope_tab, open_page, unavailable_reason, wait_view_ready
-from tiny_models import TinyClassifier, ZeroBranch, loaders, trainer
 
 from learnscope.plugins.views import run_view
 from learnscope.plugins.views.view_page import export_html
+from tests.kit.browser import (
+    chromium,
+    enter_learnscope_tab,
+    open_page,
+    unavailable_reason,
+    wait_view_ready,
+)
+from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,6 +32,7 @@ pytestmark = [
 ]
 
 EPOCHS = 4  # 6 steps an epoch: snapshots at steps 6, 12, 18, 24
+BROWSER_WINDOW = (1400, 1200)  # the browser fixture's window (its default is 900 high)
 
 
 def fit(logdir: Path, name: str, model: Any, analyze_every_n_steps: int) -> Path:
@@ -65,12 +71,6 @@ def pages(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> di
     for name, run in runs.items():
         assert export_html(run, folder / f"{name}.html").runs == [run.name]
     return {name: folder / f"{name}.html" for name in runs}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium(width=1400, height=1200) as driver:
-        yield driver
 
 
 # What the page shows: the cursor line, each panel's label, the sliders, the lag-1 values.
@@ -324,7 +324,7 @@ def test_every_control_and_number_of_the_export_says_what_it_is(
 
 
 def test_the_tab_in_tensorboard_has_one_cursor_and_titles(runs: dict[str, Path]) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     view = run_view.read_view(runs["steps"])
     with tensorboard(runs["steps"].parent.parent) as server:

@@ -12,14 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
-from record_entries import ALL_CALLBACKS, run_entry
 
 from learnscope.neighbourhoods import in_spreads, procrustes_rotation
 from learnscope.plugins.pipeline.run_record_writer import snapshot_entry
@@ -29,6 +26,8 @@ from learnscope.plugins.wandb.view_page import ViewPage
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import append_entries, encode_array
+from tests.kit.browser import enter_learnscope_tab, open_page, wait_view_ready
+from tests.kit.record_entries import ALL_CALLBACKS, run_entry
 
 KEY = "enc/validate"
 STEPS = (10, 20, 30)
@@ -254,11 +253,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
     return root, write_run(root / "run", seed=7), write_run(root / "other", seed=8)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium_or_skip()
-
-
 def check_switch(driver: Any, views: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
     """On the run ``views`` shown: move the cursor to step 20, pin a point, switch to UMAP and
     back; the points drawn are each projection's, the cursor, pin and colours stay."""
@@ -369,7 +363,7 @@ def test_the_exported_page_switches_projection_and_compares_in_both(
 def test_the_tab_switches_projection_keeps_the_cursor_and_compares_in_both(
     logdir: tuple[Path, dict, dict], browser: Any
 ) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     root, views, _ = logdir
     with tensorboard(root) as server:

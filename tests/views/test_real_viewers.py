@@ -18,14 +18,20 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from browser import chromium, unavailable_reason, wait_for_text
-from readers import parse_metadata, png_size, wandb_artifact_tables, wandb_history, wandb_run_dir
-from tb_server import TensorBoardServer, tensorboard
 
 from learnscope import EmbeddingSnapshot
 from learnscope.lightning_glue.demo import EMBEDDING_DIMS
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from tests.kit.browser import chromium, unavailable_reason, wait_for_text
+from tests.kit.readers import (
+    parse_metadata,
+    png_size,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_run_dir,
+)
+from tests.kit.tb_server import TensorBoardServer, tensorboard
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

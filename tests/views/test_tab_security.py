@@ -18,8 +18,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium, enter_learnscope_tab, ready_view_state, unavailable_reason
-from record_entries import (
+from tensorboard.backend.security_validator import SecurityValidatorMiddleware
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+from werkzeug.test import Client
+
+from learnscope.plugins.tab.plugin import LearnscopePlugin, secured
+from learnscope.plugins.views import view_modules
+from tests.kit.browser import chromium, enter_learnscope_tab, ready_view_state, unavailable_reason
+from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
     drifting_points,
@@ -28,13 +35,6 @@ from record_entries import (
     snapshot_entry,
     write,
 )
-from tensorboard.backend.security_validator import SecurityValidatorMiddleware
-from tensorboard.plugins import base_plugin
-from werkzeug import wrappers
-from werkzeug.test import Client
-
-from learnscope.plugins.tab.plugin import LearnscopePlugin, secured
-from learnscope.plugins.views import view_modules
 
 WARNING = "In 3.0, this warning will become an error"
 
@@ -120,7 +120,7 @@ def test_an_html_answer_gets_a_policy_the_validator_accepts(
 def test_a_tensorboard_server_logs_no_security_warning_while_the_tab_is_used(
     tmp_path: Path,
 ) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     logdir = _runs(tmp_path)
     with tensorboard(logdir) as server, chromium() as driver:

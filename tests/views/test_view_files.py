@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from record_entries import ALL_CALLBACKS, run_entry, snapshot_entry, write
 
 from learnscope.plugins.views import run_search, run_view, sprite_files, view_page
 from learnscope.run_files import RECORD_FILE
+from tests.kit.record_entries import ALL_CALLBACKS, run_entry, snapshot_entry, write
 
 SECRET = b"\x89PNG\r\n\x1a\n" + b"SECRET-OUTSIDE-THE-LOG-DIRECTORY" * 4
 _XY = np.array([[1.0, 0.5], [-0.5, 1.0], [-1.0, -1.5], [0.5, -0.5]])
@@ -174,7 +174,7 @@ def test_the_export_reads_nothing_outside_and_never_blocks(hostile_logdir: Path)
 
 
 def test_the_tab_reads_nothing_outside_never_blocks_and_never_fails(hostile_logdir: Path) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(hostile_logdir) as server:
         runs = server.wait_for("/data/plugin/learnscope/runs", lambda r: len(r) == 10)

@@ -16,8 +16,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium, open_page, unavailable_reason
-from record_entries import (
+
+from learnscope.plugins.views import view_modules
+from learnscope.plugins.views.view_page import export_html, page_html
+from tests.kit.browser import chromium, open_page, unavailable_reason
+from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
     drifting_points,
@@ -26,9 +29,6 @@ from record_entries import (
     snapshot_entry,
     write,
 )
-
-from learnscope.plugins.views import view_modules
-from learnscope.plugins.views.view_page import export_html, page_html
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -133,7 +133,7 @@ const failed = [];
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 def test_every_served_module_loads_in_the_browser_without_errors(tmp_path: Path) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     ids = [f"p{i}" for i in range(30)]
     views = drifting_points(30, 2)

@@ -10,8 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium, open_page, unavailable_reason
-from record_entries import (
+
+from learnscope.plugins.views import run_view
+from learnscope.plugins.views.view_page import export_html
+from tests.kit.browser import open_page, unavailable_reason
+from tests.kit.record_entries import (
     ALL_CALLBACKS,
     autocorrelation_entry,
     drifting_points,
@@ -20,9 +23,6 @@ from record_entries import (
     snapshot_entry,
     write,
 )
-
-from learnscope.plugins.views import run_view
-from learnscope.plugins.views.view_page import export_html
 
 pytestmark = [
     pytest.mark.browser,
@@ -54,12 +54,6 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     html = root / "view.html"
     assert export_html(root / "logs" / "run", html).runs == ["run"]
     return html, run_view.read_view(root / "logs" / "run")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    with chromium() as driver:
-        yield driver
 
 
 _BOXES = """

@@ -10,18 +10,23 @@ from the view's own coordinates, not by the front end.
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from browser import chromium_or_skip, enter_learnscope_tab, open_page, wait_view_ready
-from record_entries import ALL_CALLBACKS, categorical, run_entry, snapshot_entry, write
 
 from learnscope.plugins.palette import PALETTE
 from learnscope.plugins.views import run_view, view_page
+from tests.kit.browser import (
+    chromium_or_skip,
+    enter_learnscope_tab,
+    open_page,
+    play_until_moved,
+    wait_view_ready,
+)
+from tests.kit.record_entries import ALL_CALLBACKS, categorical, run_entry, snapshot_entry, write
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -78,11 +83,6 @@ def small_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     page = root / "view.html"
     view_page.export_html(root / "logs", page)
     return page, run_view.read_view(root / "logs" / "run")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium_or_skip()
 
 
 @pytest.fixture(scope="module")
@@ -289,11 +289,7 @@ def test_without_webgl_the_2d_canvas_draws(
     assert pixel[3] == 255
     driver.execute_script("window.learnscopeView.embedding.setRenderer('webgl')")
     assert driver.execute_script(_STATE)["renderer"] == "canvas"  # asked, but there is none
-    frames = driver.execute_script("return learnscopeView.state.frames")
-    driver.execute_script("window.learnscopeView.play()")
-    time.sleep(1.0)
-    driver.execute_script("window.learnscopeView.pause()")
-    assert driver.execute_script("return learnscopeView.state.frames") > frames
+    play_until_moved(driver, frames=1)  # the 2-D canvas draws the animation
 
 
 def test_the_page_address_can_ask_for_the_2d_canvas(
@@ -325,7 +321,7 @@ def big_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_tab_plays_100000_points_with_webgl(big_logdir: Path, browser: Any) -> None:
-    from tb_server import tensorboard
+    from tests.kit.tb_server import tensorboard
 
     with tensorboard(big_logdir) as server:
         server.wait_for("/data/plugins_listing", lambda v: v.get("learnscope", {}).get("enabled"))
@@ -335,26 +331,12 @@ def test_the_tab_plays_100000_points_with_webgl(big_logdir: Path, browser: Any) 
             state = browser.execute_script(_STATE)
             assert state["renderer"] == "webgl"
             assert state["points"] == state["pointsTotal"] == state["drawnPoints"] == 100_000
-            browser.execute_script("window.learnscopeView.play()")
-            before = browser.execute_script(_STATE)
-            time.sleep(2.0)
-            after = browser.execute_script(_STATE)
-            browser.execute_script("window.learnscopeView.pause()")
-            assert after["frames"] - before["frames"] >= 3 and after["playing"]
-            assert after["position"] != before["position"]
-            assert after["drawnPoints"] == 100_000
-            print(f"100,000 points, WebGL: {(after['frames'] - before['frames']) / 2:.1f} fps")
+            assert play_until_moved(browser, frames=3)["playing"]
+            assert browser.execute_script(_STATE)["drawnPoints"] == 100_000
             browser.execute_script("learnscopeView.embedding.bar.trails.click()")  # trails on
-            browser.execute_script("window.learnscopeView.play()")
-            before = browser.execute_script(_STATE)
-            time.sleep(3.0)
+            play_until_moved(browser, frames=2)
             after = browser.execute_script(_STATE)
-            browser.execute_script("window.learnscopeView.pause()")
             assert browser.execute_script("return learnscopeView.embedding.bar.trailsShown")
             assert after["renderer"] == "webgl" and after["drawnPoints"] == 100_000
-            assert (
-                after["frames"] - before["frames"] >= 2 and after["position"] != before["position"]
-            )
-            print(f"with trails: {(after['frames'] - before['frames']) / 3:.1f} fps")
         finally:
             browser.switch_to.default_content()

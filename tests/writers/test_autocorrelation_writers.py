@@ -9,15 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from readers import (
-    CustomScalarsReader,
-    chart_tag_patterns,
-    read_events,
-    wandb_artifact_tables,
-    wandb_history,
-    wandb_records,
-    wandb_run_dir,
-)
 
 from learnscope.plugins import Writers
 from learnscope.plugins.pipeline.figures import COLOURS, WIDTH, acf_chart
@@ -26,6 +17,15 @@ from learnscope.plugins.tensorboard.layout import LAYOUT_FILE, margin, multiline
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.plugins.wandb.writer import WandbWriter
 from learnscope.records import AutocorrelationSummary, GroupAutocorrelation
+from tests.kit.readers import (
+    CustomScalarsReader,
+    chart_tag_patterns,
+    read_events,
+    wandb_artifact_tables,
+    wandb_history,
+    wandb_records,
+    wandb_run_dir,
+)
 
 LAGS = (1, 2, 5)
 

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import ProjectorReader, wandb_history, wandb_run_dir
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.plugins import Writer
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot
+from tests.kit.models import TinyClassifier, loaders, trainer
+from tests.kit.readers import ProjectorReader, wandb_history, wandb_run_dir
 
 
 def labels(batch: Any) -> dict[str, Any]:

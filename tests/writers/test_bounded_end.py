@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.lightning_glue import TrainingHelper
 from learnscope.plugins import Writer
 from learnscope.plugins.pipeline import background as background_module
 from learnscope.plugins.pipeline.background import BackgroundWriters
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 WAITS = "the fit ends once learnscope's writer thread is done with"  # the long wait's line
 
@@ -41,10 +41,10 @@ CHILD = textwrap.dedent(
     # Ctrl-C raises KeyboardInterrupt even when the test run was started with SIGINT ignored
     # (a background job of a non-interactive shell), which a child inherits
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.path[:0] = [{tests!r}, {here!r}]
+    sys.path[:0] = [{repo!r}, {here!r}]
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
-    from tiny_models import TinyClassifier, loaders, trainer
+    from tests.kit.models import TinyClassifier, loaders, trainer
     from learnscope.lightning_glue import EmbeddingProjector
     from learnscope.write_limits import WriteLimits
 
@@ -69,7 +69,7 @@ CHILD = textwrap.dedent(
 
 def child(tmp_path: Path, timeout: float | None) -> subprocess.Popen[str]:
     script = CHILD.format(
-        tests=str(Path(__file__).parents[1]),
+        repo=str(Path(__file__).parents[2]),
         here=str(Path(__file__).parent),
         root=str(tmp_path),
         timeout=timeout,
@@ -141,14 +141,12 @@ def test_the_first_ctrl_c_during_the_end_abandons_the_queue_at_once(tmp_path: Pa
         assert wait_for(out, "TRAINING ENDED", 120, seen), "".join(err.queue)[-2000:]
         said = wait_for(err, WAITS, 20, seen)  # the progress line of a long wait
         os.killpg(process.pid, signal.SIGINT)  # one Ctrl-C
-        interrupted_at = time.monotonic()
         status = finish(process, 30)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     stderr = "".join(seen) + "".join(err.queue)
     assert status is not None, f"one Ctrl-C did not end the fit; stderr: {stderr[-2000:]}"
-    assert time.monotonic() - interrupted_at < 30
     assert said, stderr[-2000:]
     progress = next(line for line in stderr.splitlines() if WAITS in line)
     assert "snapshot encoder step" in progress and " MB" in progress and "Ctrl-C" in progress
@@ -211,9 +209,7 @@ def test_close_abandons_what_is_left_at_its_limit_and_the_worker_ends(
     background = BackgroundWriters([slow])
     for step in range(50):
         background.write_scalars({"x": 1.0}, step)
-    start = time.monotonic()
-    background.close(timeout_s=0.5)
-    assert time.monotonic() - start < 2.5
+    background.close(timeout_s=0.5)  # 50 writes of 0.2 s each would take 10 s
     assert 1 <= len(slow.steps) < 50
     assert slow.steps == list(range(len(slow.steps)))  # in order, the rest dropped
     messages = [r.getMessage() for r in caplog.records if "abandoning" in r.getMessage()]
@@ -297,7 +293,8 @@ def test_a_ctrl_c_the_kernel_hands_to_the_writer_thread_still_ends_the_wait() ->
     try:
         with pytest.raises(KeyboardInterrupt):
             background.close(timeout_s=60)
-        assert time.monotonic() - start < 3  # not the 60 s limit, nor the 5 s progress line
+        # the Ctrl-C, not the 60 s limit, ended the wait (a bound on the wait, not a speed)
+        assert time.monotonic() - start < 30
     finally:
         ctrl_c.cancel()
         stuck.release.set()

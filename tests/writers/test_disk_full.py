@@ -34,13 +34,13 @@ from typing import Any
 import numpy as np
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import parse_metadata
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_log_dir_faults import Quiet, learnscope_callbacks
-from tiny_models import AfterFirstEpoch, loaders, trainer
 
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.write_limits import WriteLimits
+from tests.kit.callbacks import learnscope_callbacks
+from tests.kit.models import AfterFirstEpoch, Quiet, loaders, trainer
+from tests.kit.readers import parse_metadata
 
 DISK_KIB = 1024
 LEFT_AT_START = 16 * 1024

@@ -18,8 +18,6 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from test_disk_full import _free, fill, small_disk
-from test_log_dir_faults import learnscope_callbacks
-from tiny_models import TinyClassifier, loaders, trainer
 
 from learnscope.plugins.pipeline.base import RecordSkipped
 from learnscope.plugins.pipeline.fanout import Writers
@@ -29,6 +27,8 @@ from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
 from learnscope.run_record import append_entries
 from learnscope.write_limits import WriteLimits
+from tests.kit.callbacks import learnscope_callbacks
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="tmpfs mounts are Linux only")
 

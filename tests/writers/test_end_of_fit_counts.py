@@ -20,8 +20,6 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import read_events
-from tiny_models import ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as writer_session
@@ -30,6 +28,8 @@ from learnscope.plugins.tensorboard import projector_files
 from learnscope.run_files import PROJECTOR_CONFIG, RECORD_FILE
 from learnscope.run_record import RecordReader
 from learnscope.write_limits import WriteLimits
+from tests.kit.models import ZeroBranch, loaders, trainer
+from tests.kit.readers import read_events
 
 HUGE = 1 << 60  # a reserve no disk has free
 PICTURE = "~learnscope/embeddings/encoder/validate/pca"

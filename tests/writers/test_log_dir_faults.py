@@ -15,37 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import AfterFirstEpoch, TinyClassifier, loaders, trainer
-from torch import nn
 
-from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.write_limits import WriteLimits
-
-
-def labels(batch: Any) -> dict[str, Any]:
-    return {"label": batch[1]}
-
-
-def learnscope_callbacks(write_limits: WriteLimits | None = None) -> list[Any]:
-    """The three callbacks; ``write_limits`` given to the projector alone (shared by all)."""
-    return [
-        EmbeddingProjector("encoder", metadata_fn=labels, write_limits=write_limits),
-        TrainingHelper(check_every_n_steps=2),
-        ModelAutocorrelation(buffer_size=8, analyze_every_n_steps=4, lags=(1,)),
-    ]
-
-
-class Quiet(TinyClassifier):
-    """Logs nothing through Lightning after setup, so Lightning alone survives the faults."""
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return nn.functional.cross_entropy(self(batch[0]), batch[1])
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self(batch[0])
+from tests.kit.callbacks import learnscope_callbacks
+from tests.kit.models import AfterFirstEpoch, Quiet, TinyClassifier, loaders, trainer
 
 
 def remove(log_dir: Path) -> None:

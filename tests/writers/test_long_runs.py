@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins.tensorboard import layout as tensorboard_layout
@@ -22,6 +21,7 @@ from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import Finding
 from learnscope.storage import open_run_folder
 from learnscope.tags import FINDINGS
+from tests.kit.readers import ProjectorReader
 
 
 def snap(tag: str, step: int) -> EmbeddingSnapshot:

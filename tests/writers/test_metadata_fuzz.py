@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 import torch
-from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins.tensorboard.projector_files import metadata_tsv
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from tests.kit.readers import ProjectorReader
 
 # ECMAScript WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP and every Zs character) and
 # LineTerminator (LF, CR, LS, PS): what String.prototype.trim() removes.

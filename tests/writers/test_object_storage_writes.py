@@ -1,7 +1,7 @@
 """Runs on object storage: everything learnscope writes goes to the logger's URL, nothing local.
 
 A fit with ``TensorBoardLogger("s3://...")`` on a real local S3 server (moto, behind the proxy
-of ``tests/s3_server.py``) leaves the Projector files, the event files with the pictures and
+of ``tests/kit/s3_server.py``) leaves the Projector files, the event files with the pictures and
 findings, the Custom Scalars layout and the run record (as immutable segments) in the bucket;
 TensorBoard's own readers read them back from there. Faults injected at the server (refused
 and slow requests) leave the fit finished and the reason said in the end-of-fit line.
@@ -20,10 +20,6 @@ import fsspec
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from readers import read_events
-from s3_server import LocalS3
-from tb_server import tensorboard
-from tiny_models import ZeroBranch, loaders, trainer
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.pipeline.loggers import logger_writers
@@ -35,8 +31,12 @@ from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_SEGMENTS
 from learnscope.run_record import RecordReader
 from learnscope.storage import MissingFileSystem, open_run_folder
 from learnscope.write_limits import WriteLimits
+from tests.kit.models import ZeroBranch, loaders, trainer
+from tests.kit.readers import read_events
+from tests.kit.s3_server import LocalS3
+from tests.kit.tb_server import tensorboard
 
-pytest_plugins = ["s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
+pytest_plugins = ["tests.kit.s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
 
 # The objects learnscope writes (the buckets' own names start with "learnscope" too).
 LEARNSCOPE_FILES = (

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from readers import ProjectorReader, parse_metadata, png_size
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
+from tests.kit.readers import ProjectorReader, parse_metadata, png_size
 
 
 def write(run_dir: Path, *snapshots: EmbeddingSnapshot) -> None:

@@ -29,11 +29,11 @@ FITS = 30
 CHILD = textwrap.dedent(
     """
     import json, os, sys, threading, logging
-    sys.path[:0] = [{tests!r}, {here!r}]
+    sys.path[:0] = [{repo!r}, {here!r}]
     import wandb
     from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-    from tiny_models import TinyClassifier, loaders, trainer
-    from test_log_dir_faults import learnscope_callbacks
+    from tests.kit.models import TinyClassifier, loaders, trainer
+    from tests.kit.callbacks import learnscope_callbacks
 
     logging.getLogger("learnscope").setLevel(logging.ERROR)
     root = {root!r}
@@ -58,7 +58,7 @@ CHILD = textwrap.dedent(
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 def test_descriptors_and_threads_stay_flat_over_30_fits(tmp_path: Path) -> None:
     script = CHILD.format(
-        tests=str(Path(__file__).parents[1]),
+        repo=str(Path(__file__).parents[2]),
         here=str(Path(__file__).parent),
         root=str(tmp_path),
         fits=FITS,

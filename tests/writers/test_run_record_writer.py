@@ -15,9 +15,7 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_models import TinyClassifier, ZeroBranch, ZeroBranchWithProbe, loaders, trainer
 
 from learnscope.aligned_views import AlignedViews
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
@@ -28,6 +26,8 @@ from learnscope.records import EmbeddingSnapshot, Finding
 from learnscope.run_files import RECORD_FILE
 from learnscope.run_record import RecordReader, decode_array
 from learnscope.scatter import frame_limits
+from tests.kit.models import TinyClassifier, ZeroBranch, ZeroBranchWithProbe, loaders, trainer
+from tests.kit.readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir
 
 
 def meta(batch: Any) -> dict[str, Any]:

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from readers import ProjectorReader
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins.tensorboard.projector_files import entry_name, read_config, tag_folder
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.storage.files import safe_name
+from tests.kit.readers import ProjectorReader
 
 
 def write(run_dir: Path, *snapshots: EmbeddingSnapshot) -> None:

@@ -7,7 +7,7 @@ processes then start writing together, five times over, each into a fresh run di
 round: no process crashes; neither removes the other's refresh marker (each checks for its own
 after every snapshot, and both markers are there once both are done); every snapshot of both is
 listed by the server while the writers are still running, and by the projector plugin's reader
-(``tests/readers.py``) once they have closed, which leaves no marker, lock or temporary behind.
+(``tests/kit/readers.py``) once they have closed, which leaves no marker, lock or temporary behind.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from readers import ProjectorReader
-from tb_server import tensorboard
 from test_writer_faults import debris
 
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX
+from tests.kit.readers import ProjectorReader
+from tests.kit.tb_server import tensorboard
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from readers import (
+
+from learnscope import EmbeddingSnapshot
+from learnscope.plugins import Writers
+from learnscope.plugins.wandb.view_page import WandbViewWriter
+from learnscope.plugins.wandb.writer import WandbWriter
+from tests.kit.readers import (
     page_views,
     wandb_artifact_tables,
     wandb_history,
@@ -14,11 +19,6 @@ from readers import (
     wandb_table,
     wandb_view_pages,
 )
-
-from learnscope import EmbeddingSnapshot
-from learnscope.plugins import Writers
-from learnscope.plugins.wandb.view_page import WandbViewWriter
-from learnscope.plugins.wandb.writer import WandbWriter
 
 
 def test_embedding_table_has_every_column(wandb_dir: Path) -> None:

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import torch
-from readers import ProjectorReader
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from learnscope import EmbeddingSnapshot
@@ -29,6 +28,7 @@ from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, Proj
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.storage import open_run_folder
 from learnscope.storage.files import locked, remove_orphan_temporaries, write_atomic
+from tests.kit.readers import ProjectorReader
 
 
 def snapshot(tag: str, step: int) -> EmbeddingSnapshot:

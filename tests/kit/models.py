@@ -1,4 +1,9 @@
-"""Tiny Lightning models and data for real ``Trainer.fit`` runs in tests."""
+"""Tiny Lightning models and data for real ``Trainer.fit`` runs in tests.
+
+:class:`TinyClassifier` (``encoder`` and ``head`` on Gaussian :func:`blobs`) is the kit's model,
+as Lightning's ``BoringModel`` is Lightning's; the other models here are variants more than one
+test file fits. A model that exists for one test file's case stays in that file.
+"""
 
 from __future__ import annotations
 
@@ -179,3 +184,95 @@ class NanProbe(TinyClassifier):
 
 class ZeroBranchWithProbe(NanProbe, ZeroBranch):
     """:class:`ZeroBranch` whose validation also runs ``probe`` on an all-NaN embedding."""
+
+
+class UnusedLayer(TinyClassifier):
+    """:class:`TinyClassifier` with a layer, ``unused``, that never takes part in the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = nn.Linear(8, 8)
+
+
+class Tokens(TinyClassifier):
+    """``encoder`` outputs ``tokens`` rows per sample (``[B, tokens, 8]``); the head their mean."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__()
+        self.tokens = tokens
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x[:, None, :].expand(-1, self.tokens, -1)).mean(1))
+
+
+class Quiet(TinyClassifier):
+    """Logs nothing through Lightning, so only learnscope uses the loggers after setup (and
+    Lightning alone survives faults of the log directory)."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return nn.functional.cross_entropy(self(batch[0]), batch[1])
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self(batch[0])
+
+
+class QuietZeroBranch(Quiet, ZeroBranch):
+    """:class:`ZeroBranch` that logs nothing through Lightning (:class:`Quiet`)."""
+
+
+class IdClassifier(TinyClassifier):
+    """Batches are ``(x, label, id)``: :func:`id_loaders`."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return super().training_step(batch[:2], batch_idx)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        super().validation_step(batch[:2], batch_idx)
+
+
+def id_loaders(shuffle_val: bool) -> tuple[DataLoader, DataLoader, TensorDataset]:
+    """Blobs with a third column, a sample id; validation ids unrelated to positions."""
+    train = blobs(96, seed=0)
+    val = blobs(48, seed=1)
+    ids = torch.arange(1000, 1048)  # ids unrelated to positions
+    val_ids = TensorDataset(*val.tensors, ids)
+    train_ids = TensorDataset(*train.tensors, torch.arange(96))
+    return (
+        DataLoader(train_ids, batch_size=16, shuffle=True),
+        DataLoader(val_ids, batch_size=8, shuffle=shuffle_val),
+        val_ids,
+    )
+
+
+class Ring(nn.Module):
+    """Averages each node with its ring neighbours ``rounds`` times: oversmoothing by
+    construction (batches of ``x`` [N, 6] and ``edge_index``)."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__()
+        self.lift = nn.Linear(6, 8)
+        self.rounds = rounds
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = self.lift(x)
+        source, target = edge_index
+        for _ in range(self.rounds):
+            h = (h + torch.zeros_like(h).index_add(0, target, h[source]) / 2) / 2
+        return h
+
+
+class GraphNodes(pl.LightningModule):
+    """A GCN ``encoder`` (:class:`Gcn`: ``layers`` of 16) and a ``head`` classifying the nodes of
+    PyG ``Data`` batches (``x`` of ``features`` columns, ``y`` of ``classes``), with Adam."""
+
+    def __init__(self, layers: int, features: int, classes: int) -> None:
+        super().__init__()
+        self.encoder = Gcn(layers, features=features)
+        self.head = nn.Linear(16, classes)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        logits = self.head(self.encoder(batch.x, batch.edge_index))
+        return nn.functional.cross_entropy(logits, batch.y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=0.01)

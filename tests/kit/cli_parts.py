@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
-from tiny_models import loaders
+
+from tests.kit.models import loaders
 
 
 class BlobData(pl.LightningDataModule):

@@ -8,13 +8,12 @@ it saw (:attr:`LocalS3.requests`). The function fixture :func:`s3_env` sets the 
 client needs (boto3/botocore, s3fs through fsspec, TensorBoard's own S3 reader, also in the
 processes a test starts) and clears fsspec's cached S3 file systems, before and after the test.
 
-Use it from a test module by naming this module a plugin (``tests/`` is on ``sys.path`` like
-the other helpers; importing the fixtures by name works too, but ruff calls each test's argument
-a redefinition, F811)::
+Use it from a test module by naming this module a plugin, by the kit's package name (importing
+the fixtures by name works too, but ruff calls each test's argument a redefinition, F811)::
 
-    from s3_server import LocalS3
+    from tests.kit.s3_server import LocalS3
 
-    pytest_plugins = ["s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
+    pytest_plugins = ["tests.kit.s3_server"]  # s3_endpoint, s3_env, s3_fail_fast
 
     def test_writes(s3_env: LocalS3) -> None:
         bucket = s3_env.bucket()

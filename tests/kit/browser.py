@@ -173,6 +173,36 @@ def ready_view_state(driver: Any, timeout: float = 60.0) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+_PLAYING = (
+    "const s = window.learnscopeView.state; "
+    "return {frames: s.frames, position: s.position, playing: s.playing}"
+)
+
+
+def play_until_moved(driver: Any, frames: int = 2, timeout: float = 60.0) -> dict[str, Any]:
+    """Press play until the view has drawn ``frames`` more frames and its position moved on.
+
+    A progress check, not a rate: however slowly the machine draws, it waits (up to ``timeout``)
+    for the animation to go on. Pauses afterwards.
+
+    Returns:
+        ``frames``, ``position`` and ``playing`` of the view's state once it had moved on.
+    """
+    driver.execute_script("window.learnscopeView.play()")
+    before = driver.execute_script(_PLAYING)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            now = driver.execute_script(_PLAYING)
+            drawn = now["frames"] - before["frames"]
+            if drawn >= frames and now["position"] != before["position"]:
+                return now
+            assert time.monotonic() < deadline, f"playing drew {drawn} frames: {before} -> {now}"
+            time.sleep(0.05)
+    finally:
+        driver.execute_script("window.learnscopeView.pause()")
+
+
 def enter_learnscope_tab(driver: Any, base: str, timeout: float = 60.0) -> None:
     """Open TensorBoard at ``base`` on the learnscope tab; switch into the tab's iframe."""
     driver.get(f"{base}/#learnscope")

@@ -1,0 +1,1 @@
+"""learnscope's tests: a package, so that every test imports the shared kit as ``tests.kit``."""
