@@ -1,10 +1,10 @@
 """Time the autocorrelation analysis of a full ring buffer, and show what the buffer costs.
 
-Times :func:`learnscope.autocorrelation.autocorrelation` and
-:func:`learnscope.autocorrelation.summarize` on a ``T = 256`` by ``K = 65,536`` float32
+Times :func:`learnscope.autocorrelation.analysis.autocorrelation` and
+:func:`learnscope.autocorrelation.analysis.summarize` on a ``T = 256`` by ``K = 65,536`` float32
 history (the defaults: 256 steps, 256 elements per tensor, capped at 65,536 elements),
 median of several runs after a warm-up, and prints the bytes the ring buffers of
-:class:`learnscope.sampled_history.SampledParameterHistory` hold for a 10M- and a
+:class:`learnscope.autocorrelation.sampled_history.SampledParameterHistory` hold for a 10M- and a
 1B-parameter transformer at the defaults (described on the meta device: nothing is
 allocated). Target for ``summarize`` on the CPU: under 100 ms.
 
@@ -21,8 +21,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from learnscope.autocorrelation import autocorrelation, summarize
-from learnscope.sampled_history import SampledParameterHistory
+from learnscope.autocorrelation.analysis import autocorrelation, summarize
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
 
 NUM_STEPS = 256
 NUM_ELEMENTS = 65_536

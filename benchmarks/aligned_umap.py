@@ -1,7 +1,7 @@
 """Aligned UMAP, measured: its cost, the quality of its views, and what it adds to a fit.
 
-1. **Cost** of :func:`learnscope.aligned_umap.aligned_umap` with the default settings (at most
-   5,000 points fitted, the rest placed), through ``AlignedViews.umap_view`` as the writers'
+1. **Cost** of :func:`learnscope.embeddings.aligned_umap.aligned_umap` with the default settings (at
+   most 5,000 points fitted, the rest placed), through ``AlignedViews.umap_view`` as the writers'
    thread calls it, side by side with the aligned PCA (``AlignedViews.pca_view``) on the same data:
    10 Gaussian clusters in 64 dimensions that drift over 3 snapshots (the same ids), then the
    last snapshot again (identical). Seconds per snapshot, and the peak memory of the process
@@ -88,8 +88,8 @@ def cost_worker(method: str, data: str) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)  # as the writers' thread gives it: one core, the other trains
-    from learnscope.aligned_umap import UMAPSettings
-    from learnscope.aligned_views import AlignedViews
+    from learnscope.embeddings.aligned_umap import UMAPSettings
+    from learnscope.embeddings.aligned_views import AlignedViews
 
     started = time.perf_counter()
     if method.startswith("umap"):
@@ -136,8 +136,8 @@ def compile_worker() -> dict[str, Any]:
     torch.set_num_threads(1)
     start = time.perf_counter()
     from learnscope import umap_layout  # noqa: F401
-    from learnscope.aligned_umap import UMAPSettings
-    from learnscope.aligned_views import AlignedViews
+    from learnscope.embeddings.aligned_umap import UMAPSettings
+    from learnscope.embeddings.aligned_views import AlignedViews
 
     imported = time.perf_counter()
     views = AlignedViews(umap=UMAPSettings())
@@ -315,7 +315,7 @@ def fit_worker(model_name: str, umap: bool, logdir: str) -> dict[str, Any]:
 
 def read_snapshots(run_dir: Path) -> list[dict[str, Any]]:
     """Each snapshot of a run record: step, ids, labels, full embedding, both views."""
-    from learnscope.run_record import RecordReader, decode_array
+    from learnscope.run_directory.record import RecordReader, decode_array
 
     snapshots = []
     for entry in RecordReader(run_dir / "learnscope_record.jsonl").read():
@@ -361,8 +361,8 @@ def quality(model_name: str, run_dir: Path) -> None:
     from sklearn.manifold import trustworthiness
     from sklearn.metrics import silhouette_score
 
-    from learnscope.aligned_umap import UMAPSettings, aligned_umap
-    from learnscope.scatter import spread
+    from learnscope.embeddings.aligned_umap import UMAPSettings, aligned_umap
+    from learnscope.embeddings.scatter_frame import spread
 
     snapshots = read_snapshots(run_dir)
     dims = snapshots[0]["vectors"].shape[1]

@@ -1,7 +1,7 @@
 """How fast two runs are compared side by side, in the tab, the export and numpy (issue 24).
 
-1. The neighbourhood overlap alone (``learnscope.neighbourhoods.neighbourhood_overlap``: each
-   point's 10 nearest neighbours in A and in B, exact, in blocks of at most 32 MB of distances)
+1. The neighbourhood overlap alone (``learnscope.embeddings.neighbourhoods.neighbourhood_overlap``:
+   each point's 10 nearest neighbours in A and in B, exact, in blocks of at most 32 MB of distances)
    at 1,000, 10,000 and 20,000 shared points x 128 dims (10 Gaussian clusters, B a noisy copy of A).
 2. Two runs of 50 snapshots of ``--points`` points x 128 dims, written with the real
    ``TensorBoardWriter`` (run record and Projector tensors): the ``/compare`` route of a real
@@ -35,12 +35,12 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from dynamics_view import open_tab  # noqa: E402
 
+from learnscope.embeddings.neighbourhoods import neighbourhood_overlap  # noqa: E402
+from learnscope.embeddings.scatter_frame import frame_limits  # noqa: E402
 from learnscope.lightning_glue.cli import main as learnscope  # noqa: E402
-from learnscope.neighbourhoods import neighbourhood_overlap  # noqa: E402
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter  # noqa: E402
 from learnscope.plugins.views.view_page import export_html  # noqa: E402
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
-from learnscope.scatter import frame_limits  # noqa: E402
 from tests.kit.browser import chromium  # noqa: E402
 from tests.kit.tb_server import tensorboard  # noqa: E402
 

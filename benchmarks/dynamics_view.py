@@ -49,13 +49,13 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
+from learnscope.embeddings.scatter_frame import frame_limits  # noqa: E402
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter  # noqa: E402
 from learnscope.plugins.views import (
     run_view,  # noqa: E402
     view_page,
 )
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame  # noqa: E402
-from learnscope.scatter import frame_limits  # noqa: E402
 from tests.kit.browser import chromium  # noqa: E402
 from tests.kit.tb_server import TensorBoardServer, free_port, tensorboard  # noqa: E402
 

@@ -52,7 +52,7 @@ def run_once(fault: str, end_timeout_s: float) -> dict[str, Any]:
     from object_storage import s3_server
 
     from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-    from learnscope.write_limits import WriteLimits
+    from learnscope.run_directory.write_limits import WriteLimits
     from tests.kit.models import ZeroBranch, loaders, trainer
 
     said: list[str] = []

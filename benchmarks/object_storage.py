@@ -12,7 +12,7 @@ Parts (``--parts``):
   snapshots, to a local folder and to ``s3://``: the training thread's pause after each
   validation epoch (from its last batch to the next epoch's first), and the end of the fit
   (``teardown``, which waits for what is still queued).
-* ``tab``: the learnscope tab's first open of that fit's run (a new ``RunView`` over the run's
+* ``tab``: the learnscope tab's first open of that fit's run (a new ``RunModel`` over the run's
   folder: the search, the record read, the view built), local and on S3, with its requests.
 
 Run (CPU, a few minutes on two shared cores)::

@@ -2,8 +2,8 @@
 
 The history was split into parts (sampling plan, column layout, ring buffer); this checks that
 ``record()``, which runs at every optimizer step, did not get slower. The older commit's
-``learnscope/sampled_history.py`` (a single module before the split) is loaded from git into a
-temporary module; both histories sample the same slices of a model of 50 tensors (25
+``learnscope/autocorrelation/sampled_history.py`` (a single module before the split) is loaded from
+git into a temporary module; both histories sample the same slices of a model of 50 tensors (25
 ``Linear(64, 64)``), record in alternating rounds of 100 calls on one thread, and must hold the
 same values. Prints the median and the lowest per-call time of 40 rounds, with gradients and
 for parameter values only.
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from learnscope.sampled_history import SampledParameterHistory
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE_SPLIT = "2ff21f8"  # the last commit with learnscope/sampled_history.py in one piece

@@ -1,8 +1,9 @@
 """What following the trainable parameters adds to every optimizer step (a microbenchmark).
 
-ModelAutocorrelation and TrainingHelper each poll a :class:`~learnscope.trainable.TrainableWatch`
-in ``on_before_optimizer_step``: every parameter's ``requires_grad`` and each optimizer's number
-of param groups, compared with the last step's. This times, for models of several sizes:
+ModelAutocorrelation and TrainingHelper each poll a
+:class:`~learnscope.model.trainable.TrainableWatch` in ``on_before_optimizer_step``: every
+parameter's ``requires_grad`` and each optimizer's number of param groups, compared with the last
+step's. This times, for models of several sizes:
 
 * ``poll``: one :meth:`TrainableWatch.poll` when nothing changed (the cost of every step),
   and ``full scan``: reading every parameter's ``requires_grad`` (what a poll without the
@@ -24,7 +25,7 @@ import torch
 from torch import nn
 
 from learnscope.lightning_glue import TrainingHelper
-from learnscope.trainable import TrainableWatch
+from learnscope.model.trainable import TrainableWatch
 
 
 def model_with(tensors: int) -> nn.Module:

@@ -8,7 +8,7 @@
    (``/data/runs``, learnscope's ``/runs``); medians over ``--requests`` rounds.
 2. The W&B page after each snapshot: a record of N snapshots of 2,000 points (the page's
    points per key); one more snapshot is appended, and timed: folding the new line into the
-   kept view, then ``ViewPage.log`` of an offline wandb run (the page made and handed to wandb),
+   kept view, then ``RecordPage.log`` of an offline wandb run (the page made and handed to wandb),
    at N = 10, 100 and 500.
 3. ``learnscope export --help`` and ``learnscope export`` of a 3-run log directory, as
    commands (median of 5), and the modules they loaded.
@@ -41,8 +41,8 @@ HERE = Path(__file__).resolve().parent
 # the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
 sys.path.append(str(HERE.parent))
 
-from learnscope.run_files import RECORD_FILE  # noqa: E402
-from learnscope.run_record import append_entries  # noqa: E402
+from learnscope.run_directory.file_names import RECORD_FILE  # noqa: E402
+from learnscope.run_directory.record import append_entries  # noqa: E402
 from tests.kit.record_entries import (  # noqa: E402
     ALL_CALLBACKS,
     categorical,
@@ -122,10 +122,10 @@ def serve_times(logdir: Path, requests: int, old_code: str | None) -> dict[str, 
 def wandb_page_times(
     root: Path, sizes: tuple[int, ...] = (10, 100, 500)
 ) -> dict[int, tuple[float, float, float]]:
-    """Seconds to fold a new snapshot and of the ``ViewPage.log`` after it; page MB; per size."""
+    """Seconds to fold a new snapshot and of the ``RecordPage.log`` after it; page MB; per size."""
     import wandb
 
-    from learnscope.plugins.wandb.view_page import ViewPage, wandb_view_html
+    from learnscope.plugins.wandb.page_writer import RecordPage, wandb_view_html
 
     os.environ["WANDB_MODE"] = "offline"
     os.environ["WANDB_SILENT"] = "true"
@@ -142,7 +142,7 @@ def wandb_page_times(
             for s in range(size)
         ]
         write(record_dir, run_entry(*ALL_CALLBACKS), *entries)
-        view_page = ViewPage(record_dir)  # as the W&B writer keeps it
+        view_page = RecordPage(record_dir)  # as the W&B writer keeps it
         view_page.log(run, size - 1, "trainer/global_step")  # the view as it stands
         fold, page = [], []
         for extra in range(3):
@@ -166,7 +166,7 @@ import statistics, sys, time
 from pathlib import Path
 import numpy as np, torch
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
-from learnscope.plugins.wandb.view_page import wandb_view_html
+from learnscope.plugins.wandb.page_writer import wandb_view_html
 from learnscope.records import EmbeddingSnapshot
 run_dir, size = Path(sys.argv[1]), int(sys.argv[2])
 rng = np.random.default_rng(0)

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from learnscope.optimizer_histories import HistorySettings, check_lags, check_positive_ints
+from learnscope.autocorrelation.optimizer_histories import (
+    HistorySettings,
+    check_lags,
+    check_positive_ints,
+)
 
 __all__ = ["AutocorrelationSettings"]
 

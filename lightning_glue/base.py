@@ -47,7 +47,7 @@ from learnscope.lightning_glue.parts import Parts
 from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.records.run import CallbackSettings
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -165,7 +165,7 @@ class LearnscopeCallback(_Base):
     and its package's ``Callback`` (:func:`lightning_callback`; see the module's description).
 
     The learnscope callbacks of one trainer share one writer session, and so its
-    :class:`~learnscope.write_limits.WriteLimits`: those that callbacks give as
+    :class:`~learnscope.run_directory.write_limits.WriteLimits`: those that callbacks give as
     ``write_limits`` (:func:`~learnscope.lightning_glue.session.shared_limits`).
 
     A subclass makes its settings once, in its constructor: one frozen dataclass of its

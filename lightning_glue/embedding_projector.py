@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
-from learnscope.aligned_umap import UMAPSettings
-from learnscope.batch_axis import layout_module
-from learnscope.embedding_layout import DEFAULT_MASK, EmbeddingLayout
-from learnscope.embedding_rows import EmbeddingRows
+from learnscope.embeddings.aligned_umap import UMAPSettings
+from learnscope.embeddings.batch_axis import layout_module
+from learnscope.embeddings.layout import DEFAULT_MASK, EmbeddingLayout
+from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.lightning_glue.base import LearnscopeCallback, setting
 from learnscope.lightning_glue.capture_schedule import STAGES, BatchPlan
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, submodule
@@ -22,7 +22,7 @@ from learnscope.lightning_glue.projector_settings import ProjectorSettings
 from learnscope.lightning_glue.row_reader import RowReader
 from learnscope.lightning_glue.snapshot_names import SnapshotNames
 from learnscope.plugins.pipeline.snapshot_job import SNAPSHOTS, UMAP_VIEW, SnapshotJobs
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 
 __all__ = ["DATASET_INDEX", "STAGES", "EmbeddingProjector"]
 
@@ -62,7 +62,7 @@ class EmbeddingProjector(LearnscopeCallback):
         module: Dotted name of the sub-module, such as ``"encoder"`` or ``"model.gnn.layers.2"``.
         select: Picks the embedding tensor from an output that is a tuple, dict or dataclass;
             an output (or a ``select``) that gives no tensor fails in the sanity check, naming
-            what it gave (:mod:`learnscope.module_output`).
+            what it gave (:mod:`learnscope.embeddings.module_output`).
         metadata_fn: ``batch -> {column: values}``, one value per row (node) or per sample.
         images_fn: ``batch -> [B, C, H, W]`` thumbnails in ``[0, 1]`` or ``uint8``.
         stages: Which of ``"train"``, ``"validate"``, ``"test"``, ``"predict"`` to capture.
@@ -79,18 +79,18 @@ class EmbeddingProjector(LearnscopeCallback):
         graph_index_fn: ``batch -> LongTensor[rows]``, each embedding row's graph within the
             batch, for node embeddings of graph batches that are not PyTorch Geometric's.
         aligned_pca: Add the aligned ``pca_x``, ``pca_y``, ``pca_z`` columns and a scatter
-            image per snapshot (:mod:`learnscope.aligned_views`, on the writers' thread).
+            image per snapshot (:mod:`learnscope.embeddings.aligned_views`, on the writers' thread).
         aligned_umap: Add the aligned UMAP view beside the aligned PCA (which it turns on):
             ``umap_x``, ``umap_y`` columns, a scatter image per snapshot, and the choice of
-            projection in every view (:mod:`learnscope.aligned_umap`). ``True`` for the
-            default :class:`~learnscope.aligned_umap.UMAPSettings` (at most 5,000 points fitted
-            per snapshot), or settings of your own. Needs ``pip install "learnscope[umap]"``;
+            projection in every view (:mod:`learnscope.embeddings.aligned_umap`). ``True`` for the
+            default :class:`~learnscope.embeddings.aligned_umap.UMAPSettings` (at most 5,000 points
+            fitted per snapshot), or settings of your own. Needs ``pip install "learnscope[umap]"``;
             computed on the writers' thread (umap-learn loaded there when a fit starts).
         gather: Under DDP, one snapshot of every rank's rows (else rank zero's share only).
         spatial: For feature maps ``[batch, channels, *spatial]`` larger than 1 x 1, and the
             ``[batch, channels, length]`` outputs of channel-first modules (``nn.Conv1d``, 1-d
             pooling, ``nn.BatchNorm1d``..., or an ``nn.Sequential`` ending in one:
-            :mod:`learnscope.batch_axis`): ``"mean"``, ``"max"`` (one row per sample) or
+            :mod:`learnscope.embeddings.batch_axis`): ``"mean"``, ``"max"`` (one row per sample) or
             ``"pixels"`` (one row per position). Without it such an output fails in the sanity
             check, naming the shape and options. Any other 3-D output is read as
             ``[batch, tokens, dim]``, said once at info level.
@@ -99,10 +99,11 @@ class EmbeddingProjector(LearnscopeCallback):
             ``padding_mask``, such as ``src_key_padding_mask``, marks padding with true), or an
             import path; the default, ``"attention_mask"`` (else PyTorch's padding mask), when
             the output gives one row per token. ``None``: every row. A sequence-first output
-            (``batch_first=False``) is read with the batch first: :mod:`learnscope.batch_axis`.
+            (``batch_first=False``) is read with the batch first:
+            :mod:`learnscope.embeddings.batch_axis`.
         write_limits: The limits of this fit's writes (a
-            :class:`~learnscope.write_limits.WriteLimits`: how long the end of the fit waits
-            for them, the free-space reserve they leave). The learnscope callbacks of one fit
+            :class:`~learnscope.run_directory.write_limits.WriteLimits`: how long the end of the fit
+            waits for them, the free-space reserve they leave). The learnscope callbacks of one fit
             share them: give them to one callback, or the same to each (different ones fail at
             ``setup``). ``None``: another callback's, else the defaults.
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from learnscope.module_output import embedding_tensor
+from learnscope.embeddings.module_output import embedding_tensor
 from learnscope.user_functions import calling
 
 Receiver = Callable[["CapturedOutput"], None]
@@ -82,7 +82,7 @@ class CapturedOutput:
     Args:
         output: The module's output, as the forward hook got it.
         module: The module that gave it (its declared layout tells which axis is the batch's:
-            :mod:`learnscope.batch_axis`).
+            :mod:`learnscope.embeddings.batch_axis`).
 
     Example:
         >>> calls = []
@@ -124,7 +124,7 @@ class CapturedOutput:
         """The embedding tensor: ``select(output)``, or the output itself without ``select``.
 
         The one rule both callbacks read an output by
-        (:func:`learnscope.module_output.embedding_tensor`).
+        (:func:`learnscope.embeddings.module_output.embedding_tensor`).
 
         Args:
             select: Picks the embedding out of the output; ``None``: the output is it.

@@ -5,8 +5,8 @@ A closed :class:`~learnscope.lightning_glue.session.WriterSession` hands what it
 run ended) to :func:`end_of_fit_line`, which says it in one line: the places that got every
 record lead; a place that did not says what it got, what it did not and why; a place that got
 nothing is named only among those that got nothing; a finished run's line names a few findings and
-why a section of an attached callback is empty (:mod:`learnscope.run_endings`); a failed run's
-line says how it failed and what was written before.
+why a section of an attached callback is empty (:mod:`learnscope.run_directory.endings`); a failed
+run's line says how it failed and what was written before.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from learnscope.plugins import LoggerWriters, Writer
 from learnscope.plugins.pipeline.fanout import Outcome, takes
 from learnscope.plugins.pipeline.loggers import logger_place
 from learnscope.records import CallbackSettings, Finding, RunEnd
-from learnscope.run_endings import empty_sections
+from learnscope.run_directory.endings import empty_sections
 
 
 @dataclasses.dataclass(frozen=True)

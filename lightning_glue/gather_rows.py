@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from learnscope.embedding_rows import EmbeddingRows
+from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.lightning_glue.parts import Parts
 from learnscope.plugins.pipeline.snapshot_job import SNAPSHOTS
 

@@ -10,14 +10,14 @@ from typing import Any
 
 from typing_extensions import override
 
+from learnscope.autocorrelation.optimizer_histories import OptimizerHistories
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
 from learnscope.lightning_glue.autocorrelation_settings import AutocorrelationSettings
 from learnscope.lightning_glue.base import LearnscopeCallback, setting
 from learnscope.lightning_glue.step_clock import StepClock
-from learnscope.optimizer_histories import OptimizerHistories
-from learnscope.parameter_shards import is_sharded, parameter_shards
-from learnscope.sampled_history import SampledParameterHistory
-from learnscope.trainable import TrainableChange, TrainableWatch
-from learnscope.write_limits import WriteLimits
+from learnscope.model.parameter_shards import is_sharded, parameter_shards
+from learnscope.model.trainable import TrainableChange, TrainableWatch
+from learnscope.run_directory.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -40,7 +40,7 @@ class ModelAutocorrelation(LearnscopeCallback):
     adapters are grouped by layer), read again when fine-tuning changes what trains. A sparse
     embedding table (``nn.Embedding(sparse=True)`` with ``SparseAdam``, ``SGD`` or ``Adagrad``)
     is sampled like a dense one, its gradient read from the stored values (see
-    :mod:`learnscope.sampled_gradients`).
+    :mod:`learnscope.autocorrelation.sampled_gradients`).
 
     **What a step is.** One record per optimizer step, so that lag ``k`` means ``k``
     optimizer steps, taken at the first ``on_before_optimizer_step`` of each
@@ -49,14 +49,14 @@ class ModelAutocorrelation(LearnscopeCallback):
     closure, at its perturbed ones), an accumulated one on the micro-batch that steps. In
     manual optimization with several optimizers (a GAN) each ``optimizer.step()`` is a global
     step, and each optimizer has a history of its own parameters, recorded when it steps (see
-    :mod:`learnscope.optimizer_histories`); with one optimizer (or none) there is one history
-    of every trainable parameter, recorded on every step.
+    :mod:`learnscope.autocorrelation.optimizer_histories`); with one optimizer (or none) there is
+    one history of every trainable parameter, recorded on every step.
 
     **What it costs.** At ``fit`` start one contiguous random slice of ``elements_per_tensor``
     elements is chosen per trainable parameter tensor (at most ``max_elements`` in all, over
     every optimizer's history together; see
-    :class:`~learnscope.sampled_history.SampledParameterHistory`). At each step, where
-    gradients are accumulated and unscaled, their values (and gradients) are copied into a
+    :class:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory`). At each step,
+    where gradients are accumulated and unscaled, their values (and gradients) are copied into a
     ring buffer of the last ``buffer_size`` steps on the parameters' device, in one batched
     copy per kind and without synchronising with the host. The buffers hold
     ``2 * buffer_size * K * 4`` bytes for ``K`` sampled elements (``buffer_size * K * 4`` with
@@ -77,9 +77,9 @@ class ModelAutocorrelation(LearnscopeCallback):
     or than ``max(lags)`` still gets one analysis when it holds more steps than its smallest
     lag (a 6-step fit with the default lags: lags 1, 2 and 5). At each, the ACF of every
     sampled element is computed on the device, on the writers' thread (``learnscope-writer``;
-    :func:`learnscope.autocorrelation.prepare_summary` on the training thread, then
-    :meth:`~learnscope.autocorrelation.PendingSummary.finish`; means removed, never rescaled,
-    so anti-correlation keeps its sign; on a device other than the CPU or CUDA, on the
+    :func:`learnscope.autocorrelation.analysis.prepare_summary` on the training thread, then
+    :meth:`~learnscope.autocorrelation.analysis.PendingSummary.finish`; means removed, never
+    rescaled, so anti-correlation keeps its sign; on a device other than the CPU or CUDA, on the
     training thread), and only the summary comes to the host, in one transfer: per kind
     (``params``, ``grads``) and group the mean ACF at every lag up to
     ``max(lags)``, the median and quartiles of the lag-1 autocorrelation, and tau when it can
@@ -107,9 +107,9 @@ class ModelAutocorrelation(LearnscopeCallback):
     **Fine-tuning.** Parameters that start or stop training during the fit
     (``BackboneFinetuning``'s new param groups, a flipped ``requires_grad``; a fit may even
     start with nothing trainable) change what is sampled, noticed before each optimizer step by
-    :class:`~learnscope.trainable.TrainableWatch` (about 2 microseconds, nothing on the device):
-    it samples the parameters that train now and their history starts again, said once at info
-    level; the next analysis comes when it holds more than ``max(lags)`` steps.
+    :class:`~learnscope.model.trainable.TrainableWatch` (about 2 microseconds, nothing on the
+    device): it samples the parameters that train now and their history starts again, said once at
+    info level; the next analysis comes when it holds more than ``max(lags)`` steps.
 
     **Resuming.** The seed and the sampled slices (of every history) are saved in
     checkpoints, so a resumed run follows the same elements; the recorded history itself is
@@ -132,8 +132,8 @@ class ModelAutocorrelation(LearnscopeCallback):
             metrics are not buried. The pictures, the Custom Scalars charts of what is logged
             and the run record are the same either way.
         write_limits: The limits of this fit's writes (a
-            :class:`~learnscope.write_limits.WriteLimits`: how long the end of the fit waits
-            for them, the free-space reserve they leave). The learnscope callbacks of one fit
+            :class:`~learnscope.run_directory.write_limits.WriteLimits`: how long the end of the fit
+            waits for them, the free-space reserve they leave). The learnscope callbacks of one fit
             share them: give them to one callback, or the same to each (different ones fail at
             ``setup``). ``None``: another callback's, else the defaults.
 

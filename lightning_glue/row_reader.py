@@ -1,16 +1,16 @@
 """The rows of one batch's embedding, with their metadata, ids, images and graphs.
 
-A module's output becomes rows by the rule of :mod:`learnscope.embedding_layout` (shared with
+A module's output becomes rows by the rule of :mod:`learnscope.embeddings.layout` (shared with
 :class:`~learnscope.lightning_glue.TrainingHelper`): ``[batch, dim]`` gives one row per sample;
 ``[batch, tokens, dim]`` one row per token, with per-sample metadata repeated for each token
 and a ``position`` column added (said once per fit, at info level: :meth:`RowReader.note_once`);
 4 or more dimensions are PyTorch's feature-map layout ``[batch, channels, *spatial]``, which
 gives one ``channels``-dimensional row per sample when its spatial sizes are all 1 and needs
 ``spatial`` otherwise, and so is the 3-D output of a channel-first module (``nn.Conv1d``...:
-:mod:`learnscope.batch_axis`), ``[batch, channels, length]``. An output that is not a tensor
-fails, naming what it gave (:mod:`learnscope.module_output`). ``mask_fn`` leaves out rows that are
-not data, such as padding tokens: kept rows keep their ``position`` and their sample's metadata
-and id.
+:mod:`learnscope.embeddings.batch_axis`), ``[batch, channels, length]``. An output that is not a
+tensor fails, naming what it gave (:mod:`learnscope.embeddings.module_output`). ``mask_fn`` leaves
+out rows that are not data, such as padding tokens: kept rows keep their ``position`` and their
+sample's metadata and id.
 
 **Graph batches.** When the rows are the nodes of a batch of several graphs, per-graph values
 (ids, metadata columns with one value per graph, images) are spread over each graph's nodes, and
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from learnscope.batch_rows import (
+from learnscope.embeddings.batch_rows import (
     BatchRows,
     RowSamples,
     batch_rows,
@@ -48,8 +48,8 @@ from learnscope.batch_rows import (
     pyg_graphs,
     token_rows,
 )
-from learnscope.embedding_layout import EmbeddingLayout
-from learnscope.embedding_rows import EmbeddingRows
+from learnscope.embeddings.layout import EmbeddingLayout
+from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.lightning_glue.loaders import DATASET_INDEX
 from learnscope.lightning_glue.projector_settings import ProjectorSettings
 from learnscope.user_functions import calling, describe

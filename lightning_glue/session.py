@@ -45,7 +45,7 @@ from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.pipeline.fanout import Outcome
 from learnscope.plugins.pipeline.loggers import installed_dashboards
 from learnscope.records import CallbackSettings, Finding, RunEnd, RunStart
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -227,7 +227,7 @@ class WriterSession:
         bound), and a place that got nothing is named only among those that got nothing, with
         no command to open it. A finished run's line also names the findings it counts (a few)
         and why a section of an attached callback is empty
-        (:mod:`learnscope.run_endings`). A failed run's line says how it failed
+        (:mod:`learnscope.run_directory.endings`). A failed run's line says how it failed
         and what was written before, with no command to open it.
         ``None`` on ranks other than zero, under ``fast_dev_run`` and without a logger.
 

@@ -12,20 +12,20 @@ from typing import Any, Literal
 import torch
 from typing_extensions import override
 
-from learnscope.batch_axis import layout_module
-from learnscope.embedding_buffer import EmbeddingRowBuffer
-from learnscope.embedding_layout import DEFAULT_MASK
+from learnscope.collapse.row_buffer import EmbeddingRowBuffer
+from learnscope.embeddings.batch_axis import layout_module
+from learnscope.embeddings.layout import DEFAULT_MASK
 from learnscope.health import CheckScope
 from learnscope.lightning_glue import helper_checks as checks
 from learnscope.lightning_glue.base import LearnscopeCallback, setting
 from learnscope.lightning_glue.embedding_projector import EmbeddingProjector
 from learnscope.lightning_glue.output_capture import OutputReading
 from learnscope.lightning_glue.step_clock import StepClock
-from learnscope.parameter_shards import is_sharded
+from learnscope.model.parameter_shards import is_sharded
+from learnscope.model.trainable import TrainableWatch
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.records import Finding
-from learnscope.trainable import TrainableWatch
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -68,12 +68,13 @@ class TrainingHelper(LearnscopeCallback):
             an output that gives no tensor fails at the first capture, naming what it gave.
         group_depth: Module-name parts that make a group for the per-group norms, counted
             below the module that holds every trainable parameter (a wrapper ``model`` gives
-            ``model.encoder``, ``model.head``: :func:`~learnscope.parameter_names.group_name`).
+            ``model.encoder``, ``model.head``:
+            :func:`~learnscope.model.parameter_names.group_name`).
         max_head_to_encoder_ratio: Largest healthy ratio of head to encoder weights.
         embedding_rows_per_dim: Most rows per embedding dimension kept from a check step.
         max_embedding_rows: Cap on those rows.
-        collapse_thresholds: :func:`~learnscope.collapse.judge_collapse` thresholds to override.
-        spatial: Rows of feature maps over 1 x 1 and of channel-first ``[batch, channels,
+        collapse_thresholds: :func:`~learnscope.collapse.metrics.judge_collapse` thresholds to
+        override. spatial: Rows of feature maps over 1 x 1 and of channel-first ``[batch, channels,
             length]`` outputs: ``"mean"``, ``"max"`` or ``"pixels"``, as for
             ``EmbeddingProjector``.
         mask_fn: ``batch -> bool tensor`` of the rows that are data, or the batch's key for it
@@ -81,8 +82,8 @@ class TrainingHelper(LearnscopeCallback):
         graph_index_fn: ``batch -> LongTensor[rows]``, each row's graph (needs edge_index_fn).
         ids_fn: ``batch -> ids``, one per graph, named in findings (needs ``edge_index_fn``).
         write_limits: The limits of this fit's writes (a
-            :class:`~learnscope.write_limits.WriteLimits`: how long the end of the fit waits
-            for them, the free-space reserve they leave). The learnscope callbacks of one fit
+            :class:`~learnscope.run_directory.write_limits.WriteLimits`: how long the end of the fit
+            waits for them, the free-space reserve they leave). The learnscope callbacks of one fit
             share them: give them to one callback, or the same to each (different ones fail at
             ``setup``). ``None``: another callback's, else the defaults.
 

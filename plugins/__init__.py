@@ -4,7 +4,7 @@ Importing this package imports neither TensorBoard, wandb nor torch (the views a
 ``learnscope export`` command use it without loading a model's dependencies); the names below
 are imported when first used, and each writer imports its dashboard when it is created.
 ``learnscope.plugins.tensorboard.TensorBoardWriter``, ``learnscope.plugins.wandb.WandbWriter`` and
-``learnscope.plugins.wandb.WandbViewWriter`` are the dashboard writers. The folders show the
+``learnscope.plugins.wandb.WandbPageWriter`` are the dashboard writers. The folders show the
 layers: ``pipeline/`` (the fan-out, its worker thread, the picture stage, which writers a logger
 gets), ``tensorboard/`` and ``wandb/`` (the writers by dashboard, each with its ``dashboard.py``
 entry, named in ``pipeline/loggers.py``'s ``OWN_DASHBOARDS``), ``views/`` (everything that reads

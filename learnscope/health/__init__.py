@@ -66,8 +66,8 @@ from learnscope.health.parameters import (
     unused_parameter_names,
 )
 from learnscope.health.tracing import NonFiniteOutputTracer
-from learnscope.parameter_names import group_name, owner_module
-from learnscope.parameter_shards import ParameterShard, is_sharded, parameter_shards
+from learnscope.model.parameter_names import group_name, owner_module
+from learnscope.model.parameter_shards import ParameterShard, is_sharded, parameter_shards
 
 __all__ = [
     "CheckScope",

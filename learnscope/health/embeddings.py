@@ -1,4 +1,4 @@
-"""Findings about embedding collapse and oversmoothing, from ``learnscope.collapse`` metrics."""
+"""Findings about embedding collapse and oversmoothing, from the metrics of learnscope.collapse."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import Tensor
 
-from learnscope.collapse_verdicts import CollapseThresholds, collapse_verdicts
+from learnscope.collapse.verdicts import CollapseThresholds, collapse_verdicts
 from learnscope.records import Finding
 
 
@@ -26,18 +26,18 @@ def collapse_findings(
     """Turn collapse metrics into an ``embedding-collapse`` and an ``oversmoothing`` finding.
 
     Args:
-        metrics: From :func:`learnscope.collapse.collapse_metrics`.
+        metrics: From :func:`learnscope.collapse.metrics.collapse_metrics`.
         module: The embedding module the rows came from (the findings' subject).
         step: The training step.
         num_rows: Rows the metrics were computed on.
         dim: Embedding dimension.
-        graph_mad: Each graph's MAD (:func:`learnscope.collapse.per_graph_mad`), so that
+        graph_mad: Each graph's MAD (:func:`learnscope.collapse.metrics.per_graph_mad`), so that
             oversmoothing is judged graph by graph.
         graph_ids: One id per value of ``graph_mad``, named in the finding.
         steps: The first and last training step the rows came from, when they span several
             (named in the message).
-        **thresholds: Thresholds of :class:`~learnscope.collapse_verdicts.CollapseThresholds`
-            (the keywords of :func:`learnscope.collapse.judge_collapse`).
+        **thresholds: Thresholds of :class:`~learnscope.collapse.verdicts.CollapseThresholds`
+            (the keywords of :func:`learnscope.collapse.metrics.judge_collapse`).
 
     Returns:
         At most one finding per code (each verdict's kind), each message joining the verdicts
@@ -48,7 +48,7 @@ def collapse_findings(
 
     Example:
         >>> import torch
-        >>> from learnscope.collapse import collapse_metrics
+        >>> from learnscope.collapse.metrics import collapse_metrics
         >>> same = torch.ones(64, 8) + 1e-6 * torch.randn(64, 8)
         >>> findings = collapse_findings(collapse_metrics(same), "encoder", 3, num_rows=64, dim=8)
         >>> [(f.code, f.subject) for f in findings]

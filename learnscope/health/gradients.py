@@ -12,14 +12,14 @@ from torch import Tensor
 
 from learnscope.health.finding_log import CheckScope
 from learnscope.health.parameters import _by_owner, _name_list, _subject, _within
-from learnscope.parameter_names import (
+from learnscope.model.parameter_names import (
     clean_parameter_name,
     common_module,
     group_name,
     owner_module,
 )
-from learnscope.parameter_shards import ParameterShard, parameter_shards
-from learnscope.ranks import sum_over_ranks, world_size
+from learnscope.model.parameter_shards import ParameterShard, parameter_shards
+from learnscope.model.ranks import sum_over_ranks, world_size
 from learnscope.records import Finding
 from learnscope.tags import HEALTH
 
@@ -85,8 +85,8 @@ def gradient_statistics(
     finite.
 
     **Sharded parameters** (FSDP2's ``DTensor``, FSDP1; see
-    :func:`~learnscope.parameter_shards.parameter_shards`) are measured by their original names
-    and full sizes: each rank takes the sums of squares of the elements it holds, and one
+    :func:`~learnscope.model.parameter_shards.parameter_shards`) are measured by their original
+    names and full sizes: each rank takes the sums of squares of the elements it holds, and one
     all-reduce over the default process group adds them up (with whether each parameter has a
     gradient anywhere, and the loss, averaged over the ranks as data parallelism averages the
     gradients), so every rank gets the unsharded model's figures. Every rank must then call
@@ -431,7 +431,7 @@ def health_scalars(
         stats: From :func:`gradient_statistics`.
         group_depth: Module-name components that make a group.
         under: The module the groups are taken below
-            (:func:`~learnscope.parameter_shards.groups_under` of the whole model); ``None``:
+            (:func:`~learnscope.model.parameter_shards.groups_under` of the whole model); ``None``:
             the deepest module that holds every parameter of ``stats``.
 
     Returns:

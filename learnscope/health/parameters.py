@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from learnscope.parameter_names import owner_module
-from learnscope.parameter_shards import ParameterShard, parameter_shards
-from learnscope.ranks import sum_over_ranks
+from learnscope.model.parameter_names import owner_module
+from learnscope.model.parameter_shards import ParameterShard, parameter_shards
+from learnscope.model.ranks import sum_over_ranks
 from learnscope.records import Finding
 
 Parameters = nn.Module | Iterable[tuple[str, Tensor]] | Iterable[ParameterShard]

@@ -1,4 +1,4 @@
-"""Autocorrelation records: what :func:`learnscope.autocorrelation.summarize` hands to writers.
+"""Autocorrelation records: what the analysis (:mod:`learnscope.autocorrelation`) hands to writers.
 
 A record holds host-side numbers only (numpy arrays and floats), so writers never touch the
 device. One :class:`AutocorrelationSummary` per logging step holds one

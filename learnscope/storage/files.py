@@ -14,7 +14,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE, lock_name
+from learnscope.run_directory.file_names import (
+    LAYOUT_FILE,
+    PROJECTOR_CONFIG,
+    RECORD_FILE,
+    lock_name,
+)
 
 log = logging.getLogger("learnscope")
 

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from learnscope.run_files import RECORD_FILE, lock_name
+from learnscope.run_directory.file_names import RECORD_FILE, lock_name
 from learnscope.storage.files import (
     append_lines,
     inside,

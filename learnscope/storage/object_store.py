@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
+from learnscope.run_directory.file_names import RECORD_FILE, RECORD_SEGMENTS
 from learnscope.storage.files import aside_name, say_moved_aside
 from learnscope.storage.folder import (
     AppendFile,

@@ -11,10 +11,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from learnscope.batch_rows import pyg_graphs
-from learnscope.collapse_verdicts import CollapseThresholds, enough_rows
-from learnscope.embedding_buffer import EmbeddingRowBuffer
-from learnscope.embedding_layout import keep_edges
+from learnscope.collapse.row_buffer import EmbeddingRowBuffer
+from learnscope.collapse.verdicts import CollapseThresholds, enough_rows
+from learnscope.embeddings.batch_rows import pyg_graphs
+from learnscope.embeddings.layout import keep_edges
 from learnscope.health import CheckScope, collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput
 from learnscope.lightning_glue.helper_checks.arguments import HelperSettings
@@ -34,7 +34,7 @@ class CollapseCapture:
     The embedding module's output, captured as the projector captures it (the steps of
     :mod:`~learnscope.lightning_glue.output_capture`, through the module's one forward hook),
     goes for each training batch of the step (every micro-batch, the first forward of each)
-    into an :class:`~learnscope.embedding_buffer.EmbeddingRowBuffer` of at most
+    into an :class:`~learnscope.collapse.row_buffer.EmbeddingRowBuffer` of at most
     ``embedding_rows_per_dim`` times the dimension rows (and at most ``max_embedding_rows``, of
     the helper's settings). When the step gives fewer rows than the ranks
     need (``rows_needed_per_dim`` times the dimension, :meth:`start_step`), the batches of the
@@ -45,8 +45,8 @@ class CollapseCapture:
     (:class:`~learnscope.lightning_glue.output_capture.OutputReading`: ``select``, ``spatial``
     and ``mask_fn`` given at :meth:`attach`); the first capture of a fit checks them against
     the real output and raises on a mistake (an output that is not a tensor:
-    :mod:`learnscope.module_output`), outside ``guard``. With ``edge_index_fn`` each row's
-    graph comes from ``graph_index_fn``, else from a PyTorch Geometric batch (``batch.batch``
+    :mod:`learnscope.embeddings.module_output`), outside ``guard``. With ``edge_index_fn`` each
+    row's graph comes from ``graph_index_fn``, else from a PyTorch Geometric batch (``batch.batch``
     with one entry per row); otherwise a batch is one graph.
 
     Args:
@@ -198,7 +198,7 @@ class CollapseCapture:
         """The rows ``[R, D]`` of the embedding (the shared rule), and the mask of those kept.
 
         The first capture of a fit says, at info level, how a 3-D output read as tokens was
-        read (:func:`~learnscope.embedding_layout.tokens_note`).
+        read (:func:`~learnscope.embeddings.layout.tokens_note`).
         """
         output = self._output
         layout = output.layout(captured, self._batch)
@@ -307,7 +307,7 @@ def collapse_report(
     ``min_rows_per_dim`` (4) rows per dimension; without them the report's scope leaves
     ``embedding-collapse`` out, so an earlier collapse finding is not called resolved by a check
     that could not see it. See
-    :func:`~learnscope.collapse.judge_collapse` for the thresholds.
+    :func:`~learnscope.collapse.metrics.judge_collapse` for the thresholds.
 
     Example:
         >>> import torch

@@ -18,8 +18,8 @@ from learnscope.health import (
 from learnscope.lightning_glue.helper_checks.arguments import HelperSettings
 from learnscope.lightning_glue.helper_checks.modules import resolve_heads
 from learnscope.lightning_glue.helper_checks.report import CheckReport
-from learnscope.parameter_names import clean_parameter_name
-from learnscope.parameter_shards import groups_under, parameter_shards
+from learnscope.model.parameter_names import clean_parameter_name
+from learnscope.model.parameter_shards import groups_under, parameter_shards
 from learnscope.records import Histogram
 from learnscope.tags import HEALTH
 

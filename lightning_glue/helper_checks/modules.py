@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from learnscope.parameter_names import common_module
+from learnscope.model.parameter_names import common_module
 
 log = logging.getLogger("learnscope")
 
@@ -63,7 +63,7 @@ def embedding_candidates(model: nn.Module) -> tuple[list[str], str]:
     The model's top-level modules that hold parameters; when a single module holds every
     parameter (a wrapper, such as ``self.model = Net()`` or SchNetPack's
     ``AtomisticTask.model``), its sub-modules that hold parameters instead, again while one
-    holds them all (:func:`~learnscope.parameter_names.common_module`).
+    holds them all (:func:`~learnscope.model.parameter_names.common_module`).
 
     Returns:
         The candidates' dotted names, and the wrapper module (``""`` for none).

@@ -12,7 +12,7 @@ from learnscope.health import (
     ddp_unused_parameter_advice,
     unused_parameter_findings,
 )
-from learnscope.parameter_shards import parameter_shards
+from learnscope.model.parameter_shards import parameter_shards
 from learnscope.records import Finding
 
 

@@ -28,9 +28,9 @@ drops what it is given and starts no thread; :attr:`~BackgroundWriters.writes_no
 callbacks, which then make no record for it.
 
 The end is bounded: :meth:`close` waits at most ``end_timeout_s`` seconds (of the
-:class:`~learnscope.write_limits.WriteLimits` it is given, default 300), says in one line what it
-waits for when the wait is long, and past the limit abandons what is still queued with one
-message naming it. The first Ctrl-C during that wait abandons the queue at once, saying so. A
+:class:`~learnscope.run_directory.write_limits.WriteLimits` it is given, default 300), says in one
+line what it waits for when the wait is long, and past the limit abandons what is still queued with
+one message naming it. The first Ctrl-C during that wait abandons the queue at once, saying so. A
 write that never returns (a hung file system) keeps only its own thread, a daemon left behind
 with a message. The worker thread ends when it has had nothing to do for a few seconds and is
 started again by the next record, so a queue that is not closed yet keeps no idle thread.
@@ -58,8 +58,8 @@ from learnscope.plugins.pipeline.base import Writer, forwards_records
 from learnscope.plugins.pipeline.drawing import CLOSE_WAIT_S, Drawing
 from learnscope.plugins.pipeline.fanout import Writers
 from learnscope.records import EmbeddingSnapshot, Finding
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.strict import strict_mode
-from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 

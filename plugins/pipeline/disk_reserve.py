@@ -3,9 +3,9 @@
 Before a large write (a snapshot's tensor, metadata and sprite, a wandb table), a writer asks
 its :class:`DiskReserve` whether the write leaves the reserve of the directory's file system
 free: ``max(reserve_fraction * size of the file system, reserve_min_bytes)``, 1% and 64 MiB by
-default (the :class:`~learnscope.write_limits.WriteLimits` it is given). When it would not, the
-record is skipped, and the first skip of a writer says so in one warning; the training's own
-logs and checkpoints keep the room. Small records (scalars, histograms, pictures, the run
+default (the :class:`~learnscope.run_directory.write_limits.WriteLimits` it is given). When it would
+not, the record is skipped, and the first skip of a writer says so in one warning; the training's
+own logs and checkpoints keep the room. Small records (scalars, histograms, pictures, the run
 record's entries) are skipped too while the free space is below the reserve: on a nearly full
 disk learnscope writes nothing.
 A writer skips a record by raising :class:`~learnscope.plugins.pipeline.base.RecordSkipped`
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from learnscope.plugins.pipeline.base import RecordSkipped
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 
 if TYPE_CHECKING:
     from learnscope.records import EmbeddingSnapshot

@@ -19,10 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from learnscope.plugins.palette import PALETTE
-from learnscope.plugins.pipeline.drawing import Drawing, figure_pixels, pictures_available
-from learnscope.records import AutocorrelationSummary, GroupAutocorrelation, RenderedImage
-from learnscope.scatter import (
+from learnscope.embeddings.scatter_frame import (
     OTHER,
     Limits,
     clip_to_frame,
@@ -30,6 +27,9 @@ from learnscope.scatter import (
     frame_limits,
     label_categories,
 )
+from learnscope.plugins.palette import PALETTE
+from learnscope.plugins.pipeline.drawing import Drawing, figure_pixels, pictures_available
+from learnscope.records import AutocorrelationSummary, GroupAutocorrelation, RenderedImage
 from learnscope.tags import AUTOCORRELATION
 
 if TYPE_CHECKING:
@@ -265,10 +265,10 @@ def scatter_figure(
 ) -> Figure:
     """Points coloured by label on a fixed square frame, with a legend or a colour bar.
 
-    Categories (see :func:`learnscope.scatter.column_kind`: text, or up to 16 distinct whole
-    numbers) get a legend: the 10 most frequent labels a colour each, sorted so that the same
-    labels keep the same colours, and the rest share a grey ``other`` entry. Other numbers get a
-    colour bar. Points outside
+    Categories (see :func:`learnscope.embeddings.scatter_frame.column_kind`: text, or up to 16
+    distinct whole numbers) get a legend: the 10 most frequent labels a colour each, sorted so that
+    the same labels keep the same colours, and the rest share a grey ``other`` entry. Other numbers
+    get a colour bar. Points outside
     ``limits`` are drawn on the frame's edge as ``×`` and counted in the legend and title.
 
     Args:
@@ -276,8 +276,9 @@ def scatter_figure(
             left out.
         labels: One label per point; ``None`` draws every point in one colour.
         title: Written above the plot.
-        limits: ``(xmin, xmax, ymin, ymax)``; defaults to :func:`learnscope.scatter.
-            frame_limits` of ``xy``. Pass the same limits for every picture of a tag.
+        limits: ``(xmin, xmax, ymin, ymax)``; defaults to
+            :func:`learnscope.embeddings.scatter_frame.frame_limits` of ``xy``. Pass the same
+            limits for every picture of a tag.
         label_name: The name of the labels, the title of the legend or colour bar.
         axes: The projection that the axes are named by (``"PCA x (spreads)"``).
 

@@ -34,9 +34,9 @@ from typing import Any
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.metrics import LoggerMetricsWriter
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.shell import shell_command
 from learnscope.storage import MissingFileSystem, open_run_folder
-from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -77,9 +77,9 @@ class Dashboard:
 
     Args:
         writers: Makes the writers for a logger (none: nothing is written there), called with
-            the logger and the :class:`~learnscope.write_limits.WriteLimits` of its writes (the
-            free-space reserve the writers keep). A run folder's writers share its one run
-            record, which this makes
+            the logger and the :class:`~learnscope.run_directory.write_limits.WriteLimits` of its
+            writes (the free-space reserve the writers keep). A run folder's writers share its one
+            run record, which this makes
             (:func:`~learnscope.plugins.pipeline.run_record_writer.record_writer`).
         place: Where a logger's records went and how to open them, for the end-of-fit line:
             called with the logger and the package its writers lacked (they were then the

@@ -19,10 +19,10 @@ its thread; else on the calling thread.
 
 from __future__ import annotations
 
+from learnscope.embeddings.scatter_frame import label_column, labels_of
 from learnscope.plugins.pipeline.drawing import Drawing, figure_pixels, pictures_available
 from learnscope.plugins.pipeline.figures import acf_images, scatter_figure
 from learnscope.records import AlignedView, AutocorrelationSummary, EmbeddingSnapshot, RenderedImage
-from learnscope.scatter import label_column, labels_of
 from learnscope.tags import embedding_picture
 
 

@@ -1,8 +1,8 @@
 """The run record writer: what learnscope did in a run, as data, for the views to read.
 
 :class:`RunRecordWriter` appends the entries of ``docs/run_record.md`` to
-``<directory>/learnscope_record.jsonl`` (:mod:`learnscope.run_record`): a ``run`` entry when a
-run starts, a ``snapshot`` per embedding snapshot (ids, the aligned PCA view with its spread
+``<directory>/learnscope_record.jsonl`` (:mod:`learnscope.run_directory.record`): a ``run`` entry
+when a run starts, a ``snapshot`` per embedding snapshot (ids, the aligned PCA view with its spread
 and frame, typed metadata columns, the sprite, the full embedding's file), an
 ``autocorrelation`` entry per kind of each analysis, the whole ``findings`` table, and an
 ``end`` entry. Each record is one append of its lines, under the directory's lock (on an
@@ -12,7 +12,7 @@ the W&B writer); failures are raised to the caller (the writer fan-out isolates 
 
 Example:
     >>> import tempfile, torch
-    >>> from learnscope.run_record import RecordReader
+    >>> from learnscope.run_directory.record import RecordReader
     >>> from learnscope.records import RunEnd, RunStart
     >>> writer = RunRecordWriter(tempfile.mkdtemp())
     >>> writer.write_run_start(RunStart())
@@ -31,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.batch_rows import NODE_COLUMN, POSITION_COLUMN
-from learnscope.embedding_rows import LOADER_COLUMN
+from learnscope.embeddings.aligned_pca import PCA_COLUMNS, UMAP_COLUMNS
+from learnscope.embeddings.batch_rows import NODE_COLUMN, POSITION_COLUMN
+from learnscope.embeddings.rows import LOADER_COLUMN
+from learnscope.embeddings.scatter_frame import column_kind, label_categories
 from learnscope.plugins.pipeline.base import LastTable, Writer, folder_failure
 from learnscope.plugins.pipeline.disk_reserve import DiskReserve
-from learnscope.projection import PCA_COLUMNS, UMAP_COLUMNS
 from learnscope.records import (
     AlignedView,
     AutocorrelationSummary,
@@ -44,10 +45,9 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
-from learnscope.run_record import FORMAT, encode_array, encode_entries
-from learnscope.scatter import column_kind, label_categories
+from learnscope.run_directory.record import FORMAT, encode_array, encode_entries
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import RunFolder, open_run_folder
-from learnscope.write_limits import WriteLimits
 
 ID_COLUMN = "id"
 # in the entry's own fields, not in its columns
@@ -314,12 +314,12 @@ def point_ids(columns: Mapping[str, Sequence[Any]]) -> list[str] | None:
 def typed_column(name: str, values: Sequence[Any]) -> dict[str, Any]:
     """A metadata column as the record holds it: categories and codes, or numbers.
 
-    The kind comes from :func:`learnscope.scatter.column_kind`, the rule of the Images-tab
-    picture. Categories are every distinct value as text, numbers first by value, then text
-    (:func:`learnscope.scatter.label_categories`); numbers are float64.
+    The kind comes from :func:`learnscope.embeddings.scatter_frame.column_kind`, the rule of the
+    Images-tab picture. Categories are every distinct value as text, numbers first by value, then
+    text (:func:`learnscope.embeddings.scatter_frame.label_categories`); numbers are float64.
 
     Example:
-        >>> from learnscope.run_record import decode_array
+        >>> from learnscope.run_directory.record import decode_array
         >>> column = typed_column("digit", [3, 1, 3])
         >>> column["kind"], column["categories"], decode_array(column["codes"]).tolist()
         ('categorical', ['1', '3'], [1, 0, 1])

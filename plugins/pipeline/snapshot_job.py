@@ -4,8 +4,8 @@
 named, to its :class:`~learnscope.plugins.pipeline.background.BackgroundWriters`, and is done:
 the rows are the job's alone. On the writers' thread the job makes the
 :class:`~learnscope.records.EmbeddingSnapshot` once (rows with NaN or Inf left out, and said),
-adds its aligned views (:class:`~learnscope.aligned_views.AlignedViews`) and hands it to the
-:class:`~learnscope.plugins.pipeline.fanout.Writers`, whose picture stage draws its scatters.
+adds its aligned views (:class:`~learnscope.embeddings.aligned_views.AlignedViews`) and hands it to
+the :class:`~learnscope.plugins.pipeline.fanout.Writers`, whose picture stage draws its scatters.
 
 **The aligned views live here**, changed by the jobs only, on the writers' thread. What crosses
 between the threads is a state, never the views: after each snapshot the job publishes the views'
@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from learnscope.aligned_umap import UMAPSettings, load_umap
-from learnscope.aligned_views import AlignedViews
-from learnscope.embedding_rows import EmbeddingRows
+from learnscope.embeddings.aligned_umap import UMAPSettings, load_umap
+from learnscope.embeddings.aligned_views import AlignedViews
+from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.plugins.pipeline.fanout import Writers
 from learnscope.records import EmbeddingSnapshot, Finding
 

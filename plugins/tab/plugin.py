@@ -14,7 +14,7 @@ imports the others by relative URL and fetches, relative to ``data/plugin/learns
   ``null`` while it has none: :func:`learnscope.plugins.views.run_search.run_outcome`), so the
   tab opens the newest run that has data, marks the failed and interrupted ones, and lists them
   apart from the others;
-* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.views.run_view.RunView`);
+* ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.views.run_view.RunModel`);
 * ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&at=STEP][&step_a=STEP&step_b=STEP]``: run A's
   ``key`` beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on
   the points they share (:func:`learnscope.plugins.views.compare_runs.compare_runs`): at the
@@ -54,7 +54,7 @@ from werkzeug import wrappers
 from learnscope.plugins.views import run_search, view_modules
 from learnscope.plugins.views.compare_runs import Comparisons, comparison_error
 from learnscope.plugins.views.run_search import RecordStamp, run_of
-from learnscope.plugins.views.run_view import RunView, error_view
+from learnscope.plugins.views.run_view import RunModel, error_view
 from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
 from learnscope.storage.object_store import SearchedRecord  # noqa: F401 (its old place)
 
@@ -112,7 +112,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._seen: dict[str, _SeenRecord] = {}  # name -> its record as the last search read it
         self._searched = threading.Event()
         self._lock = threading.Lock()
-        self._views: OrderedDict[str, tuple[RunView, threading.Lock]] = OrderedDict()
+        self._views: OrderedDict[str, tuple[RunModel, threading.Lock]] = OrderedDict()
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
         self._comparisons = Comparisons()  # each under _comparing: one computed at a time
         self._comparing = threading.Lock()
@@ -203,7 +203,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             held = self._views.get(run)
             if held is None:
                 folder = run_of(self.folder, run)
-                view = RunView(folder, name=run, source=self._source(run, folder))
+                view = RunModel(folder, name=run, source=self._source(run, folder))
                 held = self._views[run] = (view, threading.Lock())
                 while len(self._views) > MAX_VIEWS:
                     old, _ = self._views.popitem(last=False)

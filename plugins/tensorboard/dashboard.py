@@ -16,9 +16,9 @@ from typing import Any
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.loggers import Dashboard, Place, logger_place
 from learnscope.plugins.pipeline.run_record_writer import record_writer
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.shell import shell_command
 from learnscope.storage import open_run_folder
-from learnscope.write_limits import WriteLimits
 
 
 def tensorboard_writers(logger: Any, limits: WriteLimits) -> list[Writer]:

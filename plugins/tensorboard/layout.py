@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from learnscope.run_files import LAYOUT_FILE
+from learnscope.run_directory.file_names import LAYOUT_FILE
 from learnscope.storage import RunFolder, UnreadableFile, open_run_folder
 
 log = logging.getLogger("learnscope")

@@ -35,7 +35,7 @@ import numpy as np
 from learnscope.optional import import_optional
 from learnscope.plugins.pipeline.drawing import pictures_available, png_bytes
 from learnscope.records import EmbeddingSnapshot
-from learnscope.run_files import (
+from learnscope.run_directory.file_names import (
     METADATA_FILE,
     PROJECTOR_CONFIG,
     PROJECTOR_FOLDER,

@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable
 
 from learnscope.plugins.tensorboard.event_file import framed, version_event
-from learnscope.run_files import REFRESH_MARKER_PREFIX
+from learnscope.run_directory.file_names import REFRESH_MARKER_PREFIX
 from learnscope.storage import RunFolder, UnreadableFile
 
 MARKER_PREFIX = REFRESH_MARKER_PREFIX

@@ -28,10 +28,10 @@ from learnscope.plugins.tensorboard import layout as tensorboard_layout
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.event_file import EventFile
 from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
-from learnscope.run_files import EVENTS_SUFFIX, TENSOR_FILE
+from learnscope.run_directory.file_names import EVENTS_SUFFIX, TENSOR_FILE
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import RunFolder, open_run_folder
 from learnscope.tags import FINDINGS
-from learnscope.write_limits import WriteLimits
 
 SUFFIX = EVENTS_SUFFIX
 
@@ -123,8 +123,8 @@ class TensorBoardWriter(Writer):
 
         Raises:
             RecordSkipped: The snapshot would leave less than the free-space reserve (see
-                :class:`~learnscope.write_limits.WriteLimits`); the first one skipped is said
-                in a warning.
+                :class:`~learnscope.run_directory.write_limits.WriteLimits`); the first one skipped
+                is said in a warning.
             FileNotFoundError: The run directory is gone (removed, or replaced by a file);
                 it is not made again, so no half run appears where the user removed one.
         """

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from learnscope.plugins.views.record_checks import DamagedEntry, list_field, rounded, whole_number
-from learnscope.run_record import decode_array
+from learnscope.run_directory.record import decode_array
 
 
 @dataclass

@@ -17,8 +17,8 @@ on two keys:
   snapshot's ``tensor`` file), exact, computed a block of rows at a time so that memory stays
   bounded; its histogram (``k + 1`` bins) and the points whose neighbourhoods differ most (those
   that keep fewer than ``k``: fewest kept first, then those whose neighbours in A lie farthest
-  in B, by :func:`learnscope.neighbourhoods.neighbourhood_change`), with their metadata; and
-  the overlap that chance gives, ``k / (N - 1)`` of ``N`` points compared (``chance``: the
+  in B, by :func:`learnscope.embeddings.neighbourhoods.neighbourhood_change`), with their metadata;
+  and the overlap that chance gives, ``k / (N - 1)`` of ``N`` points compared (``chance``: the
   share two unrelated embeddings keep on average).
 * **Identical snapshots** are said so (``identical``, ``verdict``), and nothing is listed as
   differing: see :func:`identical`.
@@ -35,8 +35,8 @@ Everything here is numpy: nothing imports torch.
 
 Example:
     >>> import tempfile
-    >>> from learnscope.run_files import RECORD_FILE
-    >>> from learnscope.run_record import append_entries, encode_array
+    >>> from learnscope.run_directory.file_names import RECORD_FILE
+    >>> from learnscope.run_directory.record import append_entries, encode_array
     >>> runs = [Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())]
     >>> rng = np.random.default_rng(0)
     >>> for run in runs:
@@ -57,12 +57,13 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.neighbourhoods import (
+from learnscope.embeddings.neighbourhoods import (
     NEIGHBOURS,
     in_spreads,
     neighbourhood_change,
     procrustes_rotation,
 )
+from learnscope.embeddings.scatter_frame import frame_limits
 from learnscope.plugins.views.embedding_fold import (
     projection_label,
     projection_views,
@@ -72,8 +73,7 @@ from learnscope.plugins.views.record_checks import DamagedEntry, array_field, ro
 from learnscope.plugins.views.run_search import run_folder
 from learnscope.plugins.views.run_view import read_record
 from learnscope.plugins.views.sprite_files import read_tensor
-from learnscope.run_record import RecordReader
-from learnscope.scatter import frame_limits
+from learnscope.run_directory.record import RecordReader
 from learnscope.storage import RecordSource, RunFolder
 
 FORMAT = "learnscope-compare/1"
@@ -459,8 +459,8 @@ def _aligned_views(
 def _aligned_pair(views: list[np.ndarray], rows: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
     """One view of A and B on the shared ``rows``: B rotated onto A, in spreads, encoded.
 
-    The frame holds every point of both (:func:`~learnscope.scatter.frame_limits` of all of
-    them, with its room to spare), so that no point is drawn on the frame's edge.
+    The frame holds every point of both (:func:`~learnscope.embeddings.scatter_frame.frame_limits`
+    of all of them, with its room to spare), so that no point is drawn on the frame's edge.
     """
     shared = []
     for xy, chosen in zip(views, rows, strict=True):
@@ -513,9 +513,9 @@ def most_different(
     """The ``most`` points whose neighbourhoods differ most, with their metadata.
 
     Lowest ``overlap`` first, then largest ``drift`` (how far a point's neighbours in A lie in
-    B: :func:`learnscope.neighbourhoods.neighbourhood_change`), then in the order of ``ids``.
-    Only points that keep fewer than ``k`` neighbours are listed: a point that keeps all ``k``
-    does not differ (the list is empty when none differs).
+    B: :func:`learnscope.embeddings.neighbourhoods.neighbourhood_change`), then in the order of
+    ``ids``. Only points that keep fewer than ``k`` neighbours are listed: a point that keeps all
+    ``k`` does not differ (the list is empty when none differs).
 
     Example:
         >>> rows = most_different(np.array([0, 0, 2, 3]), list("abcd"), [], 3, 3, np.ones(4) * 2)

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.neighbourhoods import NEIGHBOURS
+from learnscope.embeddings.neighbourhoods import NEIGHBOURS
+from learnscope.embeddings.scatter_frame import spread as view_spread
 from learnscope.plugins.views.record_checks import (
     DamagedEntry,
     array_field,
@@ -38,7 +39,6 @@ from learnscope.plugins.views.record_checks import (
     typed_column,
     whole_number,
 )
-from learnscope.scatter import spread as view_spread
 
 
 def subsample_ids(ids: list[str], count: int) -> list[str]:
@@ -64,7 +64,7 @@ def snapshot_fields(entry: Mapping[str, Any]) -> tuple[str, np.ndarray | None, l
         DamagedEntry: Naming what is wrong with the entry.
 
     Example:
-        >>> from learnscope.run_record import encode_array
+        >>> from learnscope.run_directory.record import encode_array
         >>> entry = {"kind": "snapshot", "key": "enc", "step": 1,
         ...          "xy": encode_array(np.ones((2, 2))), "ids": ["a", 7]}
         >>> key, xy, ids = snapshot_fields(entry)
@@ -141,7 +141,7 @@ def projection_views(
     damaged one is left out and named in the second list, the others are kept.
 
     Example:
-        >>> from learnscope.run_record import encode_array
+        >>> from learnscope.run_directory.record import encode_array
         >>> good = {"xy": encode_array(np.ones((2, 2), np.float32)), "spread": 2.0,
         ...         "frame": [-1, 1, -1, 1], "fitted": None}
         >>> views, problems = projection_views(

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.run_record import decode_array
-from learnscope.scatter import MAX_CATEGORIES
+from learnscope.embeddings.scatter_frame import MAX_CATEGORIES
+from learnscope.run_directory.record import decode_array
 
 
 class DamagedEntry(ValueError):
@@ -83,7 +83,7 @@ def array_field(entry: Mapping[str, Any], name: str) -> np.ndarray:
     """The field ``name`` of ``entry``, an array encoded as the record encodes arrays.
 
     Example:
-        >>> from learnscope.run_record import encode_array
+        >>> from learnscope.run_directory.record import encode_array
         >>> array_field({"xy": encode_array(np.zeros((2, 2), np.float32))}, "xy").shape
         (2, 2)
     """
@@ -172,7 +172,7 @@ def typed_column(column: Any, points: int, rows: Sequence[int] | np.ndarray) -> 
     """A typed metadata column of the record, at ``rows`` (checked against ``points``).
 
     Example:
-        >>> from learnscope.run_record import encode_array
+        >>> from learnscope.run_directory.record import encode_array
         >>> column = {"name": "label", "kind": "categorical", "categories": ["a", "b"],
         ...           "codes": encode_array(np.array([1, 0, 1]), "<i4")}
         >>> typed_column(column, 3, [2, 1])["codes"]

@@ -21,8 +21,8 @@ from typing import Any
 
 from learnscope.plugins.views.record_checks import DamagedEntry, is_number
 from learnscope.plugins.views.run_status import RunEntries
-from learnscope.run_endings import error_text
-from learnscope.run_files import RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
+from learnscope.run_directory.endings import error_text
+from learnscope.run_directory.file_names import RECORD_SEGMENTS, REFRESH_MARKER_PREFIX
 from learnscope.storage import RecordStamp, RunFolder, UnreadableFile, open_run_folder
 
 SKIPPED_FOLDERS = ("projector", "wandb")  # never searched for runs (a run's own data, wandb's)
@@ -86,7 +86,7 @@ def find_runs(logdir: str | Path | RunFolder) -> list[str]:
 
     Example:
         >>> import tempfile
-        >>> from learnscope.run_files import RECORD_FILE
+        >>> from learnscope.run_directory.file_names import RECORD_FILE
         >>> root = Path(tempfile.mkdtemp())
         >>> (root / "a" / "version_0").mkdir(parents=True)
         >>> _ = (root / "a" / "version_0" / RECORD_FILE).write_bytes(b"")
@@ -127,8 +127,8 @@ def record_stamp(run_dir: str | Path | RunFolder) -> RecordStamp | None:
 
     Example:
         >>> import tempfile
-        >>> from learnscope.run_files import RECORD_FILE
-        >>> from learnscope.run_record import append_entries
+        >>> from learnscope.run_directory.file_names import RECORD_FILE
+        >>> from learnscope.run_directory.record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> record_stamp(run) is None
         True
@@ -151,8 +151,8 @@ def run_started(run_dir: str | Path | RunFolder) -> float:
 
     Example:
         >>> import tempfile
-        >>> from learnscope.run_files import RECORD_FILE
-        >>> from learnscope.run_record import append_entries
+        >>> from learnscope.run_directory.file_names import RECORD_FILE
+        >>> from learnscope.run_directory.record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 12.5}])
         >>> run_started(run)
@@ -188,8 +188,8 @@ def run_outcome(run_dir: str | Path | RunFolder) -> dict[str, Any]:
 
     Example:
         >>> import tempfile
-        >>> from learnscope.run_files import RECORD_FILE
-        >>> from learnscope.run_record import append_entries
+        >>> from learnscope.run_directory.file_names import RECORD_FILE
+        >>> from learnscope.run_directory.record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 1.0},
         ...     {"kind": "end", "step": 0, "status": "failed",

@@ -5,8 +5,8 @@ The callbacks attached come from the ``run`` entries, so a section with nothing 
 left it empty and the value that would fill it, from the callback's settings in the ``run``
 entry and the ``end`` entry's step; or that the run failed, with its exception, or was
 interrupted), and "attach ..." only when no ``run`` entry lists the callback that fills it. The
-words of how a run ended and why a section is empty are :mod:`learnscope.run_endings`', which
-the end-of-fit line says too. Nothing here imports torch.
+words of how a run ended and why a section is empty are :mod:`learnscope.run_directory.endings`',
+which the end-of-fit line says too. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from learnscope.plugins.views.record_checks import DamagedEntry, is_number, list_field, whole_number
-from learnscope.run_endings import (
+from learnscope.run_directory.endings import (
     AUTOCORRELATION,
     CHARTED_LAGS,
     HELPER,
@@ -28,11 +28,12 @@ from learnscope.run_endings import (
     snapshots_missing,
     waiting_for_analysis,
 )
-from learnscope.run_record import FORMAT as RECORD_FORMAT
+from learnscope.run_directory.record import FORMAT as RECORD_FORMAT
 
 PCA_HINT = "run with EmbeddingProjector(aligned_pca=True)"  # a run of the callbacks
 LOOP_PCA_HINT = (  # a plain loop's (its record has no run entry naming the projector)
-    "write each snapshot as learnscope.aligned_views.AlignedViews().add(snapshot) gives it "
+    "write each snapshot as "
+    "learnscope.embeddings.aligned_views.AlignedViews().add(snapshot) gives it "
     "(one AlignedViews for the run)"
 )
 

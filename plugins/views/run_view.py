@@ -2,11 +2,11 @@
 
 Every view (the learnscope tab in TensorBoard, ``learnscope export``, the W&B
 ``~learnscope/view`` page) is built from the run's record, ``learnscope_record.jsonl``
-(:mod:`learnscope.run_record`; the entries are described in ``docs/run_record.md``), and
+(:mod:`learnscope.run_directory.record`; the entries are described in ``docs/run_record.md``), and
 from nothing else but the sprite PNGs the record names. The run is a
 :class:`~learnscope.storage.RunFolder`: a local directory, or a folder on an object store
 (``s3://bucket/runs/version_0``), whose record is a series of immutable segments.
-:class:`RunView` keeps one run's view and reads only the lines (the segments) added since its
+:class:`RunModel` keeps one run's view and reads only the lines (the segments) added since its
 last refresh, so a refresh costs the same after ten snapshots as after five hundred. The view
 model holds:
 
@@ -61,8 +61,8 @@ from learnscope.plugins.views.record_checks import (
 from learnscope.plugins.views.run_search import folder_name, run_folder
 from learnscope.plugins.views.run_status import RunEntries, pca_hint, section_status
 from learnscope.plugins.views.sprite_files import KeptSprite
-from learnscope.run_endings import error_text
-from learnscope.run_record import RecordReader
+from learnscope.run_directory.endings import error_text
+from learnscope.run_directory.record import RecordReader
 from learnscope.storage import RecordSource, RunFolder
 
 FORMAT = "learnscope-view/2"
@@ -94,7 +94,7 @@ class DamageLog:
         return [*self.named, *([f"... and {more} more damaged entries"] if more > 0 else [])]
 
 
-class RunView:
+class RunModel:
     """The view model of one run, kept up to date from its record, reading only new lines.
 
     Args:
@@ -113,12 +113,12 @@ class RunView:
 
     Example:
         >>> import tempfile
-        >>> from learnscope.run_files import RECORD_FILE
-        >>> from learnscope.run_record import append_entries
+        >>> from learnscope.run_directory.file_names import RECORD_FILE
+        >>> from learnscope.run_directory.record import append_entries
         >>> run = Path(tempfile.mkdtemp())
         >>> append_entries(run / RECORD_FILE, [{"kind": "run", "format": 1, "time": 1.0,
         ...     "callbacks": [{"name": "EmbeddingProjector", "settings": {}}]}])
-        >>> view = RunView(run)
+        >>> view = RunModel(run)
         >>> view.view()["status"]["embeddings"]
         'waiting for the first snapshot'
         >>> append_entries(run / RECORD_FILE, [{"kind": "end", "step": 8, "status": "finished"}])
@@ -299,7 +299,7 @@ def read_record(folder: RunFolder, reader: RecordReader) -> list[dict[str, Any]]
 
     Example:
         >>> import tempfile
-        >>> from learnscope.run_files import RECORD_FILE
+        >>> from learnscope.run_directory.file_names import RECORD_FILE
         >>> folder = run_folder(tempfile.mkdtemp())
         >>> (Path(folder.location) / RECORD_FILE).symlink_to("/etc/passwd")
         >>> read_record(folder, RecordReader(folder.record_source()))
@@ -313,7 +313,7 @@ def read_record(folder: RunFolder, reader: RecordReader) -> list[dict[str, Any]]
 def read_view(
     run_dir: str | Path | RunFolder, max_points: int = MAX_POINTS, sprites: bool = True
 ) -> dict[str, Any]:
-    """The view model of one run directory (see :class:`RunView`), read once.
+    """The view model of one run directory (see :class:`RunModel`), read once.
 
     Args:
         run_dir: A folder with a run record: a local path, a URL or a run folder.
@@ -338,7 +338,7 @@ def read_view(
         >>> view["embeddings"], view["status"]["embeddings"]
         ([], 'no embedding snapshots in this run')
     """
-    return RunView(run_dir, max_points, sprites).view()
+    return RunModel(run_dir, max_points, sprites).view()
 
 
 def error_view(name: str, message: str) -> dict[str, Any]:

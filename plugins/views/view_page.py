@@ -18,9 +18,9 @@ from typing import Any
 from learnscope.plugins.views.compare_runs import RunSnapshots, missing_key
 from learnscope.plugins.views.compare_steps import COMPARE_PAGE_BYTES, held_comparisons
 from learnscope.plugins.views.run_search import find_runs, run_folder, run_of
-from learnscope.plugins.views.run_view import RunView
+from learnscope.plugins.views.run_view import RunModel
 from learnscope.plugins.views.view_modules import joined_source
-from learnscope.run_endings import ending_text
+from learnscope.run_directory.endings import ending_text
 from learnscope.storage import RunFolder
 
 # Points per key on an exported page: a page is a file to share, and 100,000 points x 50
@@ -129,7 +129,7 @@ class Export:
     ``failed_runs`` are the runs in the page whose training failed, each with how:
     ``(run, "failed at step S: type: message")``; ``interrupted_runs`` those stopped with
     Ctrl-C: ``(run, "interrupted by Ctrl-C at step S")``
-    (:func:`~learnscope.run_endings.ending_text`).
+    (:func:`~learnscope.run_directory.endings.ending_text`).
     """
 
     runs: list[str]
@@ -188,7 +188,7 @@ def export_html(
         shown = name if name != "." else _root_name(root)
         folder = folders[shown] = run_of(root, name)
         try:
-            runs.append((shown, RunView(folder, max_points, sprites, shown).view()))
+            runs.append((shown, RunModel(folder, max_points, sprites, shown).view()))
         except (OSError, ValueError) as error:
             failed.append((shown, str(error)))
     comparison = None

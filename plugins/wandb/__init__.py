@@ -1,6 +1,6 @@
 """The W&B writers: tables, scalars and pictures with the run record, and the view page.
 
-``from learnscope.plugins.wandb import WandbWriter, WandbViewWriter``: the modules are
+``from learnscope.plugins.wandb import WandbWriter, WandbPageWriter``: the modules are
 :mod:`.writer`, :mod:`.autocorrelation`, :mod:`.scatter` and :mod:`.view_page`.
 """
 
@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 from learnscope.optional import lazy_names
 
 if TYPE_CHECKING:
-    from learnscope.plugins.wandb.view_page import WandbViewWriter
+    from learnscope.plugins.wandb.page_writer import WandbPageWriter
     from learnscope.plugins.wandb.writer import WandbWriter, disabled_by, run_mode
 
-__all__ = ["WandbViewWriter", "WandbWriter", "disabled_by", "run_mode"]
+__all__ = ["WandbPageWriter", "WandbWriter", "disabled_by", "run_mode"]
 
 __getattr__ = lazy_names(
     __name__,
     {
-        "WandbViewWriter": "view_page",
+        "WandbPageWriter": "view_page",
         "WandbWriter": "writer",
         "disabled_by": "writer",
         "run_mode": "writer",

@@ -18,8 +18,8 @@ from typing import Any
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.loggers import Dashboard, Place
 from learnscope.plugins.pipeline.run_record_writer import record_writer
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.shell import shell_command
-from learnscope.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
 
@@ -30,7 +30,7 @@ def wandb_writers(logger: Any, limits: WriteLimits) -> list[Writer]:
     The run's files folder has one run record, made here and handed to the writer that appends
     to it (both keep the free-space reserve of ``limits``); the view page is made from it.
     """
-    from learnscope.plugins.wandb.view_page import WandbViewWriter
+    from learnscope.plugins.wandb.page_writer import WandbPageWriter
     from learnscope.plugins.wandb.writer import WandbWriter, disabled_by, run_mode
 
     run = logger.experiment
@@ -43,7 +43,7 @@ def wandb_writers(logger: Any, limits: WriteLimits) -> list[Writer]:
         return []
     record = record_writer(run.dir, limits)
     # the page after the record it reads
-    return [WandbWriter(run, record, limits), WandbViewWriter(run)]
+    return [WandbWriter(run, record, limits), WandbPageWriter(run)]
 
 
 def wandb_place(logger: Any, missing: str | None) -> Place:

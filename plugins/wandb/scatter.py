@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from learnscope.scatter import label_column
+from learnscope.embeddings.scatter_frame import label_column
 
 PRESET = "wandb/area-under-curve/v0"
 SERIES = "snapshot"  # one constant column, the preset's line-style ("class") field

@@ -2,7 +2,7 @@
 
 The writer appends to the run record of the run's files folder, which the W&B dashboard's entry
 makes (one per folder) and hands it. The view page made from that record is logged by its own
-consumer of the records, :class:`~learnscope.plugins.wandb.view_page.WandbViewWriter`, which a
+consumer of the records, :class:`~learnscope.plugins.wandb.page_writer.WandbPageWriter`, which a
 W&B logger gets beside this one.
 """
 
@@ -21,9 +21,9 @@ from learnscope.plugins.pipeline.base import FINDING_COLUMNS, Writer, finding_ta
 from learnscope.plugins.pipeline.disk_reserve import snapshot_bytes, writer_reserve
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
 from learnscope.plugins.wandb.scatter import scatter_chart
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import open_run_folder
 from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
-from learnscope.write_limits import WriteLimits
 
 STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
 
@@ -46,7 +46,7 @@ class WandbWriter(Writer):
     folder (``run.dir``, uploaded with the run; see
     :class:`~learnscope.plugins.pipeline.run_record_writer.RunRecordWriter`); the training-dynamics
     view page made from that record (``~learnscope/view``) is logged by a
-    :class:`~learnscope.plugins.wandb.view_page.WandbViewWriter` placed after this writer.
+    :class:`~learnscope.plugins.wandb.page_writer.WandbPageWriter` placed after this writer.
 
     Args:
         run: The ``wandb`` run, such as ``WandbLogger.experiment`` or what ``wandb.init``

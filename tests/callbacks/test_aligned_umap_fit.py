@@ -15,9 +15,9 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 
-from learnscope.aligned_umap import UMAPSettings
+from learnscope.embeddings.aligned_umap import UMAPSettings
 from learnscope.lightning_glue import EmbeddingProjector
-from learnscope.run_record import RecordReader, decode_array
+from learnscope.run_directory.record import RecordReader, decode_array
 from tests.kit.models import IdClassifier, id_loaders, trainer
 from tests.kit.readers import (
     ProjectorReader,
@@ -96,7 +96,7 @@ def test_a_failing_umap_leaves_the_snapshot_and_its_pca(
     def fails(*args: object, **kwargs: object) -> None:
         raise RuntimeError("layout exploded")
 
-    monkeypatch.setattr("learnscope.aligned_views.aligned_umap", fails)
+    monkeypatch.setattr("learnscope.embeddings.aligned_views.aligned_umap", fails)
     train, val, _ = id_loaders(shuffle_val=False)
     projector = EmbeddingProjector(
         "encoder", ids_fn=lambda batch: batch[2], aligned_umap=True, max_points=20

@@ -22,12 +22,12 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from learnscope.autocorrelation import PendingSummary, summarize
+from learnscope.autocorrelation.analysis import PendingSummary, summarize
 from learnscope.lightning_glue import ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.pipeline.run_record_writer import autocorrelation_entries
 from learnscope.records import AutocorrelationSummary
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import RecordReader, encode_entries
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader, encode_entries
 from tests.kit.models import Collect, TinyClassifier, loaders, trainer
 
 STEPS = 24  # analyses at 10 and 20, and at the fit's end

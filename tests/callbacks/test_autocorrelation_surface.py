@@ -19,9 +19,9 @@ import pytest
 import torch
 from torch import nn
 
-from learnscope.autocorrelation import summarize, summarize_several
+from learnscope.autocorrelation.analysis import summarize, summarize_several
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
 from learnscope.lightning_glue import ModelAutocorrelation
-from learnscope.sampled_history import SampledParameterHistory
 from tests.kit.models import Collect, TinyClassifier, loaders, trainer
 
 

@@ -152,7 +152,7 @@ def test_writers_show_the_non_finite_count_of_a_real_summary(
     import wandb
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from learnscope.autocorrelation import summarize
+    from learnscope.autocorrelation.analysis import summarize
     from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 
     history = torch.randn(200, 4, generator=torch.Generator().manual_seed(0)).cumsum(0)

@@ -16,7 +16,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.batch_rows import batch_rows, graph_rows
+from learnscope.embeddings.batch_rows import batch_rows, graph_rows
 from learnscope.lightning_glue import EmbeddingProjector
 from tests.kit.models import TinyClassifier, blobs, trainer
 from tests.kit.readers import ProjectorReader, parse_metadata

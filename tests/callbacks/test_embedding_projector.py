@@ -225,7 +225,7 @@ def test_no_logger_gets_one_warning(
 def test_captured_rows_hold_no_autograd_graph(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from learnscope.embedding_rows import EmbeddingRows
+    from learnscope.embeddings.rows import EmbeddingRows
 
     seen: list[torch.Tensor] = []
     original = EmbeddingRows.add

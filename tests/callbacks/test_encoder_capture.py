@@ -12,9 +12,9 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from learnscope.embeddings.aligned_pca import AlignedPCA
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture
-from learnscope.projection import AlignedPCA
 from tests.kit.models import TinyClassifier, blobs, loaders, trainer
 from tests.kit.readers import ProjectorReader
 
@@ -137,8 +137,8 @@ def test_a_checkpoint_taken_while_a_view_is_computed_holds_whole_views(
 ) -> None:
     """The writer thread computes a view; ``state_dict`` on the training thread meanwhile holds
     the views published by the last snapshot written, and does not wait for the view."""
-    from learnscope.batch_rows import batch_rows
-    from learnscope.embedding_rows import EmbeddingRows
+    from learnscope.embeddings.batch_rows import batch_rows
+    from learnscope.embeddings.rows import EmbeddingRows
     from learnscope.plugins import Writers
 
     computed, release = threading.Event(), threading.Event()

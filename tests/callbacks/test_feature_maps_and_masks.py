@@ -19,7 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.collapse import collapse_metrics
+from learnscope.collapse.metrics import collapse_metrics
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 from tests.kit.models import trainer
 from tests.kit.readers import ProjectorReader, parse_metadata

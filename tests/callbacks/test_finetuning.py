@@ -160,7 +160,7 @@ def test_every_parameter_frozen_at_fit_start(
 
 
 def test_watch_notices_flags_and_param_groups() -> None:
-    from learnscope.trainable import TrainableWatch
+    from learnscope.model.trainable import TrainableWatch
 
     model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
     model[0].requires_grad_(False)
@@ -212,7 +212,7 @@ def test_start_up_failure_raises_in_strict_mode(tmp_path: Path) -> None:
 
 
 def test_watch_reads_a_window_per_call_and_reports_the_whole_change() -> None:
-    from learnscope.trainable import TrainableWatch
+    from learnscope.model.trainable import TrainableWatch
 
     model = nn.Sequential(*(nn.Linear(2, 2) for _ in range(5)))  # 10 tensors
     model.requires_grad_(False)

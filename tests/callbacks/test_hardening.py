@@ -357,7 +357,7 @@ def test_wandb_run_finished_early(
 
     errors = switched_off_errors(learnscope_log)
     assert errors and all(
-        "WandbWriter(" in r.getMessage() or "WandbViewWriter(" in r.getMessage() for r in errors
+        "WandbWriter(" in r.getMessage() or "WandbPageWriter(" in r.getMessage() for r in errors
     )
     assert all("its wandb run has finished" in r.getMessage() for r in errors)  # permanent
     assert len(errors) == len({r.getMessage() for r in errors})  # once per callback's writers

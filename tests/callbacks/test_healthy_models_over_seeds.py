@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from learnscope.collapse import collapse_metrics
+from learnscope.collapse.metrics import collapse_metrics
 from learnscope.lightning_glue import TrainingHelper
 from tests.kit.models import GraphNodes, TinyClassifier, blobs, trainer
 

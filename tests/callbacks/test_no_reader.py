@@ -19,7 +19,7 @@ import pytest
 import wandb
 from lightning.pytorch.loggers import WandbLogger
 
-from learnscope.embedding_rows import EmbeddingRows
+from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue.row_reader import RowReader
 from learnscope.plugins.pipeline.background import BackgroundWriters

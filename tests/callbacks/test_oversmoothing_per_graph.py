@@ -19,9 +19,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
-from learnscope.collapse import collapse_metrics, per_graph_mad
-from learnscope.collapse_verdicts import judge_collapse
-from learnscope.embedding_buffer import EmbeddingRowBuffer
+from learnscope.collapse.metrics import collapse_metrics, per_graph_mad
+from learnscope.collapse.row_buffer import EmbeddingRowBuffer
+from learnscope.collapse.verdicts import judge_collapse
 from learnscope.health import collapse_findings
 from learnscope.lightning_glue import TrainingHelper
 from tests.kit.models import Gcn, Ring, trainer

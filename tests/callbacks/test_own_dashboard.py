@@ -30,11 +30,11 @@ from learnscope.plugins.pipeline.loggers import (
 )
 from learnscope.plugins.pipeline.run_record_writer import record_writer
 from learnscope.records import EmbeddingSnapshot, Finding
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import RecordReader
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.shell import shell_command
 from learnscope.storage import RunFolder, open_run_folder
-from learnscope.write_limits import WriteLimits
 from tests.kit.models import Collect, TinyClassifier, loaders, trainer
 
 

@@ -167,7 +167,7 @@ def test_a_block_of_a_tensor_maps_to_runs_of_flat_indices(
 ) -> None:
     import torch
 
-    from learnscope.parameter_shards import _box_runs
+    from learnscope.model.parameter_shards import _box_runs
 
     shape = (4, 6, 5)
     whole = torch.arange(120).reshape(shape)
@@ -185,7 +185,7 @@ def test_a_block_of_a_tensor_maps_to_runs_of_flat_indices(
 def test_pieces_of_a_slice_are_the_local_runs_it_crosses() -> None:
     import numpy as np
 
-    from learnscope.parameter_shards import ParameterShard
+    from learnscope.model.parameter_shards import ParameterShard
 
     runs = np.array([[10, 0, 5], [30, 5, 5]], dtype=np.int64)  # elements 10-14 and 30-34
     shard = ParameterShard("w", (40,), None, 0, 10, runs, True)  # type: ignore[arg-type]
@@ -196,8 +196,8 @@ def test_pieces_of_a_slice_are_the_local_runs_it_crosses() -> None:
 def test_original_names_and_a_clear_error_for_fsdp1_parameters_without_the_model() -> None:
     import torch
 
-    from learnscope.parameter_names import clean_parameter_name
-    from learnscope.parameter_shards import is_sharded, parameter_shards
+    from learnscope.model.parameter_names import clean_parameter_name
+    from learnscope.model.parameter_shards import is_sharded, parameter_shards
 
     assert clean_parameter_name("_fsdp_wrapped_module.a._checkpoint_wrapped_module.w") == "a.w"
     model = torch.nn.Linear(2, 2)

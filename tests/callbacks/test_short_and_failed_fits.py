@@ -22,8 +22,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.views.run_view import read_view
 from learnscope.plugins.views.view_page import export_html
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import RecordReader
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader
 from tests.kit.callbacks import CtrlC
 from tests.kit.models import Backbone, TinyClassifier, ZeroBranch, loaders, trainer
 

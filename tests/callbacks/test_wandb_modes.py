@@ -26,7 +26,7 @@ from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, 
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.wandb.writer import WandbWriter
 from learnscope.records import RunStart
-from learnscope.run_files import RECORD_FILE
+from learnscope.run_directory.file_names import RECORD_FILE
 from tests.kit.models import TinyClassifier, loaders, trainer
 
 SUMMARY_LOG = "lightning.pytorch.learnscope"

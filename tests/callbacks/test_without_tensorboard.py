@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from learnscope.run_files import EVENTS_SUFFIX, PROJECTOR_FOLDER, RECORD_FILE
-from learnscope.run_record import RecordReader
+from learnscope.run_directory.file_names import EVENTS_SUFFIX, PROJECTOR_FOLDER, RECORD_FILE
+from learnscope.run_directory.record import RecordReader
 
 pytestmark = pytest.mark.slow
 

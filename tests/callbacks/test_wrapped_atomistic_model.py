@@ -23,8 +23,8 @@ from torch.utils.data import DataLoader
 
 from learnscope.health import CoordinateRangeCheck
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import RecordReader
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader
 from tests.kit.models import Collect, trainer
 
 FEATURES, ATOMS, MOLECULES = 8, 5, 4  # atoms per molecule, molecules per batch

@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as writer_session
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 from tests.kit.models import TinyClassifier, loaders, trainer
 
 QUICK = WriteLimits(end_timeout_s=30, reserve_min_bytes=0)

@@ -13,7 +13,7 @@ from torch import nn
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.lightning_glue import session as sessions
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
-from learnscope.plugins.wandb import WandbViewWriter, WandbWriter
+from learnscope.plugins.wandb import WandbPageWriter, WandbWriter
 from tests.kit.models import TinyClassifier, loaders, trainer
 from tests.kit.readers import ProjectorReader, wandb_history, wandb_run_dir
 
@@ -61,7 +61,7 @@ def test_every_callback_shares_one_writer_per_logger_and_teardown_closes_them(
 
     first, *others = probe.seen
     assert all(writers is first for writers in others)
-    assert [type(w) for w in first.active] == [TensorBoardWriter, WandbWriter, WandbViewWriter]
+    assert [type(w) for w in first.active] == [TensorBoardWriter, WandbWriter, WandbPageWriter]
     assert sessions.find(run) is None  # the last callback to leave closed the session
     wb.experiment.finish()
     history = wandb_history(wandb_run_dir(wandb_dir))

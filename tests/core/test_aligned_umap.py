@@ -17,10 +17,10 @@ import torch
 from scipy.linalg import orthogonal_procrustes
 from sklearn.manifold import trustworthiness
 
-from learnscope.aligned_umap import MISSING, UMAPSettings, aligned_umap
-from learnscope.aligned_views import AlignedViews
+from learnscope.embeddings.aligned_umap import MISSING, UMAPSettings, aligned_umap
+from learnscope.embeddings.aligned_views import AlignedViews
+from learnscope.embeddings.umap_layout import neighbour_graph, neighbourhood_overlap, place
 from learnscope.lightning_glue import EmbeddingProjector
-from learnscope.umap_layout import neighbour_graph, neighbourhood_overlap, place
 
 FAST = UMAPSettings(epochs=100)
 

@@ -1,4 +1,4 @@
-"""Tests for learnscope.autocorrelation and its record, against numpy and emcee references."""
+"""Tests for learnscope.autocorrelation.analysis and its record, against numpy and emcee."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope.autocorrelation import (
+from learnscope.autocorrelation.analysis import (
     autocorrelation,
     integrated_time,
     is_reliable,

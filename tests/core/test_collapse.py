@@ -1,4 +1,4 @@
-"""Tests for learnscope.collapse against an independent float64 numpy reference."""
+"""Tests for learnscope.collapse.metrics against an independent float64 numpy reference."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope import collapse
-from learnscope.collapse import collapse_metrics
-from learnscope.collapse_verdicts import enough_rows, judge_collapse
-from learnscope.embedding_buffer import EmbeddingRowBuffer
+from learnscope.collapse import metrics as collapse
+from learnscope.collapse.metrics import collapse_metrics
+from learnscope.collapse.row_buffer import EmbeddingRowBuffer
+from learnscope.collapse.verdicts import enough_rows, judge_collapse
 
 EMBEDDING_KEYS = {
     "rankme",

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from learnscope.collapse import collapse_metrics
-from learnscope.collapse_verdicts import (
+from learnscope.collapse.metrics import collapse_metrics
+from learnscope.collapse.verdicts import (
     CollapseThresholds,
     Verdict,
     collapse_verdicts,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from learnscope.collapse import collapse_metrics
+from learnscope.collapse.metrics import collapse_metrics
 from learnscope.health import (
     CheckScope,
     CoordinateRangeCheck,

@@ -1,8 +1,9 @@
 """How a module's output is read: channel-first modules by rule, tokens said, non-tensors named.
 
-The rules of ``learnscope.batch_axis`` (which module gives ``[batch, channels, length]``),
-``learnscope.embedding_layout`` (which rows an output gives) and ``learnscope.module_output``
-(what a module that gives no tensor gave), on real PyTorch modules' outputs.
+The rules of ``learnscope.embeddings.batch_axis`` (which module gives ``[batch, channels,
+length]``), ``learnscope.embeddings.layout`` (which rows an output gives) and
+``learnscope.embeddings.module_output`` (what a module that gives no tensor gave), on real PyTorch
+modules' outputs.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import pytest
 import torch
 from torch import nn
 
-from learnscope.batch_axis import channels_first_kind, channels_first_layer, layout_module
-from learnscope.embedding_layout import output_layout, tokens_note
-from learnscope.module_output import describe_output, embedding_tensor, select_example
+from learnscope.embeddings.batch_axis import (
+    channels_first_kind,
+    channels_first_layer,
+    layout_module,
+)
+from learnscope.embeddings.layout import output_layout, tokens_note
+from learnscope.embeddings.module_output import describe_output, embedding_tensor, select_example
 
 CHANNELS_FIRST = [
     nn.Conv1d(4, 8, 3),

@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from learnscope.autocorrelation.optimizer_histories import HistorySettings, OptimizerHistories
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
 from learnscope.health import gradient_statistics, health_scalars
-from learnscope.optimizer_histories import HistorySettings, OptimizerHistories
-from learnscope.parameter_names import common_module, group_name
-from learnscope.parameter_shards import groups_under, parameter_shards
-from learnscope.sampled_history import SampledParameterHistory
+from learnscope.model.parameter_names import common_module, group_name
+from learnscope.model.parameter_shards import groups_under, parameter_shards
 
 
 class Net(nn.Module):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope.projection import AlignedPCA, principal_axes
-from learnscope.scatter import (
+from learnscope.embeddings.aligned_pca import AlignedPCA, principal_axes
+from learnscope.embeddings.scatter_frame import (
     OTHER,
     clip_to_frame,
     column_kind,
@@ -15,7 +15,7 @@ from learnscope.scatter import (
     label_categories,
     label_column,
 )
-from learnscope.selection import id_keys, mix_keys, smallest
+from learnscope.embeddings.selection import id_keys, mix_keys, smallest
 
 
 def clusters(n: int = 120, dim: int = 16, seed: int = 0) -> torch.Tensor:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from learnscope.run_files import RECORD_FILE, lock_name
+from learnscope.run_directory.file_names import RECORD_FILE, lock_name
 from learnscope.storage import DiskSpace, RunFolder, UnreadableFile, open_run_folder
 from learnscope.storage.files import write_atomic
 from tests.kit.s3_server import LocalS3

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learnscope.run_record import RecordReader, append_entries, decode_array, encode_array
+from learnscope.run_directory.record import RecordReader, append_entries, decode_array, encode_array
 
 
 def test_a_cut_line_is_ignored_and_the_next_append_starts_a_fresh_line(tmp_path: Path) -> None:

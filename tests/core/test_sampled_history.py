@@ -1,4 +1,4 @@
-"""Tests for learnscope.sampled_history.SampledParameterHistory, on real (small) models."""
+"""Tests for learnscope.autocorrelation.sampled_history.SampledParameterHistory, on small models."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import pytest
 import torch
 from torch import nn
 
-from learnscope.autocorrelation import autocorrelation
+from learnscope.autocorrelation.analysis import autocorrelation
+from learnscope.autocorrelation.sampled_history import (
+    SampledParameterHistory,
+    SampledSlice,
+    plan_slices,
+)
 from learnscope.health import group_name
-from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
 
 
 class Encoder(nn.Module):

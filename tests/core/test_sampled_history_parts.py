@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope.parameter_shards import parameter_shards
-from learnscope.ring_buffer import StagedRingBuffer
-from learnscope.sampled_columns import column_layout
-from learnscope.sampled_history import SampledParameterHistory
-from learnscope.sampling_plan import SampledSlice, choose_slices, plan_slices
+from learnscope.autocorrelation.ring_buffer import StagedRingBuffer
+from learnscope.autocorrelation.sampled_columns import column_layout
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
+from learnscope.autocorrelation.sampling_plan import SampledSlice, choose_slices, plan_slices
+from learnscope.model.parameter_shards import parameter_shards
 
 
 @pytest.mark.parametrize(("capacity", "steps"), [(5, 23), (16, 40), (40, 37), (33, 100)])

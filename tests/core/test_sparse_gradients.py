@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from learnscope.sampled_gradients import sparse_range
-from learnscope.sampled_history import SampledParameterHistory, SampledSlice
+from learnscope.autocorrelation.sampled_gradients import sparse_range
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory, SampledSlice
 
 
 def dense_reference(tensor: torch.Tensor) -> np.ndarray:

@@ -15,11 +15,11 @@ import pytest
 import torch
 from torch import nn
 
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
 from learnscope.health import gradient_statistics, health_scalars, parameter_shards
 from learnscope.health.parameters import unused_parameter_names
-from learnscope.parameter_shards import unwrap_model
-from learnscope.sampled_history import SampledParameterHistory
-from learnscope.trainable import TrainableWatch
+from learnscope.model.parameter_shards import unwrap_model
+from learnscope.model.trainable import TrainableWatch
 
 
 class Classifier(nn.Module):

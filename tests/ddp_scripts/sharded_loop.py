@@ -25,15 +25,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from learnscope.autocorrelation import summarize
-from learnscope.embedding_buffer import EmbeddingRowBuffer
+from learnscope.autocorrelation.analysis import summarize
+from learnscope.autocorrelation.sampled_history import SampledParameterHistory
+from learnscope.collapse.row_buffer import EmbeddingRowBuffer
 from learnscope.health import (
     GradientRound,
     gradient_findings,
     gradient_statistics,
     health_scalars,
 )
-from learnscope.sampled_history import SampledParameterHistory
 
 STEPS = 40
 BATCH = 16  # global; 8 rows per rank
@@ -159,7 +159,7 @@ def train(model: nn.Module, rows: slice) -> dict[str, Any]:
 
 
 def _shards(source: Any) -> list[Any]:
-    from learnscope.parameter_shards import parameter_shards
+    from learnscope.model.parameter_shards import parameter_shards
 
     return parameter_shards(source)
 

@@ -7,7 +7,7 @@ from typing import Any
 import lightning.pytorch as pl
 
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 
 
 def labels(batch: Any) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import append_entries, encode_array
-from learnscope.scatter import frame_limits
+from learnscope.embeddings.scatter_frame import frame_limits
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import append_entries, encode_array
 
 ALL_CALLBACKS = ("EmbeddingProjector", "ModelAutocorrelation", "TrainingHelper")
 

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import RecordReader, decode_array
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader, decode_array
 from tests.kit.readers import ProjectorReader, parse_metadata, png_size
 
 pytestmark = pytest.mark.slow

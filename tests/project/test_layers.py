@@ -37,16 +37,20 @@ PACKAGES = {
     "learnscope.lightning_glue": ROOT / "lightning_glue",
 }
 LAYERED = ("module", "function")  # the kinds of edge that close a failing circle
-PURE = ("learnscope.autocorrelation", "learnscope.collapse", "learnscope.neighbourhoods")
+PURE = (
+    "learnscope.autocorrelation.analysis",
+    "learnscope.collapse.metrics",
+    "learnscope.embeddings.neighbourhoods",
+)
 # Modules that hold state or run collectives (a package stands for all its modules).
 STATEFUL = (
-    "learnscope.sampled_history",
-    "learnscope.sampled_columns",
-    "learnscope.sampled_gradients",
-    "learnscope.ring_buffer",
-    "learnscope.optimizer_histories",
-    "learnscope.embedding_buffer",
-    "learnscope.ranks",
+    "learnscope.autocorrelation.sampled_history",
+    "learnscope.autocorrelation.sampled_columns",
+    "learnscope.autocorrelation.sampled_gradients",
+    "learnscope.autocorrelation.ring_buffer",
+    "learnscope.autocorrelation.optimizer_histories",
+    "learnscope.collapse.row_buffer",
+    "learnscope.model.ranks",
     "learnscope.health",
     "learnscope.plugins",
     "learnscope.lightning_glue",
@@ -245,11 +249,21 @@ def chain(reached: dict[str, Edge | None], module: str) -> str:
 
 def test_the_graph_is_read() -> None:
     """The graph holds the package's modules and its known edges of each kind."""
-    assert {"learnscope.autocorrelation", "learnscope.plugins.pipeline.figures"} <= set(MODULES)
+    assert {"learnscope.autocorrelation.analysis", "learnscope.plugins.pipeline.figures"} <= set(
+        MODULES
+    )
     assert "learnscope.lightning_glue.model_autocorrelation" in MODULES
     edges = {(e.source, e.target, e.kind) for module in GRAPH for e in GRAPH[module]}
-    assert ("learnscope.optimizer_histories", "learnscope.autocorrelation", "module") in edges
-    assert ("learnscope.parameter_shards", DISTRIBUTED + ".tensor._utils", "function") in edges
+    assert (
+        "learnscope.autocorrelation.optimizer_histories",
+        "learnscope.autocorrelation.analysis",
+        "module",
+    ) in edges
+    assert (
+        "learnscope.model.parameter_shards",
+        DISTRIBUTED + ".tensor._utils",
+        "function",
+    ) in edges
     assert any(kind == "type" for _, _, kind in edges)
 
 

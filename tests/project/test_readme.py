@@ -371,7 +371,7 @@ def test_the_readme_gives_every_default_that_shapes_the_views(callback: str) -> 
     import inspect
 
     import learnscope.lightning_glue as glue
-    from learnscope.collapse_verdicts import CollapseThresholds
+    from learnscope.collapse.verdicts import CollapseThresholds
 
     parameters = inspect.signature(getattr(glue, callback)).parameters
     rows = default_rows(callback)

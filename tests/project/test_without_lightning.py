@@ -26,13 +26,13 @@ def train(log_dir: str, wandb_dir: str) -> None:
     from torch import nn
 
     from learnscope import EmbeddingSnapshot, Histogram
-    from learnscope.autocorrelation import summarize
-    from learnscope.collapse import collapse_metrics
+    from learnscope.autocorrelation.analysis import summarize
+    from learnscope.autocorrelation.sampled_history import SampledParameterHistory
+    from learnscope.collapse.metrics import collapse_metrics
     from learnscope.health import gradient_findings, gradient_statistics, health_scalars
     from learnscope.plugins import Writers
     from learnscope.plugins.tensorboard.writer import TensorBoardWriter
     from learnscope.plugins.wandb.writer import WandbWriter
-    from learnscope.sampled_history import SampledParameterHistory
 
     torch.manual_seed(0)
     x, y = torch.randn(256, 6), torch.randint(0, 3, (256,))

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from learnscope.neighbourhoods import NEIGHBOURS
+from learnscope.embeddings.neighbourhoods import NEIGHBOURS
+from learnscope.embeddings.scatter_frame import frame_limits
 from learnscope.plugins.views.compare_runs import RunSnapshots, compare_runs, shown_step
 from learnscope.plugins.views.compare_steps import cursor_pairs, evenly_spaced, held_comparisons
 from learnscope.plugins.views.view_page import export_html
-from learnscope.scatter import frame_limits
 
 KEY = "enc/validate"
 POINTS = 60
@@ -135,7 +135,7 @@ def test_each_side_is_at_its_newest_snapshot_at_or_before_the_cursor(logdir: Pat
 
 def test_unrelated_embeddings_keep_the_chance_level_on_average(tmp_path: Path) -> None:
     """The chance level the page states, k / (N - 1), is what unrelated embeddings keep."""
-    from learnscope.neighbourhoods import neighbourhood_overlap
+    from learnscope.embeddings.neighbourhoods import neighbourhood_overlap
 
     rng = np.random.default_rng(3)
     means = [

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from learnscope.neighbourhoods import nearest_neighbours, neighbourhood_overlap
+from learnscope.embeddings.neighbourhoods import nearest_neighbours, neighbourhood_overlap
 from learnscope.plugins.views.compare_runs import Comparisons, RunSnapshots, compare_runs
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import RecordReader, decode_array
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader, decode_array
 from tests.kit.models import loaders, trainer
 from tests.kit.readers import ProjectorReader
 from tests.kit.record_entries import categorical, run_entry, snapshot_entry, write

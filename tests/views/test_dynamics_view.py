@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from learnscope.plugins.views import run_status, run_view, view_page
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import append_entries
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import append_entries
 from tests.kit.browser import (
     enter_learnscope_tab,
     open_page,
@@ -181,7 +181,7 @@ def test_the_view_is_the_record_folded(tmp_path: Path) -> None:
 
 def test_what_is_attached_comes_from_the_run_entry(tmp_path: Path) -> None:
     record = write(tmp_path / "run", run_entry(*ALL_CALLBACKS))
-    run = run_view.RunView(tmp_path / "run")
+    run = run_view.RunModel(tmp_path / "run")
     view = run.view()
     assert view["messages"] == []  # nothing says "attach" what is attached
     assert view["status"] == {
@@ -276,7 +276,7 @@ def test_only_points_in_every_snapshot_are_shown_and_a_rewritten_step_replaces(
         snapshot_entry("enc", 1, xy, ids),
         snapshot_entry("enc", 2, xy[:8], ids[:8]),  # two points left out
     )
-    run = run_view.RunView(tmp_path / "run")
+    run = run_view.RunModel(tmp_path / "run")
     (embedding,) = run.view()["embeddings"]
     assert embedding["ids"] == ids[:8] and embedding["steps"] == [1, 2]
     assert "only points present in every snapshot are shown" in embedding["notes"]
@@ -299,7 +299,7 @@ def test_a_refresh_reads_only_new_lines_and_encodes_only_the_new_snapshot(tmp_pa
         run_entry(*ALL_CALLBACKS),
         *[snapshot_entry("enc", s, views[s], ids) for s in range(300)],
     )
-    run = run_view.RunView(tmp_path / "run")
+    run = run_view.RunModel(tmp_path / "run")
     first = run.view()
     assert run.entries_read == 301 and run.snapshots_encoded == 300
     assert run.view() is first  # nothing new: the same view, nothing read
@@ -425,14 +425,14 @@ def _page_views(html: str) -> dict[str, dict]:
 def test_wandb_page_is_made_from_the_record_folder_alone(tmp_path: Path, wandb_dir: Path) -> None:
     import wandb
 
-    from learnscope.plugins.wandb.view_page import VIEW_KEY, ViewPage
+    from learnscope.plugins.wandb.page_writer import VIEW_KEY, RecordPage
 
     run = wandb.init(project="view", dir=str(wandb_dir))
     record_dir = Path(run.dir)  # the W&B writer's own folder; no TensorBoard anywhere
     points, ids = 30, [f"p{i}" for i in range(30)]
     views = drifting_points(points, 3)
     write(record_dir, run_entry(*ALL_CALLBACKS))
-    page = ViewPage(record_dir)  # as a W&B writer keeps it
+    page = RecordPage(record_dir)  # as a W&B writer keeps it
     for step, xy in enumerate(views):
         append_entries(record_dir / RECORD_FILE, [snapshot_entry("enc", step, xy, ids)])
         page.log(run, step, "trainer/global_step")
@@ -534,7 +534,7 @@ def test_a_wandb_fit_of_8_snapshots_logs_at_most_3_pages_the_last_showing_the_en
 def test_wandb_page_stays_under_its_size_by_showing_fewer_snapshots(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from learnscope.plugins.wandb import view_page as wandb_view
+    from learnscope.plugins.wandb import page_writer as wandb_view
 
     monkeypatch.setattr(wandb_view, "MAX_BYTES", 2_000_000)  # 500 x 2,000 points: 5.4 MB
     ids = [f"p{i}" for i in range(2_000)]
@@ -721,7 +721,7 @@ def test_a_real_record_read_mid_run_says_what_is_coming(demo_run: Path, tmp_path
     (tmp_path / "run").mkdir()
     record = tmp_path / "run" / RECORD_FILE
     record.write_bytes(b"".join(lines[:first]))
-    run = run_view.RunView(tmp_path / "run", sprites=False)  # the record alone
+    run = run_view.RunModel(tmp_path / "run", sprites=False)  # the record alone
     view = run.view()
     assert view["messages"] == []
     assert view["status"] == {

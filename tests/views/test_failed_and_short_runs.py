@@ -28,7 +28,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.views.run_search import run_outcome
 from learnscope.plugins.views.run_view import read_view
-from learnscope.run_files import RECORD_FILE
+from learnscope.run_directory.file_names import RECORD_FILE
 from tests.kit.browser import (
     enter_learnscope_tab,
     ready_view_state,
@@ -246,7 +246,7 @@ def test_the_wandb_page_of_a_stopped_run_says_where_it_stopped(
     logdir: Path, browser: Any, tmp_path: Path
 ) -> None:
     """The W&B page is made from the record the W&B writer keeps, as the export's from its."""
-    from learnscope.plugins.wandb.view_page import wandb_view_html
+    from learnscope.plugins.wandb.page_writer import wandb_view_html
 
     page = tmp_path / "wandb.html"
     page.write_text(wandb_view_html(logdir / "stopped" / "version_0", name="stopped"), "utf-8")

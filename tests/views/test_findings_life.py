@@ -260,7 +260,7 @@ def test_older_rows_still_hold_and_the_hint_promises_no_advice(
 def test_the_wandb_page_shows_the_same_findings(
     pages: dict[str, Path], browser: Any, tmp_path: Path
 ) -> None:
-    from learnscope.plugins.wandb.view_page import wandb_view_html
+    from learnscope.plugins.wandb.page_writer import wandb_view_html
 
     page = tmp_path / "wandb.html"
     page.write_text(wandb_view_html(pages["record"]), "utf-8")

@@ -1,5 +1,5 @@
 """The tab's movers (``static/movers.js``) and the comparison of two runs define a changed
-neighbourhood alike: ``learnscope.neighbourhoods.neighbourhood_change``, run in node."""
+neighbourhood alike: ``learnscope.embeddings.neighbourhoods.neighbourhood_change``, run in node."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learnscope.neighbourhoods import neighbourhood_change
+from learnscope.embeddings.neighbourhoods import neighbourhood_change
 
 NODE = shutil.which("node")
 STATIC = Path(__file__).resolve().parents[2] / "plugins" / "views" / "static"
@@ -51,18 +51,20 @@ def test_movers_rank_by_the_neighbourhood_change_of_the_comparison(tmp_path: Pat
 def test_the_movers_count_the_k_the_view_model_gives_as_the_comparison_does(
     tmp_path: Path,
 ) -> None:
-    from learnscope.neighbourhoods import NEIGHBOURS
+    from learnscope.embeddings.neighbourhoods import NEIGHBOURS
     from learnscope.plugins.views import compare_runs
     from learnscope.plugins.views.run_view import read_view
-    from learnscope.run_files import RECORD_FILE
-    from learnscope.run_record import append_entries
+    from learnscope.run_directory.file_names import RECORD_FILE
+    from learnscope.run_directory.record import append_entries
     from tests.kit.record_entries import snapshot_entry
 
     ids = [str(i) for i in range(12)]
     xy = np.random.default_rng(0).normal(size=(12, 2))
     append_entries(tmp_path / RECORD_FILE, [snapshot_entry("enc", 3, xy, ids)])
     (embedding,) = read_view(tmp_path)["embeddings"]
-    assert embedding["neighbours"] == NEIGHBOURS  # one k, defined in learnscope.neighbourhoods
+    assert (
+        embedding["neighbours"] == NEIGHBOURS
+    )  # one k, defined in learnscope.embeddings.neighbourhoods
     assert compare_runs.NEIGHBOURS is NEIGHBOURS
     movers = (STATIC / "movers.js").read_text("utf-8")
     assert "e.neighbours" in movers and "const NEIGHBOURS" not in movers

@@ -27,10 +27,10 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from learnscope.plugins.views import run_search
 from learnscope.plugins.views.compare_runs import RunSnapshots, compare_runs
-from learnscope.plugins.views.run_view import RunView, read_view
+from learnscope.plugins.views.run_view import RunModel, read_view
 from learnscope.plugins.views.view_page import export_html
-from learnscope.run_files import RECORD_FILE, RECORD_SEGMENTS
-from learnscope.run_record import encode_entries
+from learnscope.run_directory.file_names import RECORD_FILE, RECORD_SEGMENTS
+from learnscope.run_directory.record import encode_entries
 from learnscope.storage import RunFolder, open_run_folder
 from tests.kit.record_entries import ALL_CALLBACKS, run_entry, snapshot_entry
 from tests.kit.s3_server import LocalS3
@@ -179,7 +179,7 @@ def test_a_run_on_an_object_store_is_shown_with_its_files(memory_url: str, tmp_p
 def test_new_segments_are_read_alone(memory_url: str, calls: list[tuple[str, str, int]]) -> None:
     run = open_run_folder(f"{memory_url}/exp/version_0")
     write_run(run)
-    view = RunView(run)
+    view = RunModel(run)
     assert view.view()["embeddings"][0]["steps"] == [1]
     calls.clear()
     assert view.view()["embeddings"][0]["steps"] == [1]  # nothing new: one listing, no read
@@ -364,7 +364,7 @@ def test_the_export_command_writes_the_runs_of_an_s3_log_directory(
 
 def test_a_view_reads_only_the_new_segment_from_s3(s3_env: LocalS3) -> None:
     _, run = _s3_run(s3_env)
-    view = RunView(run)
+    view = RunModel(run)
     assert view.view()["embeddings"][0]["steps"] == [1]
     append(run, snapshot(2))
     new = _segments(run)[-1]

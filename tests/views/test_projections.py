@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from learnscope.neighbourhoods import in_spreads, procrustes_rotation
+from learnscope.embeddings.neighbourhoods import in_spreads, procrustes_rotation
 from learnscope.plugins.pipeline.run_record_writer import snapshot_entry
 from learnscope.plugins.views import run_view, view_page
 from learnscope.plugins.views.compare_runs import RunSnapshots, compare_runs
-from learnscope.plugins.wandb.view_page import ViewPage
+from learnscope.plugins.wandb.page_writer import RecordPage
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import append_entries, encode_array
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import append_entries, encode_array
 from tests.kit.browser import enter_learnscope_tab, open_page, wait_view_ready
 from tests.kit.record_entries import ALL_CALLBACKS, run_entry
 
@@ -176,7 +176,7 @@ def test_the_w_and_b_page_thins_both_projections_alike(tmp_path: Path) -> None:
     assert key["steps"] == [10, 30] and len(key["xy"]) == 2
     assert umap["steps"] == [10, 30] and umap["fitted"] == [None, 25] and len(umap["xy"]) == 2
     assert umap["xy"] == [view["embeddings"][0]["projections"][0]["xy"][i] for i in (0, 1)]
-    page = ViewPage(tmp_path / "run").html("run")
+    page = RecordPage(tmp_path / "run").html("run")
     assert umap["xy"][1] in page and key["xy"][1] in page
 
 

@@ -20,7 +20,7 @@ from learnscope.plugins.tensorboard.layout import multiline
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.plugins.views.run_view import read_view
 from learnscope.records import EmbeddingSnapshot, RunStart
-from learnscope.run_files import LAYOUT_FILE
+from learnscope.run_directory.file_names import LAYOUT_FILE
 
 OLD_RUN = Path(__file__).resolve().parent.parent / "data" / "written_by_37d4c95"
 

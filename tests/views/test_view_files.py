@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from learnscope.plugins.views import run_search, run_view, sprite_files, view_page
-from learnscope.run_files import RECORD_FILE
+from learnscope.run_directory.file_names import RECORD_FILE
 from tests.kit.record_entries import ALL_CALLBACKS, run_entry, snapshot_entry, write
 
 SECRET = b"\x89PNG\r\n\x1a\n" + b"SECRET-OUTSIDE-THE-LOG-DIRECTORY" * 4
@@ -193,7 +193,7 @@ def test_the_tab_reads_nothing_outside_never_blocks_and_never_fails(hostile_logd
 
 
 def test_the_wandb_page_reads_nothing_outside(hostile_logdir: Path) -> None:
-    from learnscope.plugins.wandb.view_page import wandb_view_html
+    from learnscope.plugins.wandb.page_writer import wandb_view_html
 
     for name in ("absolute", "up", "link", "folder_link", "fifo", "not_png", "good"):
         assert _leaks(wandb_view_html(hostile_logdir / name)) == [], name
@@ -265,7 +265,7 @@ def test_the_wandb_page_stops_growing_after_a_hundred_snapshots(tmp_path: Path) 
     import json
     import re
 
-    from learnscope.plugins.wandb.view_page import MAX_SNAPSHOTS, wandb_view_html
+    from learnscope.plugins.wandb.page_writer import MAX_SNAPSHOTS, wandb_view_html
 
     ids = [str(i) for i in range(20)]
     points = np.random.default_rng(0).normal(size=(20, 2))

@@ -46,7 +46,7 @@ CHILD = textwrap.dedent(
     from lightning.pytorch.loggers import TensorBoardLogger
     from tests.kit.models import TinyClassifier, loaders, trainer
     from learnscope.lightning_glue import EmbeddingProjector
-    from learnscope.write_limits import WriteLimits
+    from learnscope.run_directory.write_limits import WriteLimits
 
     limits = None if {timeout!r} is None else WriteLimits(end_timeout_s={timeout!r})
 

@@ -37,7 +37,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from learnscope.plugins.tensorboard import projector_files
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.write_limits import WriteLimits
 from tests.kit.callbacks import learnscope_callbacks
 from tests.kit.models import AfterFirstEpoch, Quiet, loaders, trainer
 from tests.kit.readers import parse_metadata

@@ -25,8 +25,8 @@ from learnscope.plugins.pipeline.run_record_writer import record_writer
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
-from learnscope.run_record import append_entries
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.record import append_entries
+from learnscope.run_directory.write_limits import WriteLimits
 from tests.kit.callbacks import learnscope_callbacks
 from tests.kit.models import TinyClassifier, loaders, trainer
 

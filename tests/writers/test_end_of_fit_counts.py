@@ -2,10 +2,10 @@
 
 Real fits of the tiny models with the three callbacks, logging to a ``TensorBoardLogger`` in
 ``tmp_path``, under a free-space reserve larger than the disk's free space (no small disk is
-needed: the reserve is set as large as 1 EiB, see :mod:`learnscope.write_limits`), from the start
-or from the end of the first validation epoch on. What the run directory holds is read back as
-the dashboards read it (the run record through ``RecordReader``, the projector config, the
-event files through TensorBoard's ``EventAccumulator``), and the line's figures are checked
+needed: the reserve is set as large as 1 EiB, see :mod:`learnscope.run_directory.write_limits`),
+from the start or from the end of the first validation epoch on. What the run directory holds is
+read back as the dashboards read it (the run record through ``RecordReader``, the projector config,
+the event files through TensorBoard's ``EventAccumulator``), and the line's figures are checked
 against it. Strict mode is on: a record skipped for the reserve is no failure.
 """
 
@@ -25,9 +25,9 @@ from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, 
 from learnscope.lightning_glue import session as writer_session
 from learnscope.lightning_glue.session import WriterSession
 from learnscope.plugins.tensorboard import projector_files
-from learnscope.run_files import PROJECTOR_CONFIG, RECORD_FILE
-from learnscope.run_record import RecordReader
-from learnscope.write_limits import WriteLimits
+from learnscope.run_directory.file_names import PROJECTOR_CONFIG, RECORD_FILE
+from learnscope.run_directory.record import RecordReader
+from learnscope.run_directory.write_limits import WriteLimits
 from tests.kit.models import ZeroBranch, loaders, trainer
 from tests.kit.readers import read_events
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope.autocorrelation import summarize
+from learnscope.autocorrelation.analysis import summarize
+from learnscope.embeddings.scatter_frame import frame_limits
 from learnscope.plugins.pipeline import figures
 from learnscope.plugins.pipeline.drawing import Drawing, figure_pixels
 from learnscope.plugins.pipeline.figures import (
@@ -27,7 +28,6 @@ from learnscope.plugins.pipeline.figures import (
 )
 from learnscope.plugins.pipeline.pictures import snapshot_pictures
 from learnscope.records import AutocorrelationSummary, EmbeddingSnapshot, GroupAutocorrelation
-from learnscope.scatter import frame_limits
 
 LAG = np.arange(21)
 
@@ -118,7 +118,7 @@ def snapshot(vectors: np.ndarray, step: int, labels: list[int]) -> EmbeddingSnap
 
 
 def test_scatter_axes_stay_fixed_per_tag_and_points_outside_are_counted_on_the_edge() -> None:
-    from learnscope.aligned_views import AlignedViews
+    from learnscope.embeddings.aligned_views import AlignedViews
 
     rng = np.random.default_rng(0)
     labels = [i % 3 for i in range(300)]
@@ -179,7 +179,7 @@ def test_without_matplotlib_pictures_are_skipped_with_one_warning_and_the_rest_i
 ) -> None:
     import wandb
 
-    from learnscope.aligned_views import AlignedViews
+    from learnscope.embeddings.aligned_views import AlignedViews
     from learnscope.plugins import Writers
     from learnscope.plugins.tensorboard import projector_files
     from learnscope.plugins.tensorboard.writer import TensorBoardWriter

@@ -27,10 +27,10 @@ from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.layout import multiline
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, Finding, RunEnd, RunStart
-from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_SEGMENTS
-from learnscope.run_record import RecordReader
+from learnscope.run_directory.file_names import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_SEGMENTS
+from learnscope.run_directory.record import RecordReader
+from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import MissingFileSystem, open_run_folder
-from learnscope.write_limits import WriteLimits
 from tests.kit.models import ZeroBranch, loaders, trainer
 from tests.kit.readers import read_events
 from tests.kit.s3_server import LocalS3

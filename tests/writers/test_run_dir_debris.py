@@ -27,7 +27,7 @@ from learnscope.plugins.tensorboard.layout import LAYOUT_TAG, multiline
 from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, RunStart
-from learnscope.run_files import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
+from learnscope.run_directory.file_names import LAYOUT_FILE, PROJECTOR_CONFIG, RECORD_FILE
 from learnscope.storage import open_run_folder
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="flock and signals as on Linux")

@@ -17,15 +17,15 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from learnscope.aligned_views import AlignedViews
+from learnscope.embeddings.aligned_views import AlignedViews
+from learnscope.embeddings.scatter_frame import frame_limits
 from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 from learnscope.plugins.pipeline.figures import scatter_figure
 from learnscope.plugins.pipeline.pictures import snapshot_pictures
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot, Finding
-from learnscope.run_files import RECORD_FILE
-from learnscope.run_record import RecordReader, decode_array
-from learnscope.scatter import frame_limits
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader, decode_array
 from tests.kit.models import TinyClassifier, ZeroBranch, ZeroBranchWithProbe, loaders, trainer
 from tests.kit.readers import ProjectorReader, parse_metadata, wandb_history, wandb_run_dir
 
@@ -248,8 +248,8 @@ def test_a_fit_stopped_by_an_exception_ends_the_record_failed(tmp_path: Path) ->
 def test_twelve_integer_classes_are_categories_in_the_picture_and_the_record(
     tmp_path: Path,
 ) -> None:
+    from learnscope.embeddings.scatter_frame import column_kind
     from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
-    from learnscope.scatter import column_kind
 
     rng = np.random.default_rng(0)
     classes = [int(c) for c in rng.permutation(np.arange(60) % 12)]

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from learnscope.aligned_views import AlignedViews
-from learnscope.batch_rows import batch_rows
-from learnscope.embedding_rows import EmbeddingRows
+from learnscope.embeddings.aligned_pca import AlignedPCA
+from learnscope.embeddings.aligned_views import AlignedViews
+from learnscope.embeddings.batch_rows import batch_rows
+from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.lightning_glue.parts import Parts
 from learnscope.plugins import Writers
 from learnscope.plugins.pipeline.base import Writer
 from learnscope.plugins.pipeline.snapshot_job import SnapshotJobs
-from learnscope.projection import AlignedPCA
 from learnscope.records import EmbeddingSnapshot
 
 POINTS = torch.randn(40, 6, generator=torch.Generator().manual_seed(0))

@@ -9,7 +9,7 @@ import torch
 
 from learnscope import EmbeddingSnapshot
 from learnscope.plugins import Writers
-from learnscope.plugins.wandb.view_page import WandbViewWriter
+from learnscope.plugins.wandb.page_writer import WandbPageWriter
 from learnscope.plugins.wandb.writer import WandbWriter
 from tests.kit.readers import (
     page_views,
@@ -149,7 +149,7 @@ def test_the_view_page_is_logged_at_most_once_a_minute_and_once_final(wandb_dir:
 
     run = wandb.init(project="t", dir=str(wandb_dir))
     clock = Clock()
-    writer = Writers([WandbWriter(run), WandbViewWriter(run, clock=clock)])
+    writer = Writers([WandbWriter(run), WandbPageWriter(run, clock=clock)])
     writer.write_run_start(RunStart((CallbackSettings("EmbeddingProjector"),)))
     steps = list(range(10, 90, 10))
     for i, step in enumerate(steps):
@@ -181,7 +181,7 @@ def test_the_wandb_writers_say_themselves_that_a_finished_run_is_permanent(
     import wandb
 
     run = wandb.init(project="t", dir=str(wandb_dir))
-    writer, page = WandbWriter(run), WandbViewWriter(run)
+    writer, page = WandbWriter(run), WandbPageWriter(run)
     writer.write_scalars({"m": 0.5}, step=1)
     run.finish()
     with pytest.raises(wandb.errors.UsageError) as raised:

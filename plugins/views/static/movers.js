@@ -1,6 +1,6 @@
 // Movers: the points whose nearest neighbours changed most between two snapshots, and the list
 // of them beside the scatter. A changed neighbourhood is defined once, in
-// learnscope/neighbourhoods.py (neighbourhood_change, which ranks the points of a comparison of
+// learnscope/embeddings/neighbourhoods.py (neighbourhood_change, which ranks the points of a comparison of
 // two runs): the neighbours a point kept of its k nearest, then how far its old ones went (its
 // drift); here it is applied to two snapshots of the 2-D view, the coordinates the page holds,
 // with the same k, which the view model gives (``neighbours`` of each key).

@@ -2,8 +2,8 @@
 
 A run directory (TensorBoard's ``version_0``, a wandb run's ``files/``) holds, from learnscope:
 
-* ``learnscope_record.jsonl``: the run record (:mod:`learnscope.run_record`), the one file the
-  views (the learnscope tab, ``learnscope export``, the W&B ``~learnscope/view`` page) read; on
+* ``learnscope_record.jsonl``: the run record (:mod:`learnscope.run_directory.record`), the one file
+  the views (the learnscope tab, ``learnscope export``, the W&B ``~learnscope/view`` page) read; on
   an object store, the folder ``learnscope_record.d/`` of its immutable segments instead
   (:mod:`learnscope.storage.object_store`);
 * for TensorBoard's own tabs: learnscope's event files (names ending in ``.learnscope``), the

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 PCA_COLUMNS = ("pca_x", "pca_y", "pca_z")
-UMAP_COLUMNS = ("umap_x", "umap_y")  # the aligned UMAP view's (learnscope.aligned_umap)
+UMAP_COLUMNS = ("umap_x", "umap_y")  # the aligned UMAP view's (learnscope.embeddings.aligned_umap)
 
 
 def principal_axes(vectors: torch.Tensor, dims: int = 3) -> tuple[torch.Tensor, torch.Tensor]:

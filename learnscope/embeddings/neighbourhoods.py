@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from learnscope.scatter import spread
+from learnscope.embeddings.scatter_frame import spread
 
 NEIGHBOURS = 10  # k: the nearest neighbours a changed neighbourhood is counted over, everywhere
 BLOCK_BYTES = 32 << 20  # the distances of one block of rows, at most

@@ -3,8 +3,8 @@
 The page is the same as ``learnscope export`` writes: the view model inline and the module
 inline, loading nothing from the network. It is built from the run record the W&B writer
 keeps in the wandb run's own files folder, so it needs no TensorBoard, by its own consumer of
-the records: :class:`WandbViewWriter`, a writer placed after the W&B writer, which owns one
-:class:`ViewPage`. The page keeps the view of its record between calls and brings it up to
+the records: :class:`WandbPageWriter`, a writer placed after the W&B writer, which owns one
+:class:`RecordPage`. The page keeps the view of its record between calls and brings it up to
 date from the lines added since, so making the page costs the same after ten snapshots as
 after five hundred (but for the page itself). W&B stores each HTML file as a media file of the
 run and keeps every copy, so the page is logged at most once a minute and once, final, at the
@@ -33,7 +33,7 @@ from typing import Any
 
 from learnscope import records
 from learnscope.plugins.pipeline.base import Writer
-from learnscope.plugins.views.run_view import RunView
+from learnscope.plugins.views.run_view import RunModel
 from learnscope.plugins.views.view_page import page_html, thin_snapshots
 from learnscope.plugins.wandb.writer import run_finished
 from learnscope.tags import VIEW, WANDB_STEP
@@ -46,13 +46,13 @@ VIEW_EVERY_S = 60.0  # while the run goes on, the view page is logged at most on
 STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
 
 
-class WandbViewWriter(Writer):
+class WandbPageWriter(Writer):
     """Logs the view page of a wandb run's learnscope record as ``~learnscope/view``.
 
     It writes no record itself: placed after the
     :class:`~learnscope.plugins.wandb.writer.WandbWriter` of the same run (which appends each
     record to the run record first), it notes which step a snapshot or an analysis brought, and
-    logs the page made from the record (its :class:`ViewPage`) after the first one, then at most
+    logs the page made from the record (its :class:`RecordPage`) after the first one, then at most
     once every ``view_every_s`` seconds while new ones come (at a flush, so that one page follows a
     snapshot and its picture), and once more, final, when it closes: that copy holds the run's end.
 
@@ -66,7 +66,7 @@ class WandbViewWriter(Writer):
         >>> from learnscope.plugins import Writers  # doctest: +SKIP
         >>> from learnscope.plugins.wandb.writer import WandbWriter  # doctest: +SKIP
         >>> run = wandb.init(mode="offline", dir=tempfile.mkdtemp())  # doctest: +SKIP
-        >>> writers = Writers([WandbWriter(run), WandbViewWriter(run)])  # doctest: +SKIP
+        >>> writers = Writers([WandbWriter(run), WandbPageWriter(run)])  # doctest: +SKIP
     """
 
     def __init__(
@@ -76,7 +76,7 @@ class WandbViewWriter(Writer):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run = run
-        self.page = ViewPage(Path(run.dir))
+        self.page = RecordPage(Path(run.dir))
         self.view_every_s = view_every_s
         self.clock = clock
         self._due: int | None = None  # step of a snapshot or analysis not yet in the page
@@ -113,8 +113,8 @@ class WandbViewWriter(Writer):
             self._log(self._step)
 
     def describe(self) -> str:
-        """``WandbViewWriter(<run id>)``."""
-        return f"WandbViewWriter({getattr(self.run, 'id', '?')})"
+        """``WandbPageWriter(<run id>)``."""
+        return f"WandbPageWriter({getattr(self.run, 'id', '?')})"
 
     def permanent_failure(self, error: Exception) -> str | None:
         """Its wandb run has finished (or the base's reasons)."""
@@ -131,7 +131,7 @@ class WandbViewWriter(Writer):
         self.page.log(self.run, step, STEP_KEY)
 
 
-class ViewPage:
+class RecordPage:
     """The view page of one run record; its view is kept and read on from where it stopped.
 
     Args:
@@ -140,14 +140,14 @@ class ViewPage:
 
     Example:
         >>> import tempfile
-        >>> page = ViewPage(tempfile.mkdtemp())
+        >>> page = RecordPage(tempfile.mkdtemp())
         >>> "learnscope-data" in page.html()
         True
     """
 
     def __init__(self, record_dir: str | Path, max_points: int = MAX_POINTS) -> None:
         self.record_dir = Path(os.path.abspath(record_dir))  # no file touched: a name
-        self.run_view = RunView(record_dir, max_points, sprites=False)  # no thumbnails
+        self.run_view = RunModel(record_dir, max_points, sprites=False)  # no thumbnails
 
     def html(self, name: str | None = None) -> str:
         """The self-contained view page of the record, within W&B's limits.
@@ -205,11 +205,11 @@ class ViewPage:
 def wandb_view_html(
     record_dir: str | Path, max_points: int = MAX_POINTS, name: str | None = None
 ) -> str:
-    """The view page of the run record in ``record_dir``, read whole (see :meth:`ViewPage.html`).
+    """The view page of the run record in ``record_dir``, read whole (see :meth:`RecordPage.html`).
 
     Example:
         >>> import tempfile
         >>> "learnscope-data" in wandb_view_html(tempfile.mkdtemp())
         True
     """
-    return ViewPage(record_dir, max_points).html(name)
+    return RecordPage(record_dir, max_points).html(name)

@@ -1,8 +1,9 @@
 """Autocorrelation of sampled parameters and gradients over training steps.
 
 Pure functions on a history tensor ``[T, K]``: row ``t`` holds the values of ``K`` sampled
-elements at step ``t`` (see :class:`learnscope.sampled_history.SampledParameterHistory`),
-so each column is one element's series over ``T`` steps.
+elements at step ``t`` (see
+:class:`learnscope.autocorrelation.sampled_history.SampledParameterHistory`), so each column is one
+element's series over ``T`` steps.
 
 * :func:`autocorrelation`: the normalised autocorrelation function (ACF) of every column.
 * :func:`integrated_time`: the integrated autocorrelation time tau with Sokal's window.
@@ -21,13 +22,13 @@ finished summary to the host in one transfer.
 
 With sharded parameters (FSDP) each rank records the sampled elements it holds; given
 ``sharded=`` (a :class:`ShardedLayout`, such as
-:attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`), :func:`summarize`
-sums each group's power spectra and non-finite counts over the ranks and places every element's
-lag-1 autocorrelation at its column of the whole history (one reduction per kind and history:
-``G * (L + 1) + K`` numbers, never the histories), so every rank gets the summary an unsharded
-model sampling the same elements would give. The reduction is the layout's own ``reduce`` (a
-history's is :func:`learnscope.ranks.sum_over_ranks`, an all-reduce): this module holds no state
-and runs no collective of its own.
+:attr:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory.sharded_columns`),
+:func:`summarize` sums each group's power spectra and non-finite counts over the ranks and places
+every element's lag-1 autocorrelation at its column of the whole history (one reduction per kind and
+history: ``G * (L + 1) + K`` numbers, never the histories), so every rank gets the summary an
+unsharded model sampling the same elements would give. The reduction is the layout's own ``reduce``
+(a history's is :func:`learnscope.model.ranks.sum_over_ranks`, an all-reduce): this module holds no
+state and runs no collective of its own.
 
 Example:
     >>> import torch
@@ -73,10 +74,10 @@ DEFAULT_LAGS: tuple[int, ...] = (1, 2, 5, 10)
 class ShardedLayout(Protocol):
     """Where one rank's columns sit in the whole history, and how to add up the ranks.
 
-    :class:`learnscope.sampled_columns.ShardedColumns` is one (a history's
-    :attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`); its ``reduce``
-    is :func:`learnscope.ranks.sum_over_ranks`. Any object with these members will do, such as
-    one that adds up simulated ranks in a test.
+    :class:`learnscope.autocorrelation.sampled_columns.ShardedColumns` is one (a history's
+    :attr:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory.sharded_columns`);
+    its ``reduce`` is :func:`learnscope.model.ranks.sum_over_ranks`. Any object with these members
+    will do, such as one that adds up simulated ranks in a test.
 
     Example:
         >>> import torch
@@ -303,8 +304,8 @@ def summarize(
         step: The training step the histories end at.
         sharded: For a history of sharded parameters, where its columns sit in the whole
             history and how to sum over the ranks (a :class:`ShardedLayout`, such as
-            :attr:`~learnscope.sampled_history.SampledParameterHistory.sharded_columns`): the
-            figures are then summed over the ranks by its ``reduce`` (for a history's, every
+            :attr:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory.sharded_columns`):
+            the figures are then summed over the ranks by its ``reduce`` (for a history's, every
             rank of the default process group, which must all call this with the same kinds,
             steps and groups; a rank may hold no column). ``group_index`` is then this rank's.
         **options: ``lags``, ``detrend``, ``c`` and ``factor``, as for
@@ -410,8 +411,9 @@ def prepare_summary(
     the one :func:`summarize_several` gives. Nothing here synchronises with the host.
 
     The histories are read when the summary is finished: hand over tensors that nothing
-    changes until then (:meth:`~learnscope.sampled_history.SampledParameterHistory.history`
-    gives a new one).
+    changes until then
+    (:meth:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory.history` gives a new
+    one).
 
     Args:
         sources: As for :func:`summarize_several`.

@@ -4,7 +4,7 @@ A sample may give several rows: a sequence one per token, a graph one per node. 
 :class:`RowSamples` says which sample of the batch each row belongs to; values given per sample
 (ids, metadata, images) are spread over the sample's rows with it, and each row's number within
 its sample (a ``position`` or ``node`` column) is mixed into its key
-(:class:`~learnscope.embedding_rows.EmbeddingRows` keeps an epoch's rows).
+(:class:`~learnscope.embeddings.rows.EmbeddingRows` keeps an epoch's rows).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def pyg_graphs(batch: Any) -> tuple[torch.Tensor, int] | None:
 class BatchRows(NamedTuple):
     """One batch's rows, as :func:`batch_rows` gives them and an epoch's rows take them.
 
-    (:meth:`~learnscope.embedding_rows.EmbeddingRows.add`.)
+    (:meth:`~learnscope.embeddings.rows.EmbeddingRows.add`.)
 
     Attributes:
         vectors: ``[R, D]``.
@@ -176,7 +176,7 @@ def batch_rows(
     given per sample are then repeated for each row of the sample and a ``position`` column is
     added. With ``samples`` from :func:`graph_rows` (rows are nodes), values given per graph are
     spread over its nodes the same way, and a ``node`` column is added. Feature maps are made
-    into such rows first (:func:`learnscope.embedding_layout.embedding_layout`).
+    into such rows first (:func:`learnscope.embeddings.layout.embedding_layout`).
 
     With ``keep``, only the rows it marks are kept, each with its own values: its ``position``
     or ``node`` number, its sample's metadata, id and image.
@@ -189,7 +189,7 @@ def batch_rows(
         samples: Each row's sample; by default from the shape of ``output``
             (:func:`token_rows`).
         keep: Bool ``[R]``: the rows to keep (from
-            :func:`learnscope.embedding_layout.row_mask`); by default all.
+            :func:`learnscope.embeddings.layout.row_mask`); by default all.
 
     Returns:
         The rows, the columns and the images, each with one entry per row, and each row's number

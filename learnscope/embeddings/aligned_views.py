@@ -2,7 +2,7 @@
 
 **The aligned PCA view.** :meth:`AlignedViews.add` gives a snapshot ``pca_x``, ``pca_y`` and
 ``pca_z`` columns from a PCA turned to match the previous snapshot of its key
-(:class:`learnscope.projection.AlignedPCA`), as the snapshot's typed
+(:class:`learnscope.embeddings.aligned_pca.AlignedPCA`), as the snapshot's typed
 :class:`~learnscope.records.AlignedView`: coordinates, their spread (the root-mean-square
 distance of the ``(x, y)`` points from the centre) and a frame fixed per key from its first
 snapshot (a square of a round number of spreads that holds 99% of its points), so that a step
@@ -10,11 +10,11 @@ slider shows the points moving, not the frame. The writers' picture stage
 (:mod:`learnscope.plugins.pipeline.pictures`) draws its scatter,
 ``~learnscope/embeddings/<tag>/<stage>/pca``, from it.
 
-**The aligned UMAP view.** With :class:`~learnscope.aligned_umap.UMAPSettings`, every snapshot
-also gets its aligned UMAP view (:mod:`learnscope.aligned_umap`): ``umap_x``, ``umap_y`` columns
-and its own picture, ``.../umap``. It is drawn in one unit for all the snapshots of a key (the
-spread of its first view), not each in its own spread as the PCA is: a UMAP layout keeps its
-scale, and a point that did not move must not seem to.
+**The aligned UMAP view.** With :class:`~learnscope.embeddings.aligned_umap.UMAPSettings`, every
+snapshot also gets its aligned UMAP view (:mod:`learnscope.embeddings.aligned_umap`): ``umap_x``,
+``umap_y`` columns and its own picture, ``.../umap``. It is drawn in one unit for all the snapshots
+of a key (the spread of its first view), not each in its own spread as the PCA is: a UMAP layout
+keeps its scale, and a point that did not move must not seem to.
 
 The same class serves a plain PyTorch loop (one :meth:`~AlignedViews.add` per snapshot, before
 the writers get it: ``docs/without_lightning.md``) and ``EmbeddingProjector``, whose views live
@@ -29,10 +29,10 @@ from typing import Any
 
 import torch
 
-from learnscope.aligned_umap import UMAPLayout, UMAPSettings, aligned_umap
-from learnscope.projection import AlignedPCA
+from learnscope.embeddings.aligned_pca import AlignedPCA
+from learnscope.embeddings.aligned_umap import UMAPLayout, UMAPSettings, aligned_umap
+from learnscope.embeddings.scatter_frame import Limits, frame_limits, spread
 from learnscope.records import AlignedView, EmbeddingSnapshot, ViewFrame
-from learnscope.scatter import Limits, frame_limits, spread
 
 Ids = Sequence[Hashable] | torch.Tensor | None
 
@@ -102,7 +102,7 @@ class AlignedViews:
     def add_umap(self, snapshot: EmbeddingSnapshot, ids: Ids = None) -> EmbeddingSnapshot:
         """``snapshot`` with its aligned UMAP view (as it is without settings or too few points).
 
-        Too few: fewer than :data:`~learnscope.aligned_umap.MIN_POINTS`.
+        Too few: fewer than :data:`~learnscope.embeddings.aligned_umap.MIN_POINTS`.
         """
         view = self.umap_view(snapshot.key, _points(snapshot), ids)
         return snapshot if view is None else snapshot.with_view(view)

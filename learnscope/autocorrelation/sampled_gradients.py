@@ -1,8 +1,8 @@
 """What a sampled history reads of the gradients each step: dense views, sparse ranges, zeros.
 
-A :class:`~learnscope.sampled_history.SampledParameterHistory` samples contiguous runs of each
-parameter's flattened elements. :class:`SampledGradients` reads the same runs of the current
-gradients, without any host synchronisation:
+A :class:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory` samples contiguous
+runs of each parameter's flattened elements. :class:`SampledGradients` reads the same runs of the
+current gradients, without any host synchronisation:
 
 * a dense gradient gives a view of the run (a copy when it is not contiguous);
 * a sparse COO gradient (``nn.Embedding(sparse=True)``, whose optimizer is ``SparseAdam``,
@@ -14,7 +14,7 @@ gradients, without any host synchronisation:
 
 Example:
     >>> import torch
-    >>> from learnscope.sampled_columns import LocalPiece
+    >>> from learnscope.autocorrelation.sampled_columns import LocalPiece
     >>> table = torch.nn.Embedding(5, 2, sparse=True)
     >>> table(torch.tensor([3, 3])).sum().backward()
     >>> piece = LocalPiece("table.weight", table.weight, start=5, length=4, column=0)
@@ -32,7 +32,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from learnscope.sampled_columns import LocalPiece
+from learnscope.autocorrelation.sampled_columns import LocalPiece
 
 __all__ = ["SampledGradients", "local_values", "sparse_range"]
 
@@ -78,7 +78,7 @@ class SampledGradients:
 
     Example:
         >>> import torch
-        >>> from learnscope.sampled_columns import LocalPiece
+        >>> from learnscope.autocorrelation.sampled_columns import LocalPiece
         >>> weight = torch.nn.Parameter(torch.zeros(4))
         >>> gradients = SampledGradients(
         ...     [LocalPiece("weight", weight, 1, 2, 0)], sharded=False, device=torch.device("cpu")

@@ -17,8 +17,9 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 
-from learnscope.batch_rows import batch_rows
-from learnscope.embedding_rows import EmbeddingRows
+from learnscope.embeddings.batch_rows import batch_rows
+from learnscope.embeddings.rows import EmbeddingRows
+from learnscope.embeddings.selection import id_keys, smallest
 from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.plugins import Writers
 from learnscope.plugins.pipeline.base import Writer
@@ -28,7 +29,6 @@ from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, ProjectorRefresh
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.records import EmbeddingSnapshot
-from learnscope.selection import id_keys, smallest
 from learnscope.storage import open_run_folder
 from tests.kit.models import IdClassifier, id_loaders, trainer
 from tests.kit.readers import (

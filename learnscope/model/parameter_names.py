@@ -1,8 +1,8 @@
 """Parameter names: the names wrappers insert removed, the owning module, the module group.
 
 Pure functions of strings, shared by the health checks (:mod:`learnscope.health`) and the
-sampled histories (:mod:`learnscope.sampled_history`), so that both name and group parameters
-alike.
+sampled histories (:mod:`learnscope.autocorrelation.sampled_history`), so that both name and group
+parameters alike.
 
 **Groups.** A parameter's group is the first ``depth`` parts of its module's dotted name,
 taken below the deepest module that holds every trainable parameter (:func:`common_module`).
@@ -46,8 +46,8 @@ def clean_parameter_name(name: str) -> str:
     (``_checkpoint_wrapped_module``), ``torch.compile`` (``_orig_mod``) and Lightning Fabric
     (``_forward_module``), so the name is the one the user's module gives. DDP's ``module.``
     cannot be told from a user's module of that name: pass the model itself to
-    :func:`~learnscope.parameter_shards.parameter_shards` instead (see
-    :func:`~learnscope.parameter_shards.unwrap_model`).
+    :func:`~learnscope.model.parameter_shards.parameter_shards` instead (see
+    :func:`~learnscope.model.parameter_shards.unwrap_model`).
 
     Example:
         >>> clean_parameter_name("_fsdp_wrapped_module.encoder._fsdp_wrapped_module.weight")

@@ -1,18 +1,18 @@
 """A ring buffer of sampled parameter and gradient elements, kept on the parameters' device.
 
-Feeding the autocorrelation analysis (:mod:`learnscope.autocorrelation`) needs each sampled
+Feeding the autocorrelation analysis (:mod:`learnscope.autocorrelation.analysis`) needs each sampled
 element's value over the last ``capacity`` steps. Copying a random sample of every tensor to
 the host each step costs more than the training step itself; this buffer instead samples one
 contiguous slice per parameter tensor (a view, so no gather) and writes all of them into the
 device-side buffer with one batched copy per step and kind, without any host
 synchronisation.
 
-The parts: :mod:`learnscope.sampling_plan` chooses the slices, :mod:`learnscope.sampled_columns`
-finds the part of them this rank holds and groups the columns,
-:mod:`learnscope.sampled_gradients` reads their gradients (dense or sparse),
-:mod:`learnscope.ring_buffer` keeps the last steps; :class:`SampledParameterHistory` composes
-them and follows the parameters' storage and device. ``SampledSlice``, ``ShardedColumns`` and
-``plan_slices`` are importable from here too.
+The parts: :mod:`learnscope.autocorrelation.sampling_plan` chooses the slices,
+:mod:`learnscope.autocorrelation.sampled_columns` finds the part of them this rank holds and groups
+the columns, :mod:`learnscope.autocorrelation.sampled_gradients` reads their gradients (dense or
+sparse), :mod:`learnscope.autocorrelation.ring_buffer` keeps the last steps;
+:class:`SampledParameterHistory` composes them and follows the parameters' storage and device.
+``SampledSlice``, ``ShardedColumns`` and ``plan_slices`` are importable from here too.
 
 Example:
     >>> import torch
@@ -34,12 +34,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from learnscope.parameter_names import clean_parameter_name, common_module
-from learnscope.parameter_shards import ParameterShard
-from learnscope.ring_buffer import StagedRingBuffer
-from learnscope.sampled_columns import LocalPiece, ShardedColumns, column_layout
-from learnscope.sampled_gradients import SampledGradients, local_values
-from learnscope.sampling_plan import (
+from learnscope.autocorrelation.ring_buffer import StagedRingBuffer
+from learnscope.autocorrelation.sampled_columns import LocalPiece, ShardedColumns, column_layout
+from learnscope.autocorrelation.sampled_gradients import SampledGradients, local_values
+from learnscope.autocorrelation.sampling_plan import (
     ParameterSource,
     SampledSlice,
     check_positive_int,
@@ -47,6 +45,8 @@ from learnscope.sampling_plan import (
     plan_slices,
     trainable_parameters,
 )
+from learnscope.model.parameter_names import clean_parameter_name, common_module
+from learnscope.model.parameter_shards import ParameterShard
 
 __all__ = [
     "HISTORY_KINDS",
@@ -95,7 +95,7 @@ class SampledParameterHistory:
     values would also poison every ACF window they fall in after the gradient comes back.
     A sparse COO gradient (``nn.Embedding(sparse=True)``) records the same elements of its
     dense view, made from its stored values only; one of another layout (sparse CSR...)
-    records zeros, with one warning (see :mod:`learnscope.sampled_gradients`).
+    records zeros, with one warning (see :mod:`learnscope.autocorrelation.sampled_gradients`).
 
     Each element belongs to a module group: the first ``group_depth`` components of its
     parameter's module path (``encoder.layers.0.weight`` is in ``encoder`` at depth 1 and
@@ -109,7 +109,7 @@ class SampledParameterHistory:
     draws the same slices as an unsharded model would, and records the part of them that its
     local shard holds (views of the local tensor, no communication). Its columns are then those
     elements only (``num_elements``; possibly none), and :attr:`sharded_columns` says where they
-    sit among all ``total_elements``: :func:`learnscope.autocorrelation.summarize` with
+    sit among all ``total_elements``: :func:`learnscope.autocorrelation.analysis.summarize` with
     ``sharded=`` sums the per-group figures over the ranks, giving the unsharded model's.
 
     ``slices`` replaces the random choice by given slices, for example a part of a
@@ -119,8 +119,8 @@ class SampledParameterHistory:
     Args:
         named_parameters: ``(name, parameter)`` pairs, e.g. ``model.named_parameters()``,
             the model itself (needed for FSDP1 with ``use_orig_params=True``), or
-            :class:`~learnscope.parameter_shards.ParameterShard` values. All trainable ones must
-            be on one device.
+            :class:`~learnscope.model.parameter_shards.ParameterShard` values. All trainable ones
+            must be on one device.
         capacity: How many steps the buffers hold.
         elements_per_tensor: Slice length per parameter tensor.
         max_elements: Cap on the total number of sampled elements ``K``.
@@ -132,7 +132,7 @@ class SampledParameterHistory:
             ``max_elements`` are then not used); each must lie in a trainable parameter of
             ``named_parameters``.
         groups_under: The module the groups are taken below
-            (:func:`~learnscope.parameter_shards.groups_under` of the whole model, when these
+            (:func:`~learnscope.model.parameter_shards.groups_under` of the whole model, when these
             are one optimizer's parameters); ``None``: the deepest module that holds every
             trainable parameter of ``named_parameters``.
 
@@ -245,7 +245,8 @@ class SampledParameterHistory:
     def sharded_columns(self) -> ShardedColumns | None:
         """Where this rank's columns sit in the whole history; None when nothing is sharded.
 
-        Pass it to :func:`learnscope.autocorrelation.summarize` (``sharded=``) on every rank.
+        Pass it to :func:`learnscope.autocorrelation.analysis.summarize` (``sharded=``) on every
+        rank.
         """
         return self._layout.sharded_columns
 
@@ -309,7 +310,7 @@ class SampledParameterHistory:
             A new ``[num_steps, K]`` float32 tensor on the device, in chronological order
             also after the ring buffer wrapped around. It is the transpose of a contiguous
             ``[K, num_steps]`` tensor (each element's series is contiguous), which is the
-            layout :func:`learnscope.autocorrelation.summarize` reads fastest.
+            layout :func:`learnscope.autocorrelation.analysis.summarize` reads fastest.
 
         Raises:
             ValueError: On an unknown kind, or a kind this history does not record.

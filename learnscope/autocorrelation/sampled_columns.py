@@ -1,16 +1,16 @@
 """Where the sampled elements sit: the local pieces a rank holds, their columns and groups.
 
-A :class:`~learnscope.sampling_plan.SampledSlice` names elements of an original parameter. An
-unsharded parameter holds all of them; a sharded one (FSDP) holds, on each rank, some runs of
-them in its local shard. :func:`column_layout` turns the slices into the pieces this rank
+A :class:`~learnscope.autocorrelation.sampling_plan.SampledSlice` names elements of an original
+parameter. An unsharded parameter holds all of them; a sharded one (FSDP) holds, on each rank, some
+runs of them in its local shard. :func:`column_layout` turns the slices into the pieces this rank
 records (one per local run, in column order), each column's module group and, when anything is
 sharded, where this rank's columns sit among the columns of the whole (unsharded) history and
 how the analysis sums over the ranks (:class:`ShardedColumns`).
 
 Example:
     >>> import torch
-    >>> from learnscope.parameter_shards import parameter_shards
-    >>> from learnscope.sampling_plan import SampledSlice
+    >>> from learnscope.model.parameter_shards import parameter_shards
+    >>> from learnscope.autocorrelation.sampling_plan import SampledSlice
     >>> shards = {s.name: s for s in parameter_shards(torch.nn.Linear(4, 2))}
     >>> layout = column_layout(
     ...     [SampledSlice("weight", 2, 3), SampledSlice("bias", 0, 2)], shards, group_depth=1
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from learnscope.parameter_names import group_name
-from learnscope.parameter_shards import ParameterShard
-from learnscope.ranks import sum_over_ranks
-from learnscope.sampling_plan import SampledSlice
+from learnscope.autocorrelation.sampling_plan import SampledSlice
+from learnscope.model.parameter_names import group_name
+from learnscope.model.parameter_shards import ParameterShard
+from learnscope.model.ranks import sum_over_ranks
 
 __all__ = ["ColumnLayout", "LocalPiece", "ShardedColumns", "column_layout"]
 
@@ -43,8 +43,8 @@ class ShardedColumns:
     With sharded parameters each rank records the sampled elements it holds. Column ``j`` of
     its history is column ``positions[j]`` of the history an unsharded model would record
     (the same slices, in the same order); the analysis
-    (:func:`learnscope.autocorrelation.summarize`, whose
-    :class:`~learnscope.autocorrelation.ShardedLayout` this is) sums over the ranks in that
+    (:func:`learnscope.autocorrelation.analysis.summarize`, whose
+    :class:`~learnscope.autocorrelation.analysis.ShardedLayout` this is) sums over the ranks in that
     layout with ``reduce``, so that it runs no collective of its own.
 
     Attributes:
@@ -54,7 +54,7 @@ class ShardedColumns:
             whole history.
         reduce: Sums a tensor in place over the ranks and returns it; every rank calls it at
             the same point. By default an all-reduce over the default process group
-            (:func:`learnscope.ranks.sum_over_ranks`).
+            (:func:`learnscope.model.ranks.sum_over_ranks`).
 
     Example:
         >>> import torch
@@ -111,8 +111,8 @@ class ColumnLayout:
 
     Example:
         >>> import torch
-        >>> from learnscope.parameter_shards import parameter_shards
-        >>> from learnscope.sampling_plan import SampledSlice
+        >>> from learnscope.model.parameter_shards import parameter_shards
+        >>> from learnscope.autocorrelation.sampling_plan import SampledSlice
         >>> shards = {s.name: s for s in parameter_shards([("a.w", torch.zeros(3))])}
         >>> column_layout([SampledSlice("a.w", 0, 3)], shards, 1).total_elements
         3
@@ -139,8 +139,8 @@ class ColumnLayout:
 
         Example:
             >>> import torch
-            >>> from learnscope.parameter_shards import parameter_shards
-            >>> from learnscope.sampling_plan import SampledSlice
+            >>> from learnscope.model.parameter_shards import parameter_shards
+            >>> from learnscope.autocorrelation.sampling_plan import SampledSlice
             >>> shards = {s.name: s for s in parameter_shards([("w", torch.zeros(3))])}
             >>> layout = column_layout([SampledSlice("w", 0, 3)], shards, 1)
             >>> layout.to(torch.device("meta")).group_index.device.type
@@ -173,7 +173,7 @@ def column_layout(
         group_depth: How many components of the module path name a group.
         device: Where the index tensors go (default: the CPU).
         under: The module the groups are taken below
-            (:func:`~learnscope.parameter_names.group_name`).
+            (:func:`~learnscope.model.parameter_names.group_name`).
 
     Returns:
         The layout; with sharded parameters its pieces are those this rank holds (possibly
@@ -181,8 +181,8 @@ def column_layout(
 
     Example:
         >>> import torch
-        >>> from learnscope.parameter_shards import parameter_shards
-        >>> from learnscope.sampling_plan import SampledSlice
+        >>> from learnscope.model.parameter_shards import parameter_shards
+        >>> from learnscope.autocorrelation.sampling_plan import SampledSlice
         >>> shards = {s.name: s for s in parameter_shards(torch.nn.Linear(4, 2))}
         >>> [p.length for p in column_layout([SampledSlice("bias", 1, 1)], shards, 1).pieces]
         [1]

@@ -1,7 +1,7 @@
 """Which elements of which parameters a sampled parameter history records.
 
-A :class:`~learnscope.sampled_history.SampledParameterHistory` samples one contiguous slice
-per trainable parameter tensor, at a random start, the lengths shrunk
+A :class:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory` samples one
+contiguous slice per trainable parameter tensor, at a random start, the lengths shrunk
 fairly when their sum would exceed an element budget (see :func:`plan_slices`). Everything is
 drawn from a numpy generator seeded with ``seed``: the same parameters and seed always give the
 same slices.
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from learnscope.parameter_shards import ParameterShard, parameter_shards
+from learnscope.model.parameter_shards import ParameterShard, parameter_shards
 
 __all__ = ["ParameterSource", "SampledSlice", "plan_slices"]
 
@@ -71,7 +71,10 @@ def plan_slices(
     max_elements: int = 65536,
     seed: int = 0,
 ) -> list[SampledSlice]:
-    """Choose the slices a :class:`~learnscope.sampled_history.SampledParameterHistory` samples.
+    """Choose the slices a sampled parameter history records.
+
+    The history is a
+    :class:`~learnscope.autocorrelation.sampled_history.SampledParameterHistory`.
 
     The same choice as the history's own (one contiguous slice per trainable tensor, the
     budget spread fairly, drawn from ``seed``), made once over parameters that several
@@ -94,7 +97,7 @@ def plan_slices(
 
     Example:
         >>> import torch
-        >>> from learnscope.sampled_history import SampledParameterHistory
+        >>> from learnscope.autocorrelation.sampled_history import SampledParameterHistory
         >>> model = torch.nn.Sequential(torch.nn.Linear(100, 10), torch.nn.Linear(10, 1))
         >>> plan = plan_slices(model.named_parameters(), elements_per_tensor=64, seed=1)
         >>> [(piece.name, piece.length) for piece in plan]

@@ -1,4 +1,4 @@
-"""UMAP's own pieces, as the aligned UMAP view (:mod:`learnscope.aligned_umap`) uses them.
+"""UMAP's own pieces, for the aligned UMAP view (:mod:`~learnscope.embeddings.aligned_umap`).
 
 This module imports ``umap-learn`` and numba, so it is imported only where the aligned UMAP view
 is computed (on the writers' thread), never by ``import learnscope``. What it adds to UMAP:

@@ -1,8 +1,8 @@
 """What a scatter picture of a 2-D embedding view shows: its frame, and which label colours a point.
 
 Data helpers only (numpy); :mod:`learnscope.plugins.pipeline.figures` draws the picture. The views
-come from :class:`learnscope.projection.AlignedPCA`, centred on the origin and divided by their
-spread (root-mean-square distance from the centre), so one fixed frame per tag, chosen by
+come from :class:`learnscope.embeddings.aligned_pca.AlignedPCA`, centred on the origin and divided
+by their spread (root-mean-square distance from the centre), so one fixed frame per tag, chosen by
 :func:`frame_limits` from the first snapshot, keeps fitting while the embeddings grow.
 """
 

@@ -5,8 +5,8 @@ in the epoch. Whenever twice ``max_points`` rows are held only the ``max_points`
 are kept, so memory stays bounded, the choice does not depend on the batch order, and a
 subsample is spread evenly over the epoch. Rows from several processes merge the same way.
 
-A batch's rows come from :func:`~learnscope.batch_rows.batch_rows`; each row's number within its
-sample (a ``position`` or ``node`` column) is mixed into its key.
+A batch's rows come from :func:`~learnscope.embeddings.batch_rows.batch_rows`; each row's number
+within its sample (a ``position`` or ``node`` column) is mixed into its key.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from learnscope.batch_rows import take_rows
+from learnscope.embeddings.batch_rows import take_rows
+from learnscope.embeddings.selection import id_keys, mix_keys, smallest
 from learnscope.memory import release_free_memory
 from learnscope.records import EmbeddingSnapshot
-from learnscope.selection import id_keys, mix_keys, smallest
 
 ROW_COLUMN = "row"  # row number in the epoch, kept when the epoch had more than max_points
 LOADER_COLUMN = "dataloader"  # the loader a row came from, when a stage has several
@@ -43,7 +43,7 @@ class EmbeddingRows:
         world_size: Number of processes.
 
     Example:
-        >>> from learnscope.batch_rows import batch_rows
+        >>> from learnscope.embeddings.batch_rows import batch_rows
         >>> rows = EmbeddingRows(step=5, stage="validate", max_points=3)
         >>> for _ in range(4):
         ...     rows.add(*batch_rows(torch.randn(2, 4), {"label": [0, 1]}))
@@ -124,7 +124,10 @@ class EmbeddingRows:
         *,
         loader: int = 0,
     ) -> None:
-        """Add one batch's rows, from ``loader`` (:func:`~learnscope.batch_rows.batch_rows`)."""
+        """Add one batch's rows, from ``loader``.
+
+        The rows are what :func:`~learnscope.embeddings.batch_rows.batch_rows` gives.
+        """
         columns = dict(columns)
         if self.loaders is not None:
             if LOADER_COLUMN in columns:

@@ -11,7 +11,7 @@ parameters, each a 1-D view of its part of the local shard (empty on ranks holdi
 parameter: its original name (FSDP's ``_fsdp_wrapped_module`` and similar components removed),
 its full shape, and which of its elements this rank holds, as runs of flat indices. An ordinary
 model gives one shard per parameter that holds everything, so one code path serves both: sums
-over the local elements, summed over the ranks (:func:`learnscope.ranks.sum_over_ranks`) when
+over the local elements, summed over the ranks (:func:`learnscope.model.ranks.sum_over_ranks`) when
 the model is sharded, equal those of the unsharded model. Nothing here communicates.
 
 Every element is held by exactly one rank: a ``DTensor`` replicated over a mesh dimension (HSDP)
@@ -20,7 +20,7 @@ counts on the ranks at coordinate 0 of that dimension only.
 Wrappers that only rename the parameters are seen through as well, so that module groups are the
 user's modules: Lightning Fabric (``_forward_module.``), ``torch.compile`` (``_orig_mod.``,
 also of a compiled sub-module), and, given the model, DDP and DataParallel (``module.``); see
-:func:`unwrap_model` and :func:`~learnscope.parameter_names.clean_parameter_name`.
+:func:`unwrap_model` and :func:`~learnscope.model.parameter_names.clean_parameter_name`.
 
 Example:
     >>> import torch
@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from learnscope.parameter_names import clean_parameter_name, common_module
+from learnscope.model.parameter_names import clean_parameter_name, common_module
 
 __all__ = ["ParameterShard", "groups_under", "is_sharded", "parameter_shards", "unwrap_model"]
 
@@ -226,7 +226,7 @@ def parameter_shards(
 
     Names are those of the user's modules: a model is first unwrapped (:func:`unwrap_model`:
     Lightning Fabric, DDP, ``torch.compile``), and the components that wrappers insert are
-    dropped from every name (:func:`~learnscope.parameter_names.clean_parameter_name`), so
+    dropped from every name (:func:`~learnscope.model.parameter_names.clean_parameter_name`), so
     that a compiled sub-module's ``encoder._orig_mod.0.weight`` is ``encoder.0.weight``.
 
     Args:
@@ -288,8 +288,8 @@ def groups_under(shards: Iterable[ParameterShard]) -> str:
 
     The trainable parameters are the non-empty ones that require a gradient, of the whole
     model (every optimizer's; on every rank the same names, sharded or not). See
-    :func:`~learnscope.parameter_names.common_module` and
-    :func:`~learnscope.parameter_names.group_name`.
+    :func:`~learnscope.model.parameter_names.common_module` and
+    :func:`~learnscope.model.parameter_names.group_name`.
 
     Example:
         >>> import torch

@@ -1,14 +1,14 @@
 """Verdicts on collapse metrics: which heuristics fire, as objects and in words.
 
-:func:`collapse_verdicts` compares the metrics of :func:`learnscope.collapse.collapse_metrics`
-with the thresholds of a :class:`CollapseThresholds` and returns one :class:`Verdict` per
-heuristic that fires: the metric, its value, the threshold, what it means and its kind
-(``"collapse"`` or ``"oversmoothing"``). :func:`judge_collapse` gives the same verdicts as text,
-with the thresholds as keyword arguments.
+:func:`collapse_verdicts` compares the metrics of
+:func:`learnscope.collapse.metrics.collapse_metrics` with the thresholds of a
+:class:`CollapseThresholds` and returns one :class:`Verdict` per heuristic that fires: the metric,
+its value, the threshold, what it means and its kind (``"collapse"`` or ``"oversmoothing"``).
+:func:`judge_collapse` gives the same verdicts as text, with the thresholds as keyword arguments.
 
 Example:
     >>> import torch
-    >>> from learnscope.collapse import collapse_metrics
+    >>> from learnscope.collapse.metrics import collapse_metrics
     >>> rank_one = torch.randn(256, 1) * torch.randn(1, 8)
     >>> verdicts = collapse_verdicts(collapse_metrics(rank_one), num_rows=256, dim=8)
     >>> [(verdict.metric, verdict.kind) for verdict in verdicts]
@@ -73,7 +73,7 @@ class Verdict:
     """One heuristic that fired on a collapse metric.
 
     Attributes:
-        metric: The metric's key, as in :func:`~learnscope.collapse.collapse_metrics`.
+        metric: The metric's key, as in :func:`~learnscope.collapse.metrics.collapse_metrics`.
         value: Its value; for a verdict on graphs one by one (``per_graph``), the lowest
             graph's.
         threshold: The threshold it crossed.
@@ -213,10 +213,10 @@ def collapse_verdicts(
     missing or NaN is skipped.
 
     Args:
-        metrics: The output of :func:`~learnscope.collapse.collapse_metrics`.
+        metrics: The output of :func:`~learnscope.collapse.metrics.collapse_metrics`.
         num_rows: Number of rows N the metrics were computed on.
         dim: Embedding dimension D.
-        graph_mad: Each graph's MAD, from :func:`~learnscope.collapse.per_graph_mad`, to
+        graph_mad: Each graph's MAD, from :func:`~learnscope.collapse.metrics.per_graph_mad`, to
             judge oversmoothing graph by graph.
         graph_ids: One id per value of ``graph_mad`` (``None`` for an unknown one).
         thresholds: The thresholds (default: :class:`CollapseThresholds`' defaults).
@@ -375,7 +375,7 @@ def judge_collapse(
 
     Example:
         >>> import torch
-        >>> from learnscope.collapse import collapse_metrics
+        >>> from learnscope.collapse.metrics import collapse_metrics
         >>> rank_one = torch.randn(256, 1) * torch.randn(1, 8)
         >>> verdicts = judge_collapse(collapse_metrics(rank_one), num_rows=256, dim=8)
         >>> [verdict.split()[0] for verdict in verdicts]

@@ -1,6 +1,6 @@
 """Aligned UMAP: 2-D views that show the clusters a model learned, stable from snapshot to snapshot.
 
-The aligned PCA view (:mod:`learnscope.projection`) keeps the two directions of largest
+The aligned PCA view (:mod:`learnscope.embeddings.aligned_pca`) keeps the two directions of largest
 variance, which in a learned embedding are rarely the ones that separate its classes. UMAP keeps
 each point's nearest neighbours together instead, so clusters show; but a UMAP of each snapshot
 alone puts the same points somewhere else every time. Here every snapshot of a key is laid out
@@ -21,8 +21,8 @@ neighbourhood that it kept. So:
   fitted.
 
 ``umap-learn`` is an optional extra (``pip install "learnscope[umap]"``); :func:`require_umap`
-says so before a fit starts. Its kernels (:mod:`learnscope.umap_layout`) are compiled by numba
-once per machine and loaded from numba's cache by every later process, on the writers' thread.
+says so before a fit starts. Its kernels (:mod:`learnscope.embeddings.umap_layout`) are compiled by
+numba once per machine and loaded from numba's cache by every later process, on the writers' thread.
 
 Example:
     >>> import numpy as np
@@ -185,7 +185,7 @@ def aligned_umap(
     Raises:
         ValueError: If ``ids`` has not one id per point.
     """
-    from learnscope import umap_layout
+    from learnscope.embeddings import umap_layout
 
     x = np.asarray(torch.as_tensor(vectors).detach().cpu().double().numpy())
     ids = list(range(len(x))) if ids is None else list(ids)

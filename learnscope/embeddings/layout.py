@@ -13,8 +13,8 @@ The shape of the output says what a row is:
   level (:func:`tokens_note`): the axes assumed, the rows per sample, and how to change them.
 * ``[B, C, L]`` from a module known to be channel-first (``nn.Conv1d``, 1-d pooling and
   padding, ``nn.BatchNorm1d``, ``nn.GroupNorm``..., or an ``nn.Sequential`` whose last layer,
-  element-wise ones skipped, is one: :func:`learnscope.batch_axis.channels_first_layer`; known
-  only for the output as the module gave it, without ``select``): a 1-d feature map, read as
+  element-wise ones skipped, is one: :func:`learnscope.embeddings.batch_axis.channels_first_layer`;
+  known only for the output as the module gave it, without ``select``): a 1-d feature map, read as
   those of 4 or more dimensions below, its ``L`` positions along the length (``"pixels"``: one
   row per position, ``position`` is the position along ``L``). Any other 3-D output is tokens;
   a ``[B, C, L]`` output that ``select`` picked is put in ``[B, L, C]`` order by ``select``
@@ -30,7 +30,7 @@ The shape of the output says what a row is:
   ``h * W + w``); without it a ``ValueError`` names the shape and the options.
 
 Which axis is the batch's, for an output of 3 or more dimensions, is settled first by
-:mod:`learnscope.batch_axis` (PyTorch's ``batch_first=False`` sequence modules give
+:mod:`learnscope.embeddings.batch_axis` (PyTorch's ``batch_first=False`` sequence modules give
 ``[T, B, D]``). :func:`output_layout` applies both rules to a module's output: both callbacks
 read their rows with it.
 
@@ -68,7 +68,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from learnscope.batch_axis import batch_first, channels_first_kind
+from learnscope.embeddings.batch_axis import batch_first, channels_first_kind
 from learnscope.import_path import resolve_function
 from learnscope.user_functions import calling
 
@@ -227,9 +227,9 @@ def output_layout(
 ) -> EmbeddingLayout:
     """The rows of a module's output: its batch axis put first, then read by the shared rule.
 
-    What both callbacks read an output with: :func:`learnscope.batch_axis.batch_first`, then
-    :func:`embedding_layout`, a 3-D output being ``[batch, channels, length]`` when ``module``
-    is known to give that (:func:`learnscope.batch_axis.channels_first_layer`).
+    What both callbacks read an output with: :func:`learnscope.embeddings.batch_axis.batch_first`,
+    then :func:`embedding_layout`, a 3-D output being ``[batch, channels, length]`` when ``module``
+    is known to give that (:func:`learnscope.embeddings.batch_axis.channels_first_layer`).
 
     Args:
         value: The embedding tensor of one batch (detached here).
@@ -240,7 +240,8 @@ def output_layout(
             (then its layout is not known: a 3-D tensor is read as tokens).
 
     Raises:
-        ValueError: As :func:`~learnscope.batch_axis.batch_first` and :func:`embedding_layout`.
+        ValueError: As :func:`~learnscope.embeddings.batch_axis.batch_first` and
+            :func:`embedding_layout`.
 
     Example:
         >>> pool = torch.nn.AdaptiveAvgPool1d(4)

@@ -5,7 +5,7 @@ For an embedding matrix Z with N rows (samples or graph nodes) and D columns (di
 * ``rankme``: RankMe, the exponential of the entropy of the normalised singular values of Z,
   ``p_k = s_k / sum(s) + 1e-7`` and ``exp(-sum_k p_k log p_k)``. It runs from 1 (rank one) to
   ``min(N, D)``, and is only meaningful when N is several times D (see
-  :func:`~learnscope.collapse_verdicts.enough_rows`).
+  :func:`~learnscope.collapse.verdicts.enough_rows`).
 * ``effective_rank``: the same on the column-centred Z, so a large offset shared by all rows
   does not hide (or fake) low-rank variation.
 * ``normalized_spread``: ``sqrt(D)`` times the mean over dimensions of the standard deviation
@@ -70,15 +70,15 @@ Everything is computed in float64 on the device of Z (on the CPU for Apple's MPS
 float64), whatever Z's floating dtype, and reaches the host in one transfer; with a graph index,
 numbering the graphs (``torch.unique``) takes one more.
 
-What the metrics say is judged in :mod:`learnscope.collapse_verdicts` (:class:`Verdict`,
+What the metrics say is judged in :mod:`learnscope.collapse.verdicts` (:class:`Verdict`,
 :class:`CollapseThresholds`, :func:`collapse_verdicts`, :func:`judge_collapse`, importable from
-here too), which imports nothing from here; :mod:`learnscope.embedding_buffer`
-(:class:`~learnscope.embedding_buffer.EmbeddingRowBuffer`) collects rows over batches and
+here too), which imports nothing from here; :mod:`learnscope.collapse.row_buffer`
+(:class:`~learnscope.collapse.row_buffer.EmbeddingRowBuffer`) collects rows over batches and
 measures them with these functions.
 
 Example:
     >>> import torch
-    >>> from learnscope.collapse import judge_collapse
+    >>> from learnscope.collapse.metrics import judge_collapse
     >>> metrics = collapse_metrics(torch.randn(512, 16))
     >>> judge_collapse(metrics, num_rows=512, dim=16)
     []
@@ -91,8 +91,9 @@ import math
 import torch
 from torch import Tensor
 
-# The verdicts, importable from here as the pages name them (learnscope.collapse.judge_collapse).
-from learnscope.collapse_verdicts import (
+# The verdicts, importable from here as the pages name them
+# (learnscope.collapse.metrics.judge_collapse).
+from learnscope.collapse.verdicts import (
     CollapseThresholds,
     Verdict,
     collapse_verdicts,

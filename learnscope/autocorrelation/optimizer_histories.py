@@ -8,7 +8,7 @@ element budget. Trainable parameters that no optimizer holds are not sampled the
 
 Example:
     >>> import torch
-    >>> from learnscope.parameter_shards import parameter_shards
+    >>> from learnscope.model.parameter_shards import parameter_shards
     >>> model = torch.nn.ModuleDict({"g": torch.nn.Linear(2, 2), "d": torch.nn.Linear(2, 1)})
     >>> optimizers = [torch.optim.SGD(model[name].parameters(), lr=0.1) for name in ("g", "d")]
     >>> histories = OptimizerHistories(HistorySettings(capacity=8))
@@ -26,10 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from learnscope.autocorrelation import PendingSummary, prepare_summary
-from learnscope.parameter_shards import ParameterShard, groups_under
+from learnscope.autocorrelation.analysis import PendingSummary, prepare_summary
+from learnscope.autocorrelation.sampled_history import (
+    SampledParameterHistory,
+    SampledSlice,
+    plan_slices,
+)
+from learnscope.model.parameter_shards import ParameterShard, groups_under
 from learnscope.records import AutocorrelationSummary
-from learnscope.sampled_history import SampledParameterHistory, SampledSlice, plan_slices
 
 
 def check_positive_ints(owner: str, values: Mapping[str, Any]) -> None:
@@ -174,8 +178,8 @@ class OptimizerHistories:
     def summarize(self, step: int, lags: Sequence[int]) -> AutocorrelationSummary:
         """The summary of every history holding more than ``max(lags)`` steps, on the device.
 
-        :meth:`prepare` and its :meth:`~learnscope.autocorrelation.PendingSummary.finish` in
-        one call. With sharded histories every rank calls it (one all-reduce per kind).
+        :meth:`prepare` and its :meth:`~learnscope.autocorrelation.analysis.PendingSummary.finish`
+        in one call. With sharded histories every rank calls it (one all-reduce per kind).
         """
         return self.prepare(step, lags).finish()
 
@@ -183,9 +187,9 @@ class OptimizerHistories:
         """The summary of every history holding more than ``max(lags)`` steps, to be finished.
 
         It holds a copy of each such history (``len(kinds) * T * K * 4`` bytes, as many as
-        their ring buffers: see :attr:`~learnscope.autocorrelation.PendingSummary.nbytes`),
+        their ring buffers: see :attr:`~learnscope.autocorrelation.analysis.PendingSummary.nbytes`),
         which later steps do not change, so it may be finished on another thread
-        (:func:`~learnscope.autocorrelation.prepare_summary`). With sharded histories every
+        (:func:`~learnscope.autocorrelation.analysis.prepare_summary`). With sharded histories every
         rank calls it (one all-reduce per kind, here) and it holds their figures summed over
         the ranks instead. Nothing here synchronises with the host.
         """

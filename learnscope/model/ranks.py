@@ -1,8 +1,8 @@
 """The collectives over the ranks of the default process group, and its size.
 
 The stateful parts (the health checks, the sampled histories) call these; the analyses
-(:mod:`learnscope.autocorrelation`) take the reduction as an argument instead, so that they run
-no collective of their own. Without an initialised process group both are trivial.
+(:mod:`learnscope.autocorrelation.analysis`) take the reduction as an argument instead, so that they
+run no collective of their own. Without an initialised process group both are trivial.
 
 Example:
     >>> import torch

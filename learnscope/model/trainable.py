@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import Tensor
 
-from learnscope.parameter_names import clean_parameter_name
+from learnscope.model.parameter_names import clean_parameter_name
 
 _REQUIRES_GRAD = attrgetter("requires_grad")
 
@@ -62,7 +62,7 @@ class TrainableWatch:
     up to ``window`` parameter tensors, within 4 calls for 100. Parameters added to the model
     after the watch was made are not seen. Parameters are named as the health checks and the
     sampled histories name them, without the parts that wrappers insert
-    (:func:`~learnscope.parameter_names.clean_parameter_name`: a compiled sub-module's
+    (:func:`~learnscope.model.parameter_names.clean_parameter_name`: a compiled sub-module's
     ``_orig_mod``...).
 
     Args:

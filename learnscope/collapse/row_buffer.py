@@ -17,7 +17,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from learnscope.collapse import check_edge_shape, collapse_metrics, flatten_rows, per_graph_mad
+from learnscope.collapse.metrics import (
+    check_edge_shape,
+    collapse_metrics,
+    flatten_rows,
+    per_graph_mad,
+)
 
 __all__ = ["EmbeddingRowBuffer"]
 
