@@ -1,7 +1,7 @@
 """The W&B writers: tables, scalars and pictures with the run record, and the view page.
 
 ``from learnscope.plugins.wandb import WandbWriter, WandbPageWriter``: the modules are
-:mod:`.writer`, :mod:`.autocorrelation`, :mod:`.scatter` and :mod:`.view_page`.
+:mod:`.writer`, :mod:`.autocorrelation`, :mod:`.scatter` and :mod:`.page_writer`.
 """
 
 from typing import TYPE_CHECKING
@@ -17,7 +17,7 @@ __all__ = ["WandbPageWriter", "WandbWriter", "disabled_by", "run_mode"]
 __getattr__ = lazy_names(
     __name__,
     {
-        "WandbPageWriter": "view_page",
+        "WandbPageWriter": "page_writer",
         "WandbWriter": "writer",
         "disabled_by": "writer",
         "run_mode": "writer",

@@ -23,7 +23,7 @@ from learnscope.storage import DiskSpace, RunFolder, UnreadableFile, open_run_fo
 from learnscope.storage.files import write_atomic
 from tests.kit.s3_server import LocalS3
 
-pytest_plugins = ["s3_server"]  # its fixtures: s3_endpoint, s3_env, s3_fail_fast
+pytest_plugins = ["tests.kit.s3_server"]  # its fixtures: s3_endpoint, s3_env, s3_fail_fast
 
 KINDS = ("local", "memory", "s3")
 
