@@ -10,7 +10,7 @@ from typing_extensions import override
 
 from learnscope.embeddings.aligned_umap import UMAPSettings
 from learnscope.embeddings.batch_axis import layout_module
-from learnscope.embeddings.layout import DEFAULT_MASK, EmbeddingLayout
+from learnscope.embeddings.output_layout import DEFAULT_MASK, EmbeddingLayout
 from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.lightning_glue.base import LearnscopeCallback, setting
 from learnscope.lightning_glue.capture_schedule import STAGES, BatchPlan

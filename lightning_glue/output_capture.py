@@ -18,8 +18,8 @@ the output of one module the same way, each with its own :class:`OutputCapture`:
 
 The function given the output reads it with :meth:`OutputCapture.layout` (the embedding
 tensor by :mod:`learnscope.embeddings.module_output`'s rule, its rows by
-:mod:`learnscope.embeddings.layout`'s), :meth:`OutputReading.mask` (the rows that are data) and
-:meth:`OutputCapture.note_once` (how a 3-D output was read as tokens, once per ``attach``).
+:mod:`learnscope.embeddings.output_layout`'s), :meth:`OutputReading.mask` (the rows that are data)
+and :meth:`OutputCapture.note_once` (how a 3-D output was read as tokens, once per ``attach``).
 What a callback then does with the rows is its own: the projector keeps them with their
 metadata for a snapshot (:class:`~learnscope.lightning_glue.row_reader.RowReader`), the helper
 in a buffer for the collapse check
@@ -49,7 +49,12 @@ from typing import Any
 
 import torch
 
-from learnscope.embeddings.layout import EmbeddingLayout, output_layout, row_mask, tokens_note
+from learnscope.embeddings.output_layout import (
+    EmbeddingLayout,
+    output_layout,
+    row_mask,
+    tokens_note,
+)
 from learnscope.lightning_glue.encoder_capture import CapturedOutput, EncoderCapture, Receiver
 
 __all__ = ["OutputCapture", "OutputReading"]
@@ -66,7 +71,7 @@ class OutputReading:
         module: The module's dotted name.
         select: Picks the embedding tensor from the output; ``None``: the output is one.
         spatial: For feature maps larger than 1 x 1: ``"mean"``, ``"max"`` or ``"pixels"``.
-        mask_fn: Which rows are data (see :func:`learnscope.embeddings.layout.row_mask`), an
+        mask_fn: Which rows are data (see :func:`learnscope.embeddings.output_layout.row_mask`), an
             import path already resolved.
 
     Example:
@@ -96,11 +101,11 @@ class OutputReading:
 
         The output (or what ``select`` picks) must be a tensor
         (:meth:`~learnscope.lightning_glue.encoder_capture.CapturedOutput.embedding`). Its batch
-        axis is put first and its axes read (:func:`learnscope.embeddings.layout.output_layout`)
-        by the declared layout of ``layout_module`` (else of the module that gave the output;
-        read only without ``select``: sequence-first, channel-first) or by the sizes of
-        ``batch``. With ``copy``, the rows are a copy (the model may change its output in place
-        later).
+        axis is put first and its axes read
+        (:func:`learnscope.embeddings.output_layout.output_layout`) by the declared layout of
+        ``layout_module`` (else of the module that gave the output; read only without ``select``:
+        sequence-first, channel-first) or by the sizes of ``batch``. With ``copy``, the rows are a
+        copy (the model may change its output in place later).
 
         Raises:
             TypeError: ``select`` (or the output without it) is not a tensor.
@@ -123,7 +128,7 @@ class OutputReading:
 
         Raises:
             ValueError: The mask does not fit the rows, or a key other than the default is
-                not in the batch (:func:`learnscope.embeddings.layout.row_mask`).
+                not in the batch (:func:`learnscope.embeddings.output_layout.row_mask`).
         """
         return row_mask(self.mask_fn, batch, layout, self.owner)
 
@@ -207,8 +212,8 @@ class OutputCapture:
     def note_once(self, layout: EmbeddingLayout) -> str | None:
         """How the first output since :meth:`attach` was read, when it was read as tokens.
 
-        The note (:func:`learnscope.embeddings.layout.tokens_note`) is given once: ``None`` for
-        every later layout, and for a first one that is not tokens.
+        The note (:func:`learnscope.embeddings.output_layout.tokens_note`) is given once: ``None``
+        for every later layout, and for a first one that is not tokens.
         """
         if self._noted:
             return None

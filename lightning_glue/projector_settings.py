@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from learnscope.embeddings.aligned_umap import UMAPSettings, require_umap
-from learnscope.embeddings.layout import DEFAULT_MASK, check_mask_fn, check_spatial
+from learnscope.embeddings.output_layout import DEFAULT_MASK, check_mask_fn, check_spatial
 from learnscope.import_path import resolve_function
 from learnscope.lightning_glue.capture_schedule import CaptureSchedule
 from learnscope.lightning_glue.loaders import DATASET_INDEX

@@ -1,7 +1,7 @@
 """The rows of one batch's embedding, with their metadata, ids, images and graphs.
 
-A module's output becomes rows by the rule of :mod:`learnscope.embeddings.layout` (shared with
-:class:`~learnscope.lightning_glue.TrainingHelper`): ``[batch, dim]`` gives one row per sample;
+A module's output becomes rows by the rule of :mod:`learnscope.embeddings.output_layout` (shared
+with :class:`~learnscope.lightning_glue.TrainingHelper`): ``[batch, dim]`` gives one row per sample;
 ``[batch, tokens, dim]`` one row per token, with per-sample metadata repeated for each token
 and a ``position`` column added (said once per fit, at info level: :meth:`RowReader.note_once`);
 4 or more dimensions are PyTorch's feature-map layout ``[batch, channels, *spatial]``, which
@@ -48,7 +48,7 @@ from learnscope.embeddings.batch_rows import (
     pyg_graphs,
     token_rows,
 )
-from learnscope.embeddings.layout import EmbeddingLayout
+from learnscope.embeddings.output_layout import EmbeddingLayout
 from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.lightning_glue.loaders import DATASET_INDEX
 from learnscope.lightning_glue.projector_settings import ProjectorSettings

@@ -14,7 +14,7 @@ from typing_extensions import override
 
 from learnscope.collapse.row_buffer import EmbeddingRowBuffer
 from learnscope.embeddings.batch_axis import layout_module
-from learnscope.embeddings.layout import DEFAULT_MASK
+from learnscope.embeddings.output_layout import DEFAULT_MASK
 from learnscope.health import CheckScope
 from learnscope.lightning_glue import helper_checks as checks
 from learnscope.lightning_glue.base import LearnscopeCallback, setting

@@ -18,8 +18,8 @@ from learnscope.optional import lazy_names
 if TYPE_CHECKING:
     from learnscope.plugins.pipeline.base import Writer, shows
     from learnscope.plugins.pipeline.fanout import Writers
+    from learnscope.plugins.pipeline.logger_metrics import LoggerMetricsWriter
     from learnscope.plugins.pipeline.loggers import LoggerWriters, logger_writers, writers_for
-    from learnscope.plugins.pipeline.metrics import LoggerMetricsWriter
 
 __all__ = [
     "LoggerMetricsWriter",

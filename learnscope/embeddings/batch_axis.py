@@ -1,8 +1,8 @@
 """Which axes of a module's output are the batch's and the features': known, not assumed.
 
 learnscope reads an output of 3 or more dimensions with the batch first (``[batch, tokens, dim]``,
-``[batch, channels, *spatial]``: :mod:`learnscope.embeddings.layout`). PyTorch's sequence modules
-(``nn.RNN``, ``nn.LSTM``, ``nn.GRU``, ``nn.Transformer``, ``nn.TransformerEncoder`` and
+``[batch, channels, *spatial]``: :mod:`learnscope.embeddings.output_layout`). PyTorch's sequence
+modules (``nn.RNN``, ``nn.LSTM``, ``nn.GRU``, ``nn.Transformer``, ``nn.TransformerEncoder`` and
 ``nn.TransformerDecoder`` and their layers) default to ``batch_first=False``: their outputs are
 ``[tokens, batch, dim]``, which read batch first would give one "sample" per token position, each
 with the batch's sequences as its "tokens". So :func:`batch_first` puts the batch first by this

@@ -176,7 +176,7 @@ def batch_rows(
     given per sample are then repeated for each row of the sample and a ``position`` column is
     added. With ``samples`` from :func:`graph_rows` (rows are nodes), values given per graph are
     spread over its nodes the same way, and a ``node`` column is added. Feature maps are made
-    into such rows first (:func:`learnscope.embeddings.layout.embedding_layout`).
+    into such rows first (:func:`learnscope.embeddings.output_layout.embedding_layout`).
 
     With ``keep``, only the rows it marks are kept, each with its own values: its ``position``
     or ``node`` number, its sample's metadata, id and image.
@@ -189,7 +189,7 @@ def batch_rows(
         samples: Each row's sample; by default from the shape of ``output``
             (:func:`token_rows`).
         keep: Bool ``[R]``: the rows to keep (from
-            :func:`learnscope.embeddings.layout.row_mask`); by default all.
+            :func:`learnscope.embeddings.output_layout.row_mask`); by default all.
 
     Returns:
         The rows, the columns and the images, each with one entry per row, and each row's number

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from learnscope.collapse.verdicts import CollapseThresholds
-from learnscope.embeddings.layout import DEFAULT_MASK, check_mask_fn, check_spatial
+from learnscope.embeddings.output_layout import DEFAULT_MASK, check_mask_fn, check_spatial
 from learnscope.lightning_glue.helper_checks.modules import DEFAULT_EMBEDDING_MODULE
 from learnscope.lightning_glue.output_capture import OutputReading
 

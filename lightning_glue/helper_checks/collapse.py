@@ -14,7 +14,7 @@ from torch import nn
 from learnscope.collapse.row_buffer import EmbeddingRowBuffer
 from learnscope.collapse.verdicts import CollapseThresholds, enough_rows
 from learnscope.embeddings.batch_rows import pyg_graphs
-from learnscope.embeddings.layout import keep_edges
+from learnscope.embeddings.output_layout import keep_edges
 from learnscope.health import CheckScope, collapse_findings
 from learnscope.lightning_glue.encoder_capture import CapturedOutput
 from learnscope.lightning_glue.helper_checks.arguments import HelperSettings
@@ -198,7 +198,7 @@ class CollapseCapture:
         """The rows ``[R, D]`` of the embedding (the shared rule), and the mask of those kept.
 
         The first capture of a fit says, at info level, how a 3-D output read as tokens was
-        read (:func:`~learnscope.embeddings.layout.tokens_note`).
+        read (:func:`~learnscope.embeddings.output_layout.tokens_note`).
         """
         output = self._output
         layout = output.layout(captured, self._batch)

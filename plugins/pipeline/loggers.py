@@ -8,7 +8,7 @@ dashboard's folder); another package adds one as an entry point of the group
 (:func:`installed_dashboards`). A logger is recognised by the name of its class or of its nearest
 base that has a dashboard (:func:`dashboard_of`), so the same code serves ``lightning.pytorch``
 and ``pytorch_lightning`` loggers. A logger with no dashboard gets its scalars through its own
-``log_metrics`` (:class:`~learnscope.plugins.pipeline.metrics.LoggerMetricsWriter`).
+``log_metrics`` (:class:`~learnscope.plugins.pipeline.logger_metrics.LoggerMetricsWriter`).
 
 A dashboard whose package is not installed does not cost the fit (Lightning's
 ``TensorBoardLogger`` writes through tensorboardX when the ``tensorboard`` package is missing):
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from learnscope.plugins.pipeline.base import Writer
-from learnscope.plugins.pipeline.metrics import LoggerMetricsWriter
+from learnscope.plugins.pipeline.logger_metrics import LoggerMetricsWriter
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter, record_writer
 from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.shell import shell_command

@@ -22,43 +22,14 @@ from torch.utils.data import DataLoader, TensorDataset
 from learnscope.collapse.metrics import collapse_metrics
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 from tests.kit.models import trainer
-from tests.kit.readers import ProjectorReader, parse_metadata
-
-# -- float64 references ---------------------------------------------------------------------
-
-
-def effective_rank(rows: np.ndarray) -> float:
-    """exp(entropy) of the normalised singular values of the column-centred rows (float64)."""
-    z = rows.astype(np.float64)
-    tol = max(z.shape) * np.finfo(np.float64).eps * np.linalg.svd(z, compute_uv=False)[0]
-    s = np.linalg.svd(z - z.mean(axis=0), compute_uv=False)
-    s = np.where(s > tol, s, 0.0)
-    if s.sum() == 0:
-        return 1.0
-    p = s / s.sum() + 1e-7
-    return float(np.exp(-(p * np.log(p)).sum()))
-
-
-def cosine_spread(rows: np.ndarray) -> float:
-    """One minus the squared length of the mean l2-normalised row (float64)."""
-    z = rows.astype(np.float64)
-    norms = np.linalg.norm(z, axis=1, keepdims=True)
-    unit = np.divide(z, norms, out=np.zeros_like(z), where=norms > 0)
-    return float(1 - np.square(unit.mean(axis=0)).sum())
+from tests.kit.readers import projector_snapshot
+from tests.kit.references import cosine_spread, effective_rank
 
 
 def scalars(logdir: str, tag: str) -> dict[int, float]:
     events = EventAccumulator(logdir, size_guidance={"scalars": 0})
     events.Reload()
     return {s.step: s.value for s in events.Scalars(tag)}
-
-
-def snapshot(logdir: Path, name: str) -> tuple[np.ndarray, list[str] | None, list[list[str]]]:
-    reader = ProjectorReader(logdir)
-    (run,) = reader.runs()
-    assert name in reader.names(run), reader.names(run)
-    header, rows = parse_metadata(reader.metadata(run, name))
-    return reader.tensor(run, name), header, rows
 
 
 # -- a small CNN -------------------------------------------------------------------------------
@@ -156,7 +127,7 @@ def test_pooled_cnn_features_give_one_row_per_image(tmp_path: Path, channels_las
     trainer(tmp_path, tb, [projector, helper], max_epochs=1).fit(model, *image_loaders())
     assert model.layouts == {channels_last}  # the maps really were in that memory format
 
-    vectors, header, rows = snapshot(tmp_path / "tb", "avgpool/validate/step_000000003")
+    vectors, header, rows = projector_snapshot(tmp_path / "tb", "avgpool/validate/step_000000003")
     expected = val_maps(model).double().numpy().mean(axis=(2, 3))
     assert vectors.shape == (24, 16)  # one 16-channel row per image
     np.testing.assert_allclose(vectors, expected, rtol=1e-5, atol=1e-6)
@@ -194,7 +165,7 @@ def test_spatial_modes_give_the_expected_rows(
             return m.max(axis=(2, 3))
         return m.transpose(0, 2, 3, 1).reshape(-1, m.shape[1])  # [B * H * W, C], row-major
 
-    vectors, header, rows = snapshot(tmp_path / "tb", "features/validate/step_000000003")
+    vectors, header, rows = projector_snapshot(tmp_path / "tb", "features/validate/step_000000003")
     np.testing.assert_allclose(vectors, reference(val_maps(model)), rtol=1e-5, atol=1e-6)
     labels = images(24, seed=1).tensors[1]
     if spatial == "pixels":
@@ -367,13 +338,13 @@ def test_padding_positions_are_left_out_by_the_attention_mask(tmp_path: Path) ->
     expected_rows = torch.cat(expected).numpy()
     assert all_rows > len(expected_rows)  # the batches hold padding
 
-    vectors, header, rows = snapshot(tmp_path / "tb", "encoder/validate/step_000000003")
+    vectors, header, rows = projector_snapshot(tmp_path / "tb", "encoder/validate/step_000000003")
     assert vectors.shape == (len(expected_rows), HIDDEN)  # one row per real token
     np.testing.assert_allclose(vectors, expected_rows, rtol=1e-5, atol=1e-5)
     assert header == ["label", "position"]
     assert [int(r[1]) for r in rows] == positions and [int(r[0]) for r in rows] == labels
 
-    everything, header, _ = snapshot(tmp_path / "tb", "padded/validate/step_000000003")
+    everything, header, _ = projector_snapshot(tmp_path / "tb", "padded/validate/step_000000003")
     assert everything.shape == (all_rows, HIDDEN) and header == ["label", "position"]
 
     ranks = scalars(tb.log_dir, "~learnscope/health/collapse/encoder/effective_rank")
@@ -402,8 +373,8 @@ def test_a_callable_or_named_mask(tmp_path: Path) -> None:
     )
     tb = TensorBoardLogger(str(tmp_path), name="tb")
     trainer(tmp_path, tb, [by_function, by_key], max_epochs=1).fit(model, *text_loaders())
-    a, header_a, rows_a = snapshot(tmp_path / "tb", "function/validate/step_000000003")
-    b, header_b, rows_b = snapshot(tmp_path / "tb", "key/validate/step_000000003")
+    a, header_a, rows_a = projector_snapshot(tmp_path / "tb", "function/validate/step_000000003")
+    b, header_b, rows_b = projector_snapshot(tmp_path / "tb", "key/validate/step_000000003")
     real_tokens = sum(len(s["input_ids"]) for s in sentences(16, seed=1))
     assert a.shape == b.shape == (real_tokens, HIDDEN)
     np.testing.assert_array_equal(a, b)

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from test_feature_maps_and_masks import cosine_spread, effective_rank, snapshot
 from torch import nn
 from torch.utils.data import DataLoader
 
 from learnscope.lightning_glue import EmbeddingProjector, TrainingHelper
 from tests.kit.models import trainer
-from tests.kit.readers import read_events
+from tests.kit.readers import projector_snapshot, read_events
+from tests.kit.references import cosine_spread, effective_rank
 
 VOCAB, DIM, LENGTH = 50, 32, 16
 
@@ -131,7 +131,7 @@ def test_a_sequence_first_transformer_gives_one_row_per_real_token(
 
     vectors, rows = expected_rows(model, batch_size)
     assert len(vectors) < 36 * LENGTH  # the batches hold padding
-    got, header, got_rows = snapshot(tmp_path / "tb", "encoder/validate/step_000000003")
+    got, header, got_rows = projector_snapshot(tmp_path / "tb", "encoder/validate/step_000000003")
     assert header == ["label", "sample", "position"]
     assert [[int(v) for v in row] for row in got_rows] == rows
     np.testing.assert_allclose(got, vectors, rtol=1e-5, atol=1e-5)
@@ -162,7 +162,7 @@ def test_a_module_that_does_not_say_its_layout_is_read_by_the_batchs_size(
     projector = EmbeddingProjector("encoder", select=select, metadata_fn=label_and_id)
     fit(tmp_path, model, [projector])
     vectors, rows = expected_rows(model, 12)
-    got, _, got_rows = snapshot(tmp_path / "tb", "encoder/validate/step_000000003")
+    got, _, got_rows = projector_snapshot(tmp_path / "tb", "encoder/validate/step_000000003")
     assert [[int(v) for v in row] for row in got_rows] == rows
     np.testing.assert_allclose(got, vectors, rtol=1e-5, atol=1e-5)
 
@@ -183,7 +183,9 @@ def test_a_select_that_puts_the_batch_first_and_masks_named_or_negated(tmp_path:
     fit(tmp_path, model, projectors)
     vectors, rows = expected_rows(model, 12)
     for tag in ("named", "negated", "default"):
-        got, header, got_rows = snapshot(tmp_path / "tb", f"{tag}/validate/step_000000003")
+        got, header, got_rows = projector_snapshot(
+            tmp_path / "tb", f"{tag}/validate/step_000000003"
+        )
         assert header is None  # one column: position
         assert [int(row[0]) for row in got_rows] == [row[2] for row in rows]
         np.testing.assert_allclose(got, vectors, rtol=1e-5, atol=1e-5)

@@ -1,7 +1,7 @@
 """How a module's output is read: channel-first modules by rule, tokens said, non-tensors named.
 
 The rules of ``learnscope.embeddings.batch_axis`` (which module gives ``[batch, channels,
-length]``), ``learnscope.embeddings.layout`` (which rows an output gives) and
+length]``), ``learnscope.embeddings.output_layout`` (which rows an output gives) and
 ``learnscope.embeddings.module_output`` (what a module that gives no tensor gave), on real PyTorch
 modules' outputs.
 """
@@ -20,8 +20,8 @@ from learnscope.embeddings.batch_axis import (
     channels_first_layer,
     layout_module,
 )
-from learnscope.embeddings.layout import output_layout, tokens_note
 from learnscope.embeddings.module_output import describe_output, embedding_tensor, select_example
+from learnscope.embeddings.output_layout import output_layout, tokens_note
 
 CHANNELS_FIRST = [
     nn.Conv1d(4, 8, 3),

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX
+
 VIEW = "~learnscope/view"  # the W&B view page's key
 
 
@@ -250,3 +252,23 @@ def read_events(run_dir: Path) -> Any:
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "images": 0})
     events.Reload()
     return events
+
+
+def debris(run_dir: Path) -> list[str]:
+    """Lock files, temporaries and marker runs left anywhere in ``run_dir``."""
+    return sorted(
+        p.relative_to(run_dir).as_posix()
+        for p in run_dir.rglob("*")
+        if p.name.endswith((".lock", ".tmp")) or p.name.startswith(MARKER_PREFIX)
+    )
+
+
+def projector_snapshot(
+    logdir: Path, name: str
+) -> tuple[np.ndarray, list[str] | None, list[list[str]]]:
+    """The tensor, metadata header and rows of snapshot ``name`` of ``logdir``'s one run."""
+    reader = ProjectorReader(logdir)
+    (run,) = reader.runs()
+    assert name in reader.names(run), reader.names(run)
+    header, rows = parse_metadata(reader.metadata(run, name))
+    return reader.tensor(run, name), header, rows

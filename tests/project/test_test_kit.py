@@ -53,3 +53,14 @@ def test_the_browser_fixture_is_defined_once_in_a_conftest() -> None:
         and any(is_fixture(d) for d in node.decorator_list)
     ]
     assert len(defined) == 1 and defined[0].name == "conftest.py", defined
+
+
+def test_no_test_module_imports_another() -> None:
+    """What two test files share lives in the kit, not in one of them."""
+    borrowed = re.compile(r"^\s*(?:from|import)\s+(test_\w+)\b", re.MULTILINE)
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0).strip()}"
+        for path in python_files()
+        for match in borrowed.finditer(path.read_text("utf-8"))
+    ]
+    assert found == [], f"move what they share into tests/kit/: {found}"

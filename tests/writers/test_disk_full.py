@@ -18,15 +18,11 @@ fit with learnscope may fail one checkpoint earlier).
 from __future__ import annotations
 
 import collections
-import contextlib
 import errno
 import logging
-import os
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,10 +35,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.run_directory.write_limits import WriteLimits
 from tests.kit.callbacks import learnscope_callbacks
+from tests.kit.disk import fill, small_disk
 from tests.kit.models import AfterFirstEpoch, Quiet, loaders, trainer
 from tests.kit.readers import parse_metadata
 
-DISK_KIB = 1024
 LEFT_AT_START = 16 * 1024
 EPOCHS, STEPS_PER_EPOCH = 2, 12  # 192 training rows in batches of 16
 
@@ -52,42 +48,6 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="tmpfs mounts ar
 # No free-space reserve: these fits show how learnscope meets ENOSPC itself (the reserve, which
 # keeps learnscope off a nearly full disk, is tested in ``test_disk_reserve.py``).
 NO_RESERVE = WriteLimits(reserve_fraction=0.0, reserve_min_bytes=0)
-
-
-@contextlib.contextmanager
-def small_disk(path: Path, size_kib: int = DISK_KIB) -> Iterator[Path]:
-    """A ``tmpfs`` of ``size_kib`` KiB mounted at ``path``; unmounted afterwards."""
-    path.mkdir(parents=True)
-    command = ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "learnscope-test", str(path)]
-    try:
-        subprocess.run(command, check=True, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as error:
-        said = getattr(error, "stderr", None) or error
-        said = " ".join(str(said).split())
-        pytest.skip(f"cannot mount a small tmpfs ({said}); needs root or CAP_SYS_ADMIN")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
-
-
-def fill(disk: Path, leave: int = 0) -> int:
-    """Write a file that takes all free space of ``disk`` but ``leave`` bytes; the bytes free."""
-    free = _free(disk)
-    with (disk / "filler").open("ab") as handle:
-        while free > leave:
-            try:
-                handle.write(b"\0" * min(free - leave, 1 << 16))
-                handle.flush()
-            except OSError:
-                break
-            free = _free(disk)
-    return _free(disk)
-
-
-def _free(disk: Path) -> int:
-    stat = os.statvfs(disk)
-    return stat.f_bavail * stat.f_frsize
 
 
 def lightnings_own(path: Path) -> bool:

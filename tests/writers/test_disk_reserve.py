@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
-from test_disk_full import _free, fill, small_disk
 
 from learnscope.plugins.pipeline.base import RecordSkipped
 from learnscope.plugins.pipeline.fanout import Writers
@@ -28,6 +27,7 @@ from learnscope.records import EmbeddingSnapshot
 from learnscope.run_directory.record import append_entries
 from learnscope.run_directory.write_limits import WriteLimits
 from tests.kit.callbacks import learnscope_callbacks
+from tests.kit.disk import fill, free_bytes, small_disk
 from tests.kit.models import TinyClassifier, loaders, trainer
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="tmpfs mounts are Linux only")
@@ -66,7 +66,7 @@ def test_a_snapshot_that_would_take_the_reserve_is_skipped_saying_so_once(
         assert outcome.written["write_embedding"] == 1 and outcome.lost["write_embedding"] == 1
         assert outcome.reason.startswith(f"the free-space reserve: {disk / 'run'} has 1.5 MiB")
         assert writers.active == [writer]  # skipping is not failing: the writer stays on
-        assert _free(disk) >= MIB  # the reserve is still free
+        assert free_bytes(disk) >= MIB  # the reserve is still free
 
 
 def test_with_no_reserve_the_same_snapshot_is_written(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_snapshot_that_does_not_fit_leaves_none_of_its_files(tmp_path: Path) -
             projector_files.write_snapshot(run, snapshot)
         assert raised.value.errno == errno.ENOSPC
         assert [p for p in (run / "projector").rglob("*") if p.is_file()] == []
-        assert _free(disk) >= free  # the 16 KiB tensor gave its space back
+        assert free_bytes(disk) >= free  # the 16 KiB tensor gave its space back
 
 
 def test_a_record_entry_that_does_not_fit_is_cut_back_out(tmp_path: Path) -> None:

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_writer_faults import debris
 
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX
-from tests.kit.readers import ProjectorReader
+from tests.kit.readers import ProjectorReader, debris
 from tests.kit.tb_server import tensorboard
 
 pytestmark = pytest.mark.slow

@@ -28,7 +28,7 @@ from learnscope.plugins.tensorboard.projector_refresh import MARKER_PREFIX, Proj
 from learnscope.plugins.tensorboard.writer import TensorBoardWriter
 from learnscope.storage import open_run_folder
 from learnscope.storage.files import locked, remove_orphan_temporaries, write_atomic
-from tests.kit.readers import ProjectorReader
+from tests.kit.readers import ProjectorReader, debris
 
 
 def snapshot(tag: str, step: int) -> EmbeddingSnapshot:
@@ -39,15 +39,6 @@ def scalars(run_dir: Path) -> dict[str, list[int]]:
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     return {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
-
-
-def debris(run_dir: Path) -> list[str]:
-    """Lock files, temporaries and marker runs left anywhere in ``run_dir``."""
-    return sorted(
-        p.relative_to(run_dir).as_posix()
-        for p in run_dir.rglob("*")
-        if p.name.endswith((".lock", ".tmp")) or p.name.startswith(MARKER_PREFIX)
-    )
 
 
 # -- one record fails, the writer goes on ---------------------------------------------------
