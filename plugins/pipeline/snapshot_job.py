@@ -15,7 +15,7 @@ other way (:meth:`SnapshotJobs.restore`), a state the next job starts from. A lo
 to swap these two values.
 
 **Failures** switch off a part of the owner's (:class:`Switches`: ``EmbeddingProjector``'s parts),
-each step in its own: :data:`SNAPSHOTS` (the snapshot), :data:`COMPARISON` (its PCA view) and
+each step in its own: :data:`SNAPSHOTS` (the snapshot), :data:`PCA_VIEW` (its aligned PCA view) and
 :data:`UMAP_VIEW` (its UMAP view), so a UMAP that fails leaves the snapshot and its PCA view
 written.
 """
@@ -38,7 +38,7 @@ from learnscope.records import EmbeddingSnapshot, Finding
 log = logging.getLogger("learnscope")
 
 SNAPSHOTS = "embedding projector"  # the parts a failure switches off
-COMPARISON = "embedding comparison"
+PCA_VIEW = "aligned PCA view"
 UMAP_VIEW = "aligned UMAP view"
 
 
@@ -188,8 +188,8 @@ class SnapshotJobs:
     ) -> EmbeddingSnapshot:
         """``snapshot`` with the aligned views whose parts are on; publishes the views' state."""
         parts, ids = self.parts, rows.final_keys  # the same point has the same key every time
-        if parts.is_on(COMPARISON):
-            with parts.guard(COMPARISON, record):
+        if parts.is_on(PCA_VIEW):
+            with parts.guard(PCA_VIEW, record):
                 snapshot = self._views.add_pca(snapshot, ids)
         if self.umap is not None and parts.is_on(UMAP_VIEW):
             with parts.guard(UMAP_VIEW, record):
