@@ -137,3 +137,25 @@ def test_a_run_without_its_end_is_running(logdir: Path) -> None:
     entries = lines(logdir, "finished/version_0")
     assert summarize_record(entries[:-1]).status == "running"
     assert summarize_record([*entries, {"kind": "run", "format": 1}]).status == "running"
+
+
+def test_a_url_reads_the_same_summaries(logdir: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    for run in ("finished/version_0", "failed/version_0"):
+        memory.pipe(
+            f"/summary_sweep/{run}/{RECORD_FILE}", (logdir / run / RECORD_FILE).read_bytes()
+        )
+    local = learnscope.read_summaries(logdir)
+    remote = learnscope.read_summaries("memory://summary_sweep")
+    assert remote == {run: local[run] for run in ("finished/version_0", "failed/version_0")}
+
+
+def test_only_what_is_inside_the_log_directory_is_read(logdir: Path, tmp_path: Path) -> None:
+    """A folder reached through a link is not searched; a record that is a link is refused."""
+    (tmp_path / "linked").symlink_to(logdir / "finished", target_is_directory=True)
+    assert learnscope.read_summaries(tmp_path) == {}
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / RECORD_FILE).symlink_to(logdir / "finished/version_0" / RECORD_FILE)
+    with pytest.raises(OSError, match="run record of run: .*symbolic link"):
+        learnscope.read_summaries(tmp_path)
