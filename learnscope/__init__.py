@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         Histogram,
         RenderedImage,
     )
+    from learnscope.run_directory.summaries import read_summaries
 
 __all__ = [
     "AutocorrelationSummary",
@@ -30,12 +31,20 @@ __all__ = [
     "GroupAutocorrelation",
     "Histogram",
     "RenderedImage",
+    "read_summaries",
 ]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """The records, imported when first used (so ``learnscope --help`` does not load torch)."""
+    """The records and :func:`read_summaries`, imported when first used.
+
+    (So that ``learnscope --help`` does not load torch.)
+    """
+    if name == "read_summaries":
+        from learnscope.run_directory.summaries import read_summaries
+
+        return read_summaries
     if name in __all__:
         from learnscope import records
 

@@ -33,6 +33,7 @@ USER_PAGES = [README] + [
 ]
 LIGHTNING_EXAMPLE = DOCS / "callbacks.md"  # "A complete script"
 PLAIN_LOOP = DOCS / "without_lightning.md"
+SUMMARY_EXAMPLE = DOCS / "summary.md"  # two fits, then learnscope.read_summaries
 FINDINGS_PAGE = DOCS / "reading.md"  # "What each finding means"
 # ```python blocks that are fragments of a larger program, not meant to run on their own: the
 # page and a line of the block.
@@ -93,10 +94,12 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, list[tuple[str, 
 
 
 def test_the_pages_hold_the_lightning_and_the_plain_loop_examples() -> None:
-    """Two blocks run: the Lightning script and the plain loop; every other is a fragment."""
+    """Three blocks run: the Lightning script, the summaries of a sweep and the plain loop; every
+    other is a fragment."""
     runnable = runnable_blocks()
-    assert [page for page, _ in runnable] == [LIGHTNING_EXAMPLE, PLAIN_LOOP]
-    lightning, plain = (block for _, block in runnable)
+    assert [page for page, _ in runnable] == [LIGHTNING_EXAMPLE, SUMMARY_EXAMPLE, PLAIN_LOOP]
+    lightning, summaries, plain = (block for _, block in runnable)
+    assert "learnscope.read_summaries(" in summaries and "assert " in summaries
     assert "trainer.fit(" in lightning and "max_epochs=" in lightning
     assert "for step in range(" in plain and "writers.close()" in plain
     fragments = [

@@ -1,0 +1,338 @@
+"""One run at a glance: what a run record holds, folded into a few stable, flat values.
+
+:func:`summarize_record` folds the entries of a run record (``docs/run_record.md``) into a
+:class:`RunSummary`: how the run stands (``running``, ``finished``, ``interrupted``, ``failed``
+with its exception), its last step, its findings (how many of each code still hold and were
+seen at all, the first one, the first step of a collapse, an oversmoothing and a non-finite
+value), the lag-1 median and tau of each parameter group at the newest autocorrelation analysis,
+and how many snapshots each embedding key has. :meth:`RunSummary.flat` names each value once,
+``learnscope/...``, with at most 4 separators (``/`` or ``.``) in a name, as W&B's run
+summaries allow; the names are listed in ``docs/summary.md``.
+
+The whole record is folded: a record that holds a fit and then a ``validate`` keeps the fit's
+analyses and snapshots; the status is the newest run's. An entry the summary cannot read (a
+field missing or of the wrong type) is left out of it, as the views leave it out. Nothing here
+imports torch.
+
+Example:
+    >>> summary = summarize_record([
+    ...     {"kind": "run", "format": 1, "time": 1.0},
+    ...     {"kind": "snapshot", "key": "encoder/val", "step": 4},
+    ...     {"kind": "findings", "step": 4, "rows": [{"code": "embedding-collapse",
+    ...      "subject": "encoder/val", "step": 4, "first_step": 4, "resolved_step": None}]},
+    ...     {"kind": "end", "step": 6, "status": "finished"}])
+    >>> summary.status, summary.last_step, summary.first_collapse_step
+    ('finished', 6, 4)
+    >>> flat = summary.flat()
+    >>> flat["learnscope/findings/embedding-collapse"]
+    1
+    >>> flat["learnscope/snapshots/encoder:val/count"]
+    1
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from learnscope.finding_codes import FINDING_CODES
+from learnscope.run_directory.endings import error_text
+
+PREFIX = "learnscope"
+MAX_SEPARATORS = 4  # W&B nests a summary key at each dot; learnscope's names stay this flat
+MAX_TEXT = 200  # the longest text value of the flat summary (an exception, a subject)
+COLLAPSE = "embedding-collapse"
+OVERSMOOTHING = "oversmoothing"
+NON_FINITE = ("non-finite-loss", "non-finite-gradient", "non-finite-output")
+_STEP_KINDS = ("snapshot", "autocorrelation", "findings", "end")
+
+
+@dataclass(frozen=True)
+class FindingCount:
+    """How many findings of one code the run's findings table holds.
+
+    Attributes:
+        code: The finding's code (:data:`~learnscope.finding_codes.FINDING_CODES`).
+        holding: Those that still hold (found at the newest check that looked for them).
+        seen: All of them, those no longer found included.
+    """
+
+    code: str
+    holding: int
+    seen: int
+
+
+@dataclass(frozen=True)
+class FirstFinding:
+    """The finding first found in the run: its code, its subject and the step it was found."""
+
+    code: str
+    subject: str
+    step: int
+
+
+@dataclass(frozen=True)
+class GroupAnalysis:
+    """One parameter group at the newest analysis of its kind (``params`` or ``grads``).
+
+    ``rho1_median`` and ``tau`` are ``None`` where the record holds ``null`` (NaN, or a tau that
+    means nothing).
+    """
+
+    what: str
+    group: str
+    step: int
+    rho1_median: float | None
+    tau: float | None
+
+
+@dataclass(frozen=True)
+class KeySnapshots:
+    """An embedding key's snapshots: how many the record holds and the newest one's step."""
+
+    key: str
+    count: int
+    last_step: int
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run at a glance (see :func:`summarize_record`).
+
+    Attributes:
+        status: ``running`` (no ``end`` entry after the newest ``run`` entry: the run goes on,
+            or its process was killed), ``finished``, ``interrupted`` (Ctrl-C), ``failed``, or
+            a newer learnscope's word as the record says it.
+        error: A failed run's exception, ``type: message`` (its first line), else ``None``.
+        last_step: The largest step of any entry, ``None`` before the first.
+        findings: One count per code in the findings table, in the order first seen.
+        first_finding: The finding with the smallest first step (the table's order between
+            equals), ``None`` without findings.
+        first_collapse_step: The first step an ``embedding-collapse`` was found, else ``None``.
+        first_oversmoothing_step: The same for ``oversmoothing``.
+        first_non_finite_step: The same for any ``non-finite-*`` finding.
+        analyses: Each group of each kind at that kind's newest analysis, in the record's order.
+        snapshots: Each embedding key's snapshots, in the order first written.
+    """
+
+    status: str = "running"
+    error: str | None = None
+    last_step: int | None = None
+    findings: tuple[FindingCount, ...] = ()
+    first_finding: FirstFinding | None = None
+    first_collapse_step: int | None = None
+    first_oversmoothing_step: int | None = None
+    first_non_finite_step: int | None = None
+    analyses: tuple[GroupAnalysis, ...] = ()
+    snapshots: tuple[KeySnapshots, ...] = ()
+
+    def flat(self) -> dict[str, int | float | str]:
+        """The summary as flat names and values (numbers or short text), for a run's summary.
+
+        Every finding code gets its two counts, ``0`` when not found; a value the run does not
+        have (no failure, no finding, a ``null`` tau) has no name. A group's or a key's name
+        has its ``/`` and ``.`` written as ``:`` (``encoder/val`` is ``encoder:val``), so that
+        every name has at most 4 separators.
+
+        Raises:
+            ValueError: When two groups or keys would get the same name (``a.b`` and ``a:b``).
+
+        Example:
+            >>> summary = RunSummary(status="failed", error="ValueError: bad", last_step=3,
+            ...     analyses=(GroupAnalysis("params", "encoder.0", 3, 0.5, None),))
+            >>> flat = summary.flat()
+            >>> flat["learnscope/status"], flat["learnscope/error"]
+            ('failed', 'ValueError: bad')
+            >>> flat["learnscope/acf/params/encoder:0/rho1_median"]
+            0.5
+            >>> flat["learnscope/acf_step/params"]
+            3
+            >>> flat["learnscope/findings/oversmoothing"], "learnscope/first_finding/code" in flat
+            (0, False)
+        """
+        flat: dict[str, int | float | str] = {f"{PREFIX}/status": _short(self.status)}
+        if self.error is not None:
+            flat[f"{PREFIX}/error"] = _short(self.error)
+        if self.last_step is not None:
+            flat[f"{PREFIX}/last_step"] = self.last_step
+        counts = {code: FindingCount(code, 0, 0) for code in FINDING_CODES}
+        counts.update({count.code: count for count in self.findings})
+        for count in counts.values():
+            flat[f"{PREFIX}/findings/{_part(count.code)}"] = count.holding
+            flat[f"{PREFIX}/findings_seen/{_part(count.code)}"] = count.seen
+        flat[f"{PREFIX}/finding_count"] = sum(c.holding for c in self.findings)
+        flat[f"{PREFIX}/finding_count_seen"] = sum(c.seen for c in self.findings)
+        if self.first_finding is not None:
+            flat[f"{PREFIX}/first_finding/code"] = _short(self.first_finding.code)
+            flat[f"{PREFIX}/first_finding/subject"] = _short(self.first_finding.subject)
+            flat[f"{PREFIX}/first_finding/step"] = self.first_finding.step
+        firsts = {
+            "collapse": self.first_collapse_step,
+            "oversmoothing": self.first_oversmoothing_step,
+            "non-finite": self.first_non_finite_step,
+        }
+        for name, step in firsts.items():
+            if step is not None:
+                flat[f"{PREFIX}/first_step/{name}"] = step
+        named: dict[str, str] = {}
+        for group in self.analyses:
+            base = f"{PREFIX}/acf/{_part(group.what)}/{_unique(named, group.what, group.group)}"
+            flat[f"{PREFIX}/acf_step/{_part(group.what)}"] = group.step
+            if group.rho1_median is not None:
+                flat[f"{base}/rho1_median"] = group.rho1_median
+            if group.tau is not None:
+                flat[f"{base}/tau"] = group.tau
+        for key in self.snapshots:
+            base = f"{PREFIX}/snapshots/{_unique(named, 'snapshots', key.key)}"
+            flat[f"{base}/count"] = key.count
+            flat[f"{base}/last_step"] = key.last_step
+        return flat
+
+
+def summarize_record(entries: Iterable[Mapping[str, Any]]) -> RunSummary:
+    """Fold a run record's entries, in the order written, into a :class:`RunSummary`.
+
+    Args:
+        entries: The record's entries (:class:`~learnscope.run_directory.record.RecordReader`
+            reads them), all of them.
+
+    Example:
+        >>> summarize_record([]).status
+        'running'
+        >>> summary = summarize_record([{"kind": "run"}, {"kind": "end", "step": 2,
+        ...     "status": "failed", "error": {"type": "KeyError", "message": "'x'"}}])
+        >>> summary.status, summary.error, summary.last_step
+        ('failed', "KeyError: 'x'", 2)
+    """
+    status, error, last_step = "running", None, None
+    rows: list[Mapping[str, Any]] = []
+    analyses: dict[str, tuple[GroupAnalysis, ...]] = {}
+    snapshots: dict[str, KeySnapshots] = {}
+    for entry in entries:
+        kind = entry.get("kind")
+        step = _whole(entry.get("step"))
+        if kind in _STEP_KINDS and step is not None:
+            last_step = step if last_step is None else max(last_step, step)
+        if kind == "run":
+            status, error = "running", None
+        elif kind == "end" and isinstance(entry.get("status"), str):
+            status = entry["status"]
+            error = error_text(entry) if status == "failed" else None
+        elif kind == "findings" and isinstance(entry.get("rows"), list):
+            rows = [row for row in entry["rows"] if _finding_row(row)]
+        elif kind == "autocorrelation" and step is not None:
+            groups = _analysis(entry, step)
+            if groups is not None:
+                analyses[entry["what"]] = groups
+        elif kind == "snapshot" and step is not None and isinstance(entry.get("key"), str):
+            before = snapshots.get(entry["key"])
+            count = before.count + 1 if before is not None else 1
+            newest = max(before.last_step, step) if before is not None else step
+            snapshots[entry["key"]] = KeySnapshots(entry["key"], count, newest)
+    return RunSummary(
+        status=status,
+        error=error,
+        last_step=last_step,
+        findings=_counts(rows),
+        first_finding=_first(rows),
+        first_collapse_step=_first_step(rows, (COLLAPSE,)),
+        first_oversmoothing_step=_first_step(rows, (OVERSMOOTHING,)),
+        first_non_finite_step=_first_step(rows, NON_FINITE),
+        analyses=tuple(group for groups in analyses.values() for group in groups),
+        snapshots=tuple(snapshots.values()),
+    )
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` when it is a whole number (not a boolean), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, else ``None``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _finding_row(row: Any) -> bool:
+    """Whether a findings row has what the summary reads: text code and subject, a step."""
+    return (
+        isinstance(row, Mapping)
+        and isinstance(row.get("code"), str)
+        and isinstance(row.get("subject"), str)
+        and _whole(row.get("step")) is not None
+    )
+
+
+def _first_seen(row: Mapping[str, Any]) -> int:
+    """A row's first step (its ``step`` in records written before ``first_step``)."""
+    first = _whole(row.get("first_step"))
+    return first if first is not None else row["step"]
+
+
+def _counts(rows: list[Mapping[str, Any]]) -> tuple[FindingCount, ...]:
+    holding: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for row in rows:
+        seen[row["code"]] = seen.get(row["code"], 0) + 1
+        holding[row["code"]] = holding.get(row["code"], 0) + (row.get("resolved_step") is None)
+    return tuple(FindingCount(code, holding[code], seen[code]) for code in seen)
+
+
+def _first(rows: list[Mapping[str, Any]]) -> FirstFinding | None:
+    if not rows:
+        return None
+    row = min(rows, key=_first_seen)  # the first of equals in the table's order
+    return FirstFinding(row["code"], row["subject"], _first_seen(row))
+
+
+def _first_step(rows: list[Mapping[str, Any]], codes: tuple[str, ...]) -> int | None:
+    steps = [_first_seen(row) for row in rows if row["code"] in codes]
+    return min(steps) if steps else None
+
+
+def _analysis(entry: Mapping[str, Any], step: int) -> tuple[GroupAnalysis, ...] | None:
+    """An ``autocorrelation`` entry's groups, or ``None`` when it is damaged."""
+    what, groups = entry.get("what"), entry.get("groups")
+    if not isinstance(what, str) or not what or not isinstance(groups, list):
+        return None
+    medians = entry.get("rho1_median", [None] * len(groups))
+    taus = entry.get("tau", [None] * len(groups))
+    medians = [None] * len(groups) if medians is None else medians
+    taus = [None] * len(groups) if taus is None else taus
+    if not all(isinstance(g, str) for g in groups):
+        return None
+    if not isinstance(medians, list) or not isinstance(taus, list):
+        return None
+    if len(medians) != len(groups) or len(taus) != len(groups):
+        return None
+    return tuple(
+        GroupAnalysis(what, group, step, _number(median), _number(tau))
+        for group, median, tau in zip(groups, medians, taus, strict=True)
+    )
+
+
+def _part(name: str) -> str:
+    """A name as one part of a flat name: its separators (``/``, ``.``) written ``:``."""
+    return name.replace("/", ":").replace(".", ":")
+
+
+def _unique(named: dict[str, str], space: str, name: str) -> str:
+    """``name`` as a part (:func:`_part`), checked unique within ``space``.
+
+    Raises:
+        ValueError: When another name of ``space`` has the same part.
+    """
+    part = _part(name)
+    other = named.setdefault(f"{space}/{part}", name)
+    if other != name:
+        raise ValueError(f"{other!r} and {name!r} would share the summary name {part!r}")
+    return part
+
+
+def _short(text: str) -> str:
+    """``text`` cut to :data:`MAX_TEXT` characters (the cut said by ``...``)."""
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
