@@ -1,12 +1,13 @@
 """One run at a glance: what a run record holds, folded into a few stable, flat values.
 
 :func:`summarize_record` folds the entries of a run record (``docs/run_record.md``) into a
-:class:`RunSummary`: how the run stands (``running``, ``finished``, ``interrupted``, ``failed``
-with its exception), its last step, its findings (how many of each code still hold and were
-seen at all, the first one, the first step of a collapse, an oversmoothing and a non-finite
-value), the lag-1 median and tau of each parameter group at the newest autocorrelation analysis,
-and how many snapshots each embedding key has. :meth:`RunSummary.flat` names each value once,
-``learnscope/...``, with at most 4 separators (``/`` or ``.``) in a name, as W&B's run
+:class:`RunSummary` (:class:`SummaryFold` folds one entry at a time, as a record is written):
+how the run stands (``running``, ``finished``, ``interrupted``, ``failed`` with its exception),
+its last step, its findings (how many of each code still hold and were seen at all, the first
+one, the first step of a collapse, an oversmoothing and a non-finite value), the lag-1 median
+and tau of each parameter group at the newest autocorrelation analysis, and how many snapshots
+each embedding key has. :meth:`RunSummary.flat` names each value once, ``learnscope/...``, with
+at most 4 separators (``/`` or ``.``) in a name, as W&B's run
 summaries allow; the names are listed in ``docs/summary.md``.
 
 The whole record is folded: a record that holds a fit and then a ``validate`` keeps the fit's
@@ -191,6 +192,70 @@ class RunSummary:
         return flat
 
 
+class SummaryFold:
+    """A :class:`RunSummary` kept as a record is written: :meth:`add` each entry, in order.
+
+    :func:`summarize_record` is this fold over a whole record; a record's writer keeps one to
+    say, at any time, what its record holds so far.
+
+    Example:
+        >>> fold = SummaryFold()
+        >>> fold.add({"kind": "run"})
+        >>> fold.summary().status
+        'running'
+        >>> fold.add({"kind": "end", "step": 5, "status": "finished"})
+        >>> fold.summary().status, fold.summary().last_step
+        ('finished', 5)
+    """
+
+    def __init__(self) -> None:
+        self._status = "running"
+        self._error: str | None = None
+        self._last_step: int | None = None
+        self._rows: list[Mapping[str, Any]] = []
+        self._analyses: dict[str, tuple[GroupAnalysis, ...]] = {}
+        self._snapshots: dict[str, KeySnapshots] = {}
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        """Fold in the next entry of the record (one the summary cannot read changes nothing)."""
+        kind = entry.get("kind")
+        step = _whole(entry.get("step"))
+        if kind in _STEP_KINDS and step is not None:
+            self._last_step = step if self._last_step is None else max(self._last_step, step)
+        if kind == "run":
+            self._status, self._error = "running", None
+        elif kind == "end" and isinstance(entry.get("status"), str):
+            self._status = entry["status"]
+            self._error = error_text(entry) if self._status == "failed" else None
+        elif kind == "findings" and isinstance(entry.get("rows"), list):
+            self._rows = [row for row in entry["rows"] if _finding_row(row)]
+        elif kind == "autocorrelation" and step is not None:
+            groups = _analysis(entry, step)
+            if groups is not None:
+                self._analyses[entry["what"]] = groups
+        elif kind == "snapshot" and step is not None and isinstance(entry.get("key"), str):
+            before = self._snapshots.get(entry["key"])
+            count = before.count + 1 if before is not None else 1
+            newest = max(before.last_step, step) if before is not None else step
+            self._snapshots[entry["key"]] = KeySnapshots(entry["key"], count, newest)
+
+    def summary(self) -> RunSummary:
+        """The summary of the entries folded so far."""
+        rows = self._rows
+        return RunSummary(
+            status=self._status,
+            error=self._error,
+            last_step=self._last_step,
+            findings=_counts(rows),
+            first_finding=_first(rows),
+            first_collapse_step=_first_step(rows, (COLLAPSE,)),
+            first_oversmoothing_step=_first_step(rows, (OVERSMOOTHING,)),
+            first_non_finite_step=_first_step(rows, NON_FINITE),
+            analyses=tuple(group for groups in self._analyses.values() for group in groups),
+            snapshots=tuple(self._snapshots.values()),
+        )
+
+
 def summarize_record(entries: Iterable[Mapping[str, Any]]) -> RunSummary:
     """Fold a run record's entries, in the order written, into a :class:`RunSummary`.
 
@@ -206,43 +271,10 @@ def summarize_record(entries: Iterable[Mapping[str, Any]]) -> RunSummary:
         >>> summary.status, summary.error, summary.last_step
         ('failed', "KeyError: 'x'", 2)
     """
-    status, error, last_step = "running", None, None
-    rows: list[Mapping[str, Any]] = []
-    analyses: dict[str, tuple[GroupAnalysis, ...]] = {}
-    snapshots: dict[str, KeySnapshots] = {}
+    fold = SummaryFold()
     for entry in entries:
-        kind = entry.get("kind")
-        step = _whole(entry.get("step"))
-        if kind in _STEP_KINDS and step is not None:
-            last_step = step if last_step is None else max(last_step, step)
-        if kind == "run":
-            status, error = "running", None
-        elif kind == "end" and isinstance(entry.get("status"), str):
-            status = entry["status"]
-            error = error_text(entry) if status == "failed" else None
-        elif kind == "findings" and isinstance(entry.get("rows"), list):
-            rows = [row for row in entry["rows"] if _finding_row(row)]
-        elif kind == "autocorrelation" and step is not None:
-            groups = _analysis(entry, step)
-            if groups is not None:
-                analyses[entry["what"]] = groups
-        elif kind == "snapshot" and step is not None and isinstance(entry.get("key"), str):
-            before = snapshots.get(entry["key"])
-            count = before.count + 1 if before is not None else 1
-            newest = max(before.last_step, step) if before is not None else step
-            snapshots[entry["key"]] = KeySnapshots(entry["key"], count, newest)
-    return RunSummary(
-        status=status,
-        error=error,
-        last_step=last_step,
-        findings=_counts(rows),
-        first_finding=_first(rows),
-        first_collapse_step=_first_step(rows, (COLLAPSE,)),
-        first_oversmoothing_step=_first_step(rows, (OVERSMOOTHING,)),
-        first_non_finite_step=_first_step(rows, NON_FINITE),
-        analyses=tuple(group for groups in analyses.values() for group in groups),
-        snapshots=tuple(snapshots.values()),
-    )
+        fold.add(entry)
+    return fold.summary()
 
 
 def _whole(value: Any) -> int | None:

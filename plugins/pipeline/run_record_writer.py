@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,8 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
-from learnscope.run_directory.record import FORMAT, encode_array, encode_entries
+from learnscope.run_directory.record import FORMAT, RecordReader, encode_array, encode_entries
+from learnscope.run_directory.summary import RunSummary, SummaryFold
 from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import RunFolder, open_run_folder
 
@@ -122,6 +124,7 @@ class RunRecordWriter(Writer):
         self._step: int | None = None  # the latest step written, for an end entry at close
         self._ended = True  # nothing to end until something is written
         self._findings = LastTable()  # the findings table last appended
+        self._summary: SummaryFold | None = None  # the record so far; read at the first write
 
     def write_run_start(self, run: RunStart) -> None:
         """Append the ``run`` entry: the attached callbacks and their settings."""
@@ -166,6 +169,25 @@ class RunRecordWriter(Writer):
         if not self._ended:
             self.write_run_end(RunEnd(self._step or 0))
 
+    def summary(self) -> RunSummary:
+        """What the record holds so far, as a :class:`~learnscope.run_directory.summary.RunSummary`.
+
+        Kept as entries are appended; a record already in the folder (a resumed run's) is read
+        once, at this writer's first write. Before any write: the record as it is now.
+
+        Example:
+            >>> import tempfile
+            >>> from learnscope.records import RunEnd, RunStart
+            >>> writer = RunRecordWriter(tempfile.mkdtemp())
+            >>> writer.write_run_start(RunStart())
+            >>> writer.summary().status
+            'running'
+            >>> writer.write_run_end(RunEnd(3, status="finished"))
+            >>> writer.summary().status, writer.summary().last_step
+            ('finished', 3)
+        """
+        return self._fold().summary()
+
     def describe(self) -> str:
         """``RunRecordWriter(<directory>)``."""
         return f"RunRecordWriter({self.location})"
@@ -182,10 +204,35 @@ class RunRecordWriter(Writer):
             raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
         if self.reserve is not None:
             self.reserve.check(0, "the run record")
+        fold = self._fold()
         self.folder.append_record(encode_entries(entries))
+        for entry in entries:
+            fold.add(_as_written(entry))
         self._ended = entries[-1]["kind"] == "end"
         if step is not None:
             self._step = step if self._step is None else max(self._step, step)
+
+    def _fold(self) -> SummaryFold:
+        """The summary fold, made at first use from the record already in the folder."""
+        if self._summary is None:
+            fold = SummaryFold()
+            if self.folder.record_stamp() is not None:
+                reader = RecordReader(self.folder.record_source())
+                while entries := reader.read():
+                    for entry in entries:
+                        fold.add(entry)
+            self._summary = fold
+        return self._summary
+
+
+def _as_written(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What the summary reads of ``entry``, as the record's JSON line gives it back.
+
+    A snapshot's arrays are left out: the summary reads only its key and step.
+    """
+    if entry.get("kind") == "snapshot":
+        entry = {name: entry.get(name) for name in ("kind", "key", "step")}
+    return json.loads(encode_entries([entry]))
 
 
 def record_writer(

@@ -3,7 +3,9 @@
 The writer appends to the run record of the run's files folder, which the W&B dashboard's entry
 makes (one per folder) and hands it. The view page made from that record is logged by its own
 consumer of the records, :class:`~learnscope.plugins.wandb.page_writer.WandbPageWriter`, which a
-W&B logger gets beside this one.
+W&B logger gets beside this one. After each findings table, each autocorrelation analysis and
+the run's end, the record's summary goes into the run's summary (``learnscope/...``, the runs
+table's columns) and each finding code seen becomes a tag of the run (``learnscope:<code>``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from learnscope.storage import open_run_folder
 from learnscope.tags import EMBEDDINGS, FINDINGS, WANDB_STEP
 
 STEP_KEY = WANDB_STEP  # the x axis Lightning's WandbLogger defines
+TAG_PREFIX = "learnscope:"  # a run's tag per finding code: learnscope:<code>
 
 log = logging.getLogger("learnscope")
 
@@ -168,6 +171,7 @@ class WandbWriter(Writer):
 
         self.run.log(autocorrelation_log(self.wandb, summary, STEP_KEY))
         self.record.write_autocorrelation(summary)
+        self._update_summary()
 
     def write_image(self, image: records.RenderedImage) -> None:
         """Log a ``wandb.Image``."""
@@ -190,18 +194,38 @@ class WandbWriter(Writer):
         table = self.wandb.Table(columns=list(FINDING_COLUMNS), data=rows)
         self.run.log({FINDINGS: table, STEP_KEY: step})
         self.record.write_findings(findings, step)
+        self._update_summary()
 
     def write_run_start(self, run: records.RunStart) -> None:
         """Start a run in the run record: the attached callbacks and their settings."""
         self.record.write_run_start(run)
 
     def write_run_end(self, end: records.RunEnd) -> None:
-        """End the run in the run record."""
+        """End the run in the run record, and put its final summary in the run's summary."""
         self.record.write_run_end(end)
+        self._update_summary()
 
     def close(self) -> None:
-        """End the run record (the wandb run stays open)."""
+        """End the run record (the wandb run stays open), updating the run's summary if it ends."""
+        before = self.record.summary()
         self.record.close()
+        if self.record.summary() != before:
+            self._update_summary()
+
+    def _update_summary(self) -> None:
+        """Put the run record's summary in the run's summary and tag the run by finding code.
+
+        The names are :meth:`~learnscope.run_directory.summary.RunSummary.flat`'s
+        (``learnscope/...``, see ``docs/summary.md``); only those names are set, so nothing
+        ``WandbLogger`` or the user put in the summary (or a ``define_metric``) is touched.
+        Each finding code seen gets the tag ``learnscope:<code>``, added to the run's tags.
+        """
+        summary = self.record.summary()
+        self.run.summary.update(summary.flat())
+        tags = {f"{TAG_PREFIX}{count.code}" for count in summary.findings if count.seen}
+        held = set(self.run.tags or ())
+        if not tags <= held:
+            self.run.tags = tuple(sorted(held | tags))
 
     def describe(self) -> str:
         """``WandbWriter(<run id>)``."""

@@ -338,3 +338,35 @@ def test_the_wandb_record_keeps_every_row_of_a_snapshot_its_table_subsamples(
     (column,) = entry["columns"]
     assert column["kind"] == "numeric"  # 10,050 distinct whole numbers: a colour scale
     assert decode_array(column["values"]).tolist() == list(range(n))
+
+
+def test_the_writers_summary_is_the_summary_of_its_record_file_a_resumed_one_too(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
+    from learnscope.records import RunEnd, RunStart
+    from learnscope.run_directory.summary import summarize_record
+
+    def from_file() -> Any:
+        lines = (tmp_path / RECORD_FILE).read_text().splitlines()
+        return summarize_record(json.loads(line) for line in lines)
+
+    first = RunRecordWriter(tmp_path)
+    first.write_run_start(RunStart())
+    first.write_embedding(EmbeddingSnapshot("enc/val", 2, torch.randn(5, 3), {"c": [1] * 5}))
+    first.write_findings([Finding("zero-gradient", "head", "zero", 3, first_step=2)], 3)
+    first.write_run_end(RunEnd(4, status="interrupted"))
+    assert first.summary() == from_file()
+    assert first.summary().status == "interrupted"
+
+    resumed = RunRecordWriter(tmp_path)  # a resumed run: a new writer on the same folder
+    assert resumed.summary() == from_file()
+    resumed.write_run_start(RunStart())
+    resumed.write_embedding(EmbeddingSnapshot("enc/val", 6, torch.randn(5, 3), {"c": [1] * 5}))
+    assert resumed.summary() == from_file()
+    summary = resumed.summary()
+    assert summary.status == "running" and summary.last_step == 6
+    assert summary.snapshots[0].count == 2
+    assert summary.first_finding is not None and summary.first_finding.step == 2
