@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,8 @@ from learnscope.run_directory.record import FORMAT, RecordReader, encode_array, 
 from learnscope.run_directory.summary import RunSummary, SummaryFold
 from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import RunFolder, open_run_folder
+
+log = logging.getLogger("learnscope")
 
 ID_COLUMN = "id"
 # in the entry's own fields, not in its columns
@@ -216,11 +219,15 @@ class RunRecordWriter(Writer):
         """The summary fold, made at first use from the record already in the folder."""
         if self._summary is None:
             fold = SummaryFold()
-            if self.folder.record_stamp() is not None:
-                reader = RecordReader(self.folder.record_source())
-                while entries := reader.read():
-                    for entry in entries:
-                        fold.add(entry)
+            try:
+                if self.folder.record_stamp() is not None:
+                    reader = RecordReader(self.folder.record_source())
+                    while entries := reader.read():
+                        for entry in entries:
+                            fold.add(entry)
+            except OSError as error:  # not a file it can read: the write says what it meets
+                log.debug("learnscope: the run summary starts afresh: %s", error)
+                fold = SummaryFold()
             self._summary = fold
         return self._summary
 
