@@ -331,8 +331,7 @@ def _analysis(entry: Mapping[str, Any], step: int) -> tuple[GroupAnalysis, ...] 
     what, groups = entry.get("what"), entry.get("groups")
     if not isinstance(what, str) or not what or not isinstance(groups, list):
         return None
-    medians = entry.get("rho1_median", [None] * len(groups))
-    taus = entry.get("tau", [None] * len(groups))
+    medians, taus = entry.get("rho1_median"), entry.get("tau")  # missing or null: none
     medians = [None] * len(groups) if medians is None else medians
     taus = [None] * len(groups) if taus is None else taus
     if not all(isinstance(g, str) for g in groups):

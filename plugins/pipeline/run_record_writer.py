@@ -208,9 +208,10 @@ class RunRecordWriter(Writer):
         if self.reserve is not None:
             self.reserve.check(0, "the run record")
         fold = self._fold()
-        self.folder.append_record(encode_entries(entries))
-        for entry in entries:
-            fold.add(_as_written(entry))
+        data = encode_entries(entries)  # one JSON line per entry
+        self.folder.append_record(data)
+        for entry, line in zip(entries, data.splitlines(), strict=True):
+            fold.add(_as_written(entry, line))
         self._ended = entries[-1]["kind"] == "end"
         if step is not None:
             self._step = step if self._step is None else max(self._step, step)
@@ -232,14 +233,14 @@ class RunRecordWriter(Writer):
         return self._summary
 
 
-def _as_written(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """What the summary reads of ``entry``, as the record's JSON line gives it back.
+def _as_written(entry: Mapping[str, Any], line: bytes) -> dict[str, Any]:
+    """What the summary reads of ``entry``, as its record ``line`` gives it back.
 
-    A snapshot's arrays are left out: the summary reads only its key and step.
+    A snapshot's line (its arrays) is not parsed: the summary reads only its key and step.
     """
     if entry.get("kind") == "snapshot":
-        entry = {name: entry.get(name) for name in ("kind", "key", "step")}
-    return json.loads(encode_entries([entry]))
+        return {name: entry.get(name) for name in ("kind", "key", "step")}
+    return json.loads(line)
 
 
 def record_writer(
