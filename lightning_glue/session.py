@@ -446,9 +446,10 @@ def _ended(trainer: Any) -> bool:
 def run_hyperparameters(trainer: Any) -> dict[str, HyperValue]:
     """The hyper-parameters the trainer's model and datamodule saved, flat.
 
-    They are what Lightning's loggers are given at the fit's start: the LightningModule's and
-    the datamodule's ``hparams_initial`` (what ``save_hyperparameters()`` saved), merged (the
-    model's win; Lightning refuses a fit where the two differ), flattened by
+    They are what Lightning gives its loggers at the fit's start: the ``hparams_initial``
+    (what ``save_hyperparameters()`` saved) of the LightningModule and of the datamodule,
+    each unless saved with ``logger=False``, merged (Lightning refuses a fit where the two
+    differ), without LightningCLI's ``_class_path``, flattened by
     :func:`~learnscope.records.hyperparameters.flat_hyperparameters`. Empty without them.
 
     Example:
@@ -460,10 +461,11 @@ def run_hyperparameters(trainer: Any) -> dict[str, HyperValue]:
         {'lr': 0.1, 'encoder/width': 64}
     """
     saved: dict[str, Any] = {}
-    for owner in (getattr(trainer, "datamodule", None), getattr(trainer, "lightning_module", None)):
+    for owner in (getattr(trainer, "lightning_module", None), getattr(trainer, "datamodule", None)):
         params = getattr(owner, "hparams_initial", None)
-        if isinstance(params, Mapping):
+        if isinstance(params, Mapping) and getattr(owner, "_log_hyperparams", True):
             saved.update(params)
+    saved.pop("_class_path", None)  # LightningCLI's own, which Lightning does not log either
     return flat_hyperparameters(saved)
 
 

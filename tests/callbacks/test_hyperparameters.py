@@ -71,3 +71,16 @@ def test_a_model_that_saves_none_has_none(tmp_path: Path) -> None:
     fit.fit(TinyClassifier(), *loaders())
     assert run_entry(logdir, "bare/version_0")["hyperparameters"] == {}
     assert learnscope.read_summaries(logdir)["bare/version_0"].hyperparameters == {}
+
+
+class Unlogged(TinyClassifier):
+    def __init__(self, lr: float) -> None:
+        super().__init__()
+        self.save_hyperparameters(logger=False)
+
+
+def test_hyperparameters_saved_for_no_logger_are_left_out(tmp_path: Path) -> None:
+    logdir = tmp_path / "logs"
+    fit = trainer(tmp_path, TensorBoardLogger(str(logdir), name="quiet"), learnscope_callbacks())
+    fit.fit(Unlogged(0.1), datamodule=Blobs(batch_size=16))
+    assert run_entry(logdir, "quiet/version_0")["hyperparameters"] == {"batch_size": 16}
