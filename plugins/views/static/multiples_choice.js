@@ -42,12 +42,13 @@ export class SideBySideChoice {
   /** The small multiples shown (their ``state`` for tests), or null. */
   get multiples() { return this.multiplesView.state.ready ? this.multiplesView : null; }
 
-  /** Show the run shown beside ``names`` (the runs picked by default). */
+  /** Show the run shown beside ``names``, in their order (the runs picked, in menu order, by default). */
   open(names) {
     if (names !== undefined) {
       for (const option of this.others.options) option.selected = names.includes(option.value);
     }
-    const picked = [...this.others.selectedOptions].map((o) => o.value);
+    const selected = [...this.others.selectedOptions].map((o) => o.value);
+    const picked = names === undefined ? selected : names.filter((n) => selected.includes(n));
     if (!picked.length) {
       this.multiplesView.close();
       return null;
