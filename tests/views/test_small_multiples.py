@@ -314,13 +314,15 @@ def test_the_export_shows_the_same_small_multiples_without_a_server(
 
 
 def _few(logdir: Path) -> None:
-    """Three runs that share 3 ids of ``enc`` (of 40 each)."""
+    """Three runs that share 3 ids of ``enc`` (of 40 each), two without snapshots."""
     rng = np.random.default_rng(5)
     for name, own in (("a", "x"), ("b", "y"), ("c", "z")):
         ids = [f"s{i}" for i in range(3)] + [f"{own}{i}" for i in range(37)]
         columns = [categorical("label", [1] * len(ids))]
         entry = snapshot_entry("enc", 4, rng.normal(size=(len(ids), 2)), ids, columns=columns)
         write(logdir / name, run_entry("EmbeddingProjector"), entry)
+    for name in ("d", "e"):  # runs without any snapshot
+        write(logdir / name, run_entry("EmbeddingProjector"))
 
 
 @pytest.mark.browser
@@ -341,3 +343,12 @@ def test_too_few_shared_ids_are_said_plainly(browser: Any, tmp_path: Path) -> No
     assert [p["drawn"] for p in state["panels"]] == [0, 0, 0]
     shown = browser.find_element("css selector", "[data-role=multiples-message]").text
     assert shown == message
+
+    browser.execute_script("return learnscopeView.loadRun('d')")
+    browser.execute_script("learnscopeView.openSideBySide(['e'])")
+    state = _state(browser, lambda s: s["runs"] == ["d", "e"])
+    assert state["messages"] == ["none of runs d and e has a snapshot of an embedding"]
+    assert [p["message"] for p in state["panels"]] == [
+        "run d has no snapshot (keys: none)",
+        "run e has no snapshot (keys: none)",
+    ]

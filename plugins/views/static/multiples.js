@@ -233,6 +233,11 @@ export class SmallMultiples {
       if (panel.message) messages.push(panel.message);
       return panel;
     });
+    if (this.key == null) {
+      messages.length = 0;
+      messages.push(`none of runs ${listed(panels.map((p) => p.run))} has a snapshot of an embedding`);
+      for (const p of panels) p.message = `run ${p.run} has no snapshot (keys: none)`;
+    }
     const present = panels.filter((p) => p.e && p.step != null);
     // the projection: the one asked for where every run with the key has it at its step
     const without = present.filter((p) => asked !== 'pca' && !this.projectionIndex(p, asked).ok);
@@ -246,7 +251,9 @@ export class SmallMultiples {
     const reference = panels[0].e && panels[0].step != null ? panels[0] : null;
     // as the comparison of two runs: at least k + 1 shared ids (k: the view's neighbours)
     const least = (reference ? reference.e.neighbours || MULTIPLE_NEIGHBOURS : MULTIPLE_NEIGHBOURS) + 1;
-    if (!reference) {
+    if (this.key == null) {
+      // said above
+    } else if (!reference) {
       messages.push(`the reference run ${panels[0].run} has no snapshot of ${this.key}: ` +
         'the panels cannot be turned onto it');
     } else if (present.length < 2) {
@@ -264,7 +271,7 @@ export class SmallMultiples {
     this.panels = panels;
     this.shared = reference && present.length >= 2 && shared.length >= least ? shared : [];
     this.projectionName = name;
-    this.heading.textContent = `Side by side: ${this.key} of ${panels.length} runs` +
+    this.heading.textContent = `Side by side: ${this.key || 'no tag'} of ${panels.length} runs` +
       (this.shared.length ? ` on the ${this.shared.length.toLocaleString()} ids they share` : '') +
       ` (aligned ${name.toUpperCase()})`;
     this.projectionShown.textContent = `projection ${name.toUpperCase()}`;
