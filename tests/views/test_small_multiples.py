@@ -239,11 +239,11 @@ def test_the_tab_shows_the_chosen_runs_on_their_shared_ids_turned_as_numpy(
                 while ready_view_state(browser)["run"] != RUNS[0]:
                     assert time.monotonic() < deadline
                     time.sleep(0.2)
-            # the header's "side by side" choice: several runs picked
-            side_by_side = "select[aria-label='side by side']"
-            choice = Select(browser.find_element("css selector", side_by_side))
-            choice.select_by_value(RUNS[1])
-            choice.select_by_value(RUNS[2])
+            # the header's "side by side" choice: two runs ticked
+            browser.find_element("css selector", "summary[aria-label='side by side']").click()
+            for run in RUNS[1:]:
+                tick = f"input[aria-label='side by side {run}']"
+                browser.find_element("css selector", tick).click()
             state = _state(browser, lambda s: len(s["panels"]) == 3)
             shared = _shared_ids(sweep, RUNS)
             _check(state, _expected_panels(views, RUNS, shared, 12), shared)
