@@ -10,7 +10,8 @@ its rules decide what learnscope writes, and when:
   (``finished``, ``failed``, ``interrupted``), with the values that no longer change: the run's
   hyper-parameters, ``~learnscope/status`` and ``~learnscope/first_finding/code`` (text
   columns), and the session's own end status (success, failure; unknown for an interrupted
-  run), which the dashboard's status filter reads. A run still being written has no session yet, and so no row.
+  run), which the dashboard's status filter reads. A run still being written has no session
+  yet, and so no row.
 * The columns of every run come from the first ``_hparams_/experiment`` TensorBoard finds in any
   run, or, when no run has one, from every session's hyper-parameters and every scalar of the
   session runs. learnscope writes no experiment, so the columns are every run's, whatever it
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +51,7 @@ PREFIX = "~"  # learnscope's names in TensorBoard sort after the user's (learnsc
 TEXT_COLUMNS = ("learnscope/status", "learnscope/first_finding/code")
 # How a run ended, as the HParams session's own status (api_pb2.Status, which has no word for
 # a run stopped by hand: an interrupted run's is STATUS_UNKNOWN, its text column says it).
-SESSION_STATUS = {"finished": "STATUS_SUCCESS", "failed": "STATUS_FAILURE"}
+SESSION_STATUS = types.MappingProxyType({"finished": "STATUS_SUCCESS", "failed": "STATUS_FAILURE"})
 
 
 def column(name: str) -> str:
