@@ -129,13 +129,14 @@ def session_protos(summary: RunSummary, started: float | None, ended: float) -> 
     api_pb2 = import_optional("tensorboard.plugins.hparams.api_pb2", "tensorboard")
 
     start = plugin_data_pb2.SessionStartInfo(start_time_secs=started or 0.0)
-    for name, value in session_hparams(summary).items():
+    for given, value in session_hparams(summary).items():
+        name = utf8_text(given)
         if isinstance(value, bool):
             start.hparams[name].bool_value = value
         elif isinstance(value, int | float):
             start.hparams[name].number_value = value
         else:
-            start.hparams[name].string_value = value
+            start.hparams[name].string_value = utf8_text(value)
     status = api_pb2.Status.Value(SESSION_STATUS.get(summary.status, "STATUS_UNKNOWN"))
     end = plugin_data_pb2.SessionEndInfo(status=status, end_time_secs=ended)
 
@@ -146,7 +147,9 @@ def session_protos(summary: RunSummary, started: float | None, ended: float) -> 
         return summary_pb2.Summary(value=[value])
 
     scalars = [
-        summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=name, simple_value=value)])
+        summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag=utf8_text(name), simple_value=value)]
+        )
         for name, value in session_metrics(summary).items()
     ]
     return [
@@ -160,6 +163,16 @@ def session_protos(summary: RunSummary, started: float | None, ended: float) -> 
             plugin_data_pb2.HParamsPluginData(session_end_info=end),
         ),
     ]
+
+
+def utf8_text(text: str) -> str:
+    """``text`` as UTF-8 can hold it: surrogate pairs joined, lone surrogates U+FFFD.
+
+    Example:
+        >>> utf8_text("enc" + chr(0xD800)) == "enc" + chr(0xFFFD)
+        True
+    """
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class HParamsSession:
