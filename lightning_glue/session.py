@@ -41,6 +41,7 @@ from typing import Any
 
 from learnscope.hyperparameter_values import HyperValue
 from learnscope.lightning_glue.end_of_fit import FitWritten, end_of_fit_line
+from learnscope.lightning_glue.hparams_advice import hp_metric_advice
 from learnscope.plugins import LoggerWriters, logger_writers, shows
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.pipeline.fanout import Outcome
@@ -361,6 +362,9 @@ def join(trainer: Any, callback: object) -> WriterSession:
                 "writes nothing in this run"
             )
         session.start(_attached(trainer, callback), run_hyperparameters(trainer))
+        advice = hp_metric_advice(trainer) if session.loggers and session.is_global_zero else None
+        if advice is not None:  # once per fit: the session is made once
+            _lightning_log(trainer).info(advice)
     session.members.add(id(callback))
     return session
 
