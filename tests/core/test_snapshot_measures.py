@@ -2,7 +2,7 @@
 summary folds them (last and lowest per key, the newest snapshot's silhouettes).
 
 The silhouette is checked against scikit-learn's ``silhouette_score`` on the same points, the
-ranks against a float64 numpy formula written here from the definitions."""
+ranks against the kit's float64 numpy references (``tests/kit/references.py``)."""
 
 from __future__ import annotations
 
@@ -26,25 +26,9 @@ from learnscope.records import (
     ViewFrame,
 )
 from learnscope.run_directory.summary import MAX_SEPARATORS, summarize_record
+from tests.kit.references import effective_rank, rankme
 
 FRAME = ViewFrame(1.0, (-3, 3, -3, 3))
-
-
-def numpy_ranks(z: np.ndarray) -> tuple[float, float]:
-    """RankMe and the effective rank, from the singular values of the rows and centred rows."""
-
-    def entropy_rank(s: np.ndarray, tol: float) -> float:
-        s = np.where(s > tol, s, 0.0)
-        if s.sum() == 0:
-            return 1.0
-        p = s / s.sum() + 1e-7
-        return float(np.exp(-(p * np.log(p)).sum()))
-
-    z = z.astype(np.float64)
-    s = np.linalg.svd(z, compute_uv=False)
-    tol = max(z.shape) * np.finfo(np.float64).eps * s[0]
-    centred = np.linalg.svd(z - z.mean(axis=0), compute_uv=False)
-    return entropy_rank(s, tol), entropy_rank(centred, tol)
 
 
 def blobs_2d(n: int, labels: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,9 +112,8 @@ def test_the_job_measures_ranks_by_the_numpy_formula_and_the_silhouette_of_each_
         snapshot(vectors, labels, aligned=pca, projections=(umap,)), Parts("Test"), "enc"
     )
     assert made.ranks is not None and (made.ranks.rows, made.ranks.dim) == (300, 16)
-    rankme, effective = numpy_ranks(vectors.numpy())
-    assert made.ranks.rankme == pytest.approx(rankme, rel=1e-12)
-    assert made.ranks.effective_rank == pytest.approx(effective, rel=1e-12)
+    assert made.ranks.rankme == pytest.approx(rankme(vectors.numpy()), rel=1e-12)
+    assert made.ranks.effective_rank == pytest.approx(effective_rank(vectors.numpy()), rel=1e-12)
     assert made.ranks.effective_rank > made.ranks.rankme  # the offset hides the spread
     assert made.silhouette is not None and made.silhouette.column == "label"
     for view in (pca, umap):
