@@ -105,6 +105,7 @@ __all__ = [
     "Verdict",
     "collapse_metrics",
     "collapse_verdicts",
+    "embedding_ranks",
     "judge_collapse",
     "per_graph_mad",
 ]
@@ -190,6 +191,39 @@ def collapse_metrics(
             names += _GRAPH_KEYS
             values += _graph_values(rows, directions, edges, labels, count)
         return dict(zip(names, torch.stack(values).tolist(), strict=True))
+
+
+def embedding_ranks(z: Tensor) -> dict[str, float]:
+    """RankMe and the effective rank of ``z``: those two of :func:`collapse_metrics` alone.
+
+    The same definitions and conventions (this module's docstring): float64 on the device of
+    ``z`` (the CPU for MPS), rows with a NaN or an infinity dropped, one transfer.
+
+    Args:
+        z: Embeddings ``[N, D]``, or ``[..., D]`` flattened to rows; any floating dtype.
+
+    Returns:
+        Python floats under the keys ``rankme`` and ``effective_rank``.
+
+    Raises:
+        TypeError: ``z`` is not a floating-point tensor.
+        ValueError: ``z`` has fewer than two dimensions, no columns or fewer than two finite
+            rows.
+
+    Example:
+        >>> import torch
+        >>> ranks = embedding_ranks(torch.eye(4))
+        >>> round(ranks["rankme"], 3), round(ranks["effective_rank"], 3)
+        (4.0, 3.0)
+    """
+    rows = flatten_rows(z, "z")
+    device = _work_device(rows.device)
+    labels = torch.zeros(rows.shape[0], dtype=torch.long, device=device)
+    with torch.no_grad():
+        rows = rows.to(device=device, dtype=torch.float64)
+        rows, _, _ = _drop_nonfinite_rows(rows, None, labels)
+        values = torch.stack(_ranks(rows)).tolist()
+        return dict(zip(_EMBEDDING_KEYS[:2], values, strict=True))
 
 
 def per_graph_mad(z: Tensor, graph_index: Tensor | None = None) -> Tensor:
@@ -378,17 +412,34 @@ def _entropy_rank(singular_values: Tensor, tol: Tensor) -> Tensor:
     return torch.where(total > 0, rank, torch.ones_like(rank))
 
 
-def _embedding_values(rows: Tensor, directions: Tensor) -> list[Tensor]:
-    """The graph-free metrics, as 0-d float64 tensors in the order of ``_EMBEDDING_KEYS``."""
+def _ranks(rows: Tensor) -> list[Tensor]:
+    """RankMe and the effective rank of finite float64 ``rows``, as 0-d tensors."""
     num_rows, dim = rows.shape
-    singular_values = torch.linalg.svdvals(rows)
+    singular_values = _singular_values(rows)
     tol = max(num_rows, dim) * torch.finfo(torch.float64).eps * singular_values[0]
     shifted = rows - rows[0]
-    centred_values = torch.linalg.svdvals(shifted - shifted.mean(dim=0))
+    centred_values = _singular_values(shifted - shifted.mean(dim=0))
+    return [_entropy_rank(singular_values, tol), _entropy_rank(centred_values, tol)]
+
+
+def _singular_values(rows: Tensor) -> Tensor:
+    """The singular values of ``rows``, largest first.
+
+    Of more rows than columns, those of the ``R`` of their QR decomposition, which are the
+    same and several times faster to get (reducing a tall matrix directly is mostly
+    matrix-vector work).
+    """
+    if rows.shape[0] > rows.shape[1]:
+        rows = torch.linalg.qr(rows, mode="r")[1]
+    return torch.linalg.svdvals(rows)
+
+
+def _embedding_values(rows: Tensor, directions: Tensor) -> list[Tensor]:
+    """The graph-free metrics, as 0-d float64 tensors in the order of ``_EMBEDDING_KEYS``."""
+    dim = rows.shape[1]
     mean_direction = directions.mean(dim=0)
     return [
-        _entropy_rank(singular_values, tol),
-        _entropy_rank(centred_values, tol),
+        *_ranks(rows),
         _column_std(directions).mean() * math.sqrt(dim),
         (1 - mean_direction.square().sum()).clamp(0, 1),
         _dead_dim_fraction(rows),

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from learnscope.records import checks
+from learnscope.records.embedding_measures import EmbeddingRanks, LabelSilhouette
 
 ArrayLike = torch.Tensor | np.ndarray
 
@@ -161,6 +162,11 @@ class EmbeddingSnapshot:
             coordinates reach the writers as ``<projection>_x``, ``<projection>_y`` columns.
         dropped: How many rows were left out before this snapshot for NaN or Inf (an int,
             at least 0).
+        ranks: RankMe and the effective rank of its rows (:class:`EmbeddingRanks`), when
+            measured (the ``EmbeddingProjector``'s snapshot job measures every snapshot of at
+            least 2 rows).
+        silhouette: The label silhouette of its views (:class:`LabelSilhouette`), when
+            measured and defined.
 
     Raises:
         ValueError: If a shape or a column length does not match ``N``, there is no row or no
@@ -169,7 +175,8 @@ class EmbeddingSnapshot:
             step or ``dropped`` is negative, or the stage is empty.
         TypeError: If the vectors or images are not numbers (or are booleans), ``metadata`` is
             no mapping, a column is text or a mapping (one value, not one per row), a view is
-            no :class:`AlignedView`, or the step, stage or ``dropped`` has the wrong type.
+            no :class:`AlignedView`, or the step, stage, ``dropped``, ``ranks`` or
+            ``silhouette`` has the wrong type.
 
     Example:
         >>> import torch
@@ -187,6 +194,8 @@ class EmbeddingSnapshot:
     aligned: AlignedView | None = None
     projections: tuple[AlignedView, ...] = ()
     dropped: int = 0
+    ranks: EmbeddingRanks | None = None
+    silhouette: LabelSilhouette | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tag, str) or not self.tag:
@@ -206,6 +215,7 @@ class EmbeddingSnapshot:
             checks.name(self.stage, f"stage of {self.tag!r} (or None)")
         dropped = checks.count(self.dropped, f"dropped of {self.tag!r}")
         object.__setattr__(self, "dropped", dropped)
+        self._check_measures()
         vectors = _as_numbers(self.vectors, f"vectors of {self.tag!r}")
         object.__setattr__(self, "vectors", vectors)
         if vectors.ndim != 2 or vectors.shape[0] == 0 or vectors.shape[1] == 0:
@@ -300,6 +310,31 @@ class EmbeddingSnapshot:
             object.__setattr__(copied, "projections", (*others, view))
         return copied
 
+    def with_measures(
+        self, ranks: EmbeddingRanks | None, silhouette: LabelSilhouette | None
+    ) -> EmbeddingSnapshot:
+        """This snapshot with its ``ranks`` and ``silhouette``, its rows not checked again.
+
+        Example:
+            >>> snap = EmbeddingSnapshot("x", 0, np.eye(3))
+            >>> snap.with_measures(EmbeddingRanks(3.0, 2.0, 3, 3), None).ranks.rankme
+            3.0
+        """
+        copied = copy.copy(self)
+        object.__setattr__(copied, "ranks", ranks)
+        object.__setattr__(copied, "silhouette", silhouette)
+        copied._check_measures()
+        return copied
+
+    def _check_measures(self) -> None:
+        for name, kind in (("ranks", EmbeddingRanks), ("silhouette", LabelSilhouette)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(
+                    f"{name} of {self.tag!r} must be {kind.__name__} or None, got "
+                    f"{type(value).__name__}"
+                )
+
     @property
     def view_frame(self) -> ViewFrame | None:
         """The spread and frame of the aligned view, or ``None`` without one."""
@@ -381,6 +416,8 @@ class EmbeddingSnapshot:
             aligned=None if self.aligned is None else self.aligned.take(keep),
             projections=tuple(view.take(keep) for view in self.projections),
             dropped=self.dropped,
+            ranks=self.ranks,  # of the whole snapshot, as it was measured
+            silhouette=self.silhouette,
         )
 
 

@@ -3,11 +3,11 @@
 :class:`RunStart` names every learnscope callback on a trainer with the arguments it was made
 with, so a dashboard can say what is attached before any data comes, and the run's
 hyper-parameters; :class:`RunEnd` says whether the run finished, was interrupted (Ctrl-C) or
-failed, and a failed run's exception (:class:`RunError`). Settings are kept as readable, stable JSON values (:func:`json_setting`):
-functions and classes by their dotted name, other objects by their ``repr`` (with their own
-settings, such as ``CoordinateRangeCheck(key='pos', max_width=1.1)``) unless that is Python's
-default ``<... object at 0x...>``, which names a memory address: then by their class's dotted
-name.
+failed, and a failed run's exception (:class:`RunError`). Settings are kept as readable,
+stable JSON values (:func:`json_setting`): functions and classes by their dotted name, other
+objects by their ``repr`` (with their own settings, such as
+``CoordinateRangeCheck(key='pos', max_width=1.1)``) unless that is Python's default
+``<... object at 0x...>``, which names a memory address: then by their class's dotted name.
 """
 
 from __future__ import annotations

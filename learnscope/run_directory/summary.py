@@ -5,9 +5,10 @@
 how the run stands (``running``, ``finished``, ``interrupted``, ``failed`` with its exception),
 its last step, its findings (how many of each code still hold and were seen at all, the first
 one, the first step of a collapse, an oversmoothing and a non-finite value), the lag-1 median
-and tau of each parameter group at the newest autocorrelation analysis, and how many snapshots
-each embedding key has. :meth:`RunSummary.flat` names each value once, ``learnscope/...``, with
-at most 4 separators (``/`` or ``.``) in a name, as W&B's run
+and tau of each parameter group at the newest autocorrelation analysis, and each embedding key's
+snapshots: how many, the last and the lowest RankMe and effective rank, and the label silhouette
+of each 2-D view at the newest snapshot. :meth:`RunSummary.flat` names each value once,
+``learnscope/...``, with at most 4 separators (``/`` or ``.``) in a name, as W&B's run
 summaries allow; the names are listed in ``docs/summary.md``.
 
 The whole record is folded: a record that holds a fit and then a ``validate`` keeps the fit's
@@ -29,13 +30,20 @@ Example:
     1
     >>> flat["learnscope/snapshots/encoder:val/count"]
     1
+    >>> summarize_record([
+    ...     {"kind": "snapshot", "key": "enc", "step": 2, "ranks": {"rankme": 5.0,
+    ...      "effective_rank": 4.0, "rows": 90, "dim": 8}},
+    ...     {"kind": "snapshot", "key": "enc", "step": 4, "ranks": {"rankme": 6.0,
+    ...      "effective_rank": 3.0, "rows": 90, "dim": 8}, "silhouette": {"column": "label",
+    ...      "points": 90, "views": {"pca": 0.25}}}]).flat()["learnscope/rankme/enc/lowest"]
+    5.0
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from learnscope.finding_codes import FINDING_CODES
@@ -92,11 +100,29 @@ class GroupAnalysis:
 
 @dataclass(frozen=True)
 class KeySnapshots:
-    """An embedding key's snapshots: how many the record holds and the newest one's step."""
+    """An embedding key's snapshots: how many the record holds, the newest one's step, its measures.
+
+    Attributes:
+        key: The embedding key (``tag/stage``).
+        count: How many snapshots of the key the record holds.
+        last_step: The newest snapshot's step.
+        rankme_last: RankMe of the newest snapshot (the largest step; of equals the one
+            written last); ``None`` when it has none (fewer than 2 rows, an older record).
+        rankme_lowest: The lowest RankMe of the key's snapshots; ``None`` when none has one.
+        effective_rank_last: The effective rank of the newest snapshot, as ``rankme_last``.
+        effective_rank_lowest: The lowest effective rank, as ``rankme_lowest``.
+        silhouette: ``(projection, silhouette)`` of each view of the newest snapshot (its label
+            silhouette, see ``docs/run_record.md``), in the record's order; empty without one.
+    """
 
     key: str
     count: int
     last_step: int
+    rankme_last: float | None = None
+    rankme_lowest: float | None = None
+    effective_rank_last: float | None = None
+    effective_rank_lowest: float | None = None
+    silhouette: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,7 +142,8 @@ class RunSummary:
         first_oversmoothing_step: The same for ``oversmoothing``.
         first_non_finite_step: The same for any ``non-finite-*`` finding.
         analyses: Each group of each kind at that kind's newest analysis, in the record's order.
-        snapshots: Each embedding key's snapshots, in the order first written.
+        snapshots: Each embedding key's snapshots and their measures, in the order first
+            written.
         hyperparameters: The newest ``run`` entry's hyper-parameters (flat: name to ``None``,
             bool, number or text), empty when it has none. Not in :meth:`flat`: a tracker
             keeps them apart (W&B's config, TensorBoard's HParams).
@@ -191,9 +218,21 @@ class RunSummary:
             if group.tau is not None:
                 flat[f"{base}/tau"] = group.tau
         for key in self.snapshots:
-            base = f"{PREFIX}/snapshots/{_unique(named, 'snapshots', key.key)}"
-            flat[f"{base}/count"] = key.count
-            flat[f"{base}/last_step"] = key.last_step
+            part = _unique(named, "snapshots", key.key)
+            flat[f"{PREFIX}/snapshots/{part}/count"] = key.count
+            flat[f"{PREFIX}/snapshots/{part}/last_step"] = key.last_step
+            measures = {
+                f"rankme/{part}/last": key.rankme_last,
+                f"rankme/{part}/lowest": key.rankme_lowest,
+                f"effective_rank/{part}/last": key.effective_rank_last,
+                f"effective_rank/{part}/lowest": key.effective_rank_lowest,
+            }
+            for projection, value in key.silhouette:
+                view = _unique(named, f"silhouette/{part}", projection)
+                measures[f"silhouette/{part}/{view}"] = value
+            for name, value in measures.items():
+                if value is not None:
+                    flat[f"{PREFIX}/{name}"] = value
         return flat
 
 
@@ -241,10 +280,8 @@ class SummaryFold:
             if groups is not None:
                 self._analyses[entry["what"]] = groups
         elif kind == "snapshot" and step is not None and isinstance(entry.get("key"), str):
-            before = self._snapshots.get(entry["key"])
-            count = before.count + 1 if before is not None else 1
-            newest = max(before.last_step, step) if before is not None else step
-            self._snapshots[entry["key"]] = KeySnapshots(entry["key"], count, newest)
+            key = entry["key"]
+            self._snapshots[key] = _with_snapshot(self._snapshots.get(key), key, step, entry)
 
     def summary(self) -> RunSummary:
         """The summary of the entries folded so far."""
@@ -363,6 +400,62 @@ def _analysis(entry: Mapping[str, Any], step: int) -> tuple[GroupAnalysis, ...] 
         GroupAnalysis(what, group, step, _number(median), _number(tau))
         for group, median, tau in zip(groups, medians, taus, strict=True)
     )
+
+
+def _with_snapshot(
+    before: KeySnapshots | None, key: str, step: int, entry: Mapping[str, Any]
+) -> KeySnapshots:
+    """A key's snapshots with one more, ``entry`` at ``step`` (its damaged measures left out)."""
+    ranks, silhouette = _ranks(entry.get("ranks")), _silhouette(entry.get("silhouette"))
+    rankme, effective = ranks if ranks is not None else (None, None)
+    if before is None:
+        return KeySnapshots(key, 1, step, rankme, rankme, effective, effective, silhouette)
+    folded = replace(
+        before,
+        count=before.count + 1,
+        last_step=max(before.last_step, step),
+        rankme_lowest=_lowest(before.rankme_lowest, rankme),
+        effective_rank_lowest=_lowest(before.effective_rank_lowest, effective),
+    )
+    if step < before.last_step:  # not the newest: its values count for the lowest only
+        return folded
+    return replace(  # of equal steps, the one written last is the newest
+        folded, rankme_last=rankme, effective_rank_last=effective, silhouette=silhouette
+    )
+
+
+def _lowest(a: float | None, b: float | None) -> float | None:
+    """The lower of two values, either of which may be missing."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _ranks(ranks: Any) -> tuple[float, float] | None:
+    """A snapshot's ``ranks`` as ``(rankme, effective_rank)``; ``None`` if missing or damaged."""
+    if not isinstance(ranks, Mapping):
+        return None
+    rankme, effective = _number(ranks.get("rankme")), _number(ranks.get("effective_rank"))
+    rows, dim = _whole(ranks.get("rows")), _whole(ranks.get("dim"))
+    if rankme is None or effective is None or rows is None or dim is None:
+        return None
+    if rankme <= 0 or effective <= 0 or rows < 2 or dim < 1:
+        return None
+    return rankme, effective
+
+
+def _silhouette(silhouette: Any) -> tuple[tuple[str, float], ...]:
+    """A snapshot's ``silhouette`` views as ``(projection, value)``; empty if missing or damaged."""
+    if not isinstance(silhouette, Mapping) or not isinstance(silhouette.get("column"), str):
+        return ()
+    points, views = _whole(silhouette.get("points")), silhouette.get("views")
+    if points is None or points < 2 or not isinstance(views, Mapping):
+        return ()
+    measured = []
+    for projection, value in views.items():
+        number = _number(value)
+        if not isinstance(projection, str) or number is None or not -1 <= number <= 1:
+            return ()
+        measured.append((projection, number))
+    return tuple(measured)
 
 
 def _part(name: str) -> str:

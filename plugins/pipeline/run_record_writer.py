@@ -242,10 +242,12 @@ class RunRecordWriter(Writer):
 def _as_written(entry: Mapping[str, Any], line: bytes) -> dict[str, Any]:
     """What the summary reads of ``entry``, as its record ``line`` gives it back.
 
-    A snapshot's line (its arrays) is not parsed: the summary reads only its key and step.
+    A snapshot's line (its arrays) is not parsed: the summary reads only its key, step, ranks
+    and silhouette (numbers and text, as JSON gives them back).
     """
     if entry.get("kind") == "snapshot":
-        return {name: entry.get(name) for name in ("kind", "key", "step")}
+        read = ("kind", "key", "step", "ranks", "silhouette")
+        return {name: entry[name] for name in read if name in entry}
     return json.loads(line)
 
 
@@ -282,7 +284,8 @@ def snapshot_entry(
     ``pca_x``/``pca_y`` columns a snapshot made by hand carries; ``spread``
     and ``frame`` from :attr:`EmbeddingSnapshot.view_frame`, ``ids`` from the ``id`` column (see
     :func:`point_ids`), and every other column is typed by :func:`typed_column`. ``sprite``
-    and ``tensor`` name the snapshot's thumbnails and full embedding when a writer wrote them.
+    and ``tensor`` name the snapshot's thumbnails and full embedding when a writer wrote them;
+    ``ranks`` and ``silhouette`` are the snapshot's measures, when it has them.
 
     Example:
         >>> import torch
@@ -324,6 +327,21 @@ def snapshot_entry(
         shape = [int(tensor.shape[0]), int(tensor.shape[1])]
         entry["tensor"] = {"path": tensor.path, "shape": shape, "dtype": "<f4"}
     entry["dropped"] = int(snapshot.dropped)
+    if snapshot.ranks is not None:
+        ranks = snapshot.ranks
+        entry["ranks"] = {
+            "rankme": ranks.rankme,
+            "effective_rank": ranks.effective_rank,
+            "rows": ranks.rows,
+            "dim": ranks.dim,
+        }
+    if snapshot.silhouette is not None:
+        silhouette = snapshot.silhouette
+        entry["silhouette"] = {
+            "column": silhouette.column,
+            "points": silhouette.points,
+            "views": dict(silhouette.views),
+        }
     return entry
 
 

@@ -14,10 +14,16 @@ without waiting for a snapshot being made; a checkpoint loaded on the training t
 other way (:meth:`SnapshotJobs.restore`), a state the next job starts from. A lock is held only
 to swap these two values.
 
+**Measures**: the job measures each snapshot too, here and never on the training thread: RankMe
+and the effective rank of its rows (:func:`~learnscope.collapse.metrics.embedding_ranks`, in
+float64, on every row of the snapshot, with at least 2) and the label silhouette of its views
+(:func:`~learnscope.embeddings.label_silhouette.label_silhouette`, on at most 2,000 points chosen
+by the ids the run record gives them), as the snapshot's ``ranks`` and ``silhouette``.
+
 **Failures** switch off a part of the owner's (:class:`Switches`: ``EmbeddingProjector``'s parts),
-each step in its own: :data:`SNAPSHOTS` (the snapshot), :data:`PCA_VIEW` (its aligned PCA view) and
-:data:`UMAP_VIEW` (its UMAP view), so a UMAP that fails leaves the snapshot and its PCA view
-written.
+each step in its own: :data:`SNAPSHOTS` (the snapshot), :data:`PCA_VIEW` (its aligned PCA view),
+:data:`UMAP_VIEW` (its UMAP view), :data:`RANKS` and :data:`SILHOUETTE` (its measures), so a UMAP
+that fails leaves the snapshot and its PCA view written, and a measure that fails the snapshot.
 """
 
 from __future__ import annotations
@@ -29,17 +35,24 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import torch
+
+from learnscope.collapse.metrics import embedding_ranks
 from learnscope.embeddings.aligned_umap import UMAPSettings, load_umap
 from learnscope.embeddings.aligned_views import AlignedViews
+from learnscope.embeddings.label_silhouette import label_silhouette
 from learnscope.embeddings.rows import EmbeddingRows
 from learnscope.plugins.pipeline.fanout import Writers
-from learnscope.records import EmbeddingSnapshot, Finding
+from learnscope.plugins.pipeline.run_record_writer import point_ids
+from learnscope.records import EmbeddingRanks, EmbeddingSnapshot, Finding
 
 log = logging.getLogger("learnscope")
 
 SNAPSHOTS = "embedding projector"  # the parts a failure switches off
 PCA_VIEW = "aligned PCA view"
 UMAP_VIEW = "aligned UMAP view"
+RANKS = "snapshot ranks"
+SILHOUETTE = "label silhouette"
 
 
 class Switches(Protocol):
@@ -166,6 +179,7 @@ class SnapshotJobs:
             return
         if self.aligned:
             snapshot = self._add_views(snapshot, rows, record)
+        snapshot = measured(snapshot, parts, record)
         writers.write_embedding(snapshot)  # its pictures are drawn by the writers' picture stage
         writers.flush()
 
@@ -199,6 +213,34 @@ class SnapshotJobs:
             if self._restored is None:  # a checkpoint loaded meanwhile wins
                 self._saved = saved
         return snapshot
+
+
+def measured(snapshot: EmbeddingSnapshot, parts: Switches, record: str) -> EmbeddingSnapshot:
+    """``snapshot`` with its ranks and label silhouette, each measured when its part is on.
+
+    The ranks need at least 2 rows; the silhouette a categorical ``label`` column and a view
+    (see :mod:`learnscope.embeddings.label_silhouette`); without them the field stays ``None``.
+
+    Example:
+        >>> from learnscope.lightning_glue.parts import Parts
+        >>> snapshot = EmbeddingSnapshot("enc", 3, torch.eye(4), {"label": [0, 0, 1, 1]})
+        >>> measured(snapshot, Parts("EmbeddingProjector"), "enc step 3").ranks
+        EmbeddingRanks(rankme=4.0..., effective_rank=3.0..., rows=4, dim=4)
+    """
+    ranks, silhouette = None, None
+    if snapshot.num_points >= 2 and parts.is_on(RANKS):
+        with parts.guard(RANKS, record):
+            vectors = torch.as_tensor(snapshot.vectors).detach().to("cpu", torch.float64)
+            values = embedding_ranks(vectors)
+            ranks = EmbeddingRanks(**values, rows=snapshot.num_points, dim=snapshot.dim)
+    if snapshot.views and parts.is_on(SILHOUETTE):
+        with parts.guard(SILHOUETTE, record):
+            columns = snapshot.metadata_columns()
+            views = {view.projection: view.coords for view in snapshot.views}
+            silhouette = label_silhouette(views, columns, point_ids(columns))
+    if ranks is None and silhouette is None:
+        return snapshot
+    return snapshot.with_measures(ranks, silhouette)
 
 
 def report_non_finite(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from learnscope.embeddings.id_subsample import subsample_ids
 from learnscope.embeddings.neighbourhoods import NEIGHBOURS
 from learnscope.embeddings.scatter_frame import spread as view_spread
 from learnscope.plugins.views.record_checks import (
@@ -39,22 +39,6 @@ from learnscope.plugins.views.record_checks import (
     typed_column,
     whole_number,
 )
-
-
-def subsample_ids(ids: list[str], count: int) -> list[str]:
-    """``count`` of ``ids``, always the same ones for the same ids, kept in their order.
-
-    Each id is ranked by the CRC-32 of its text, so a point is kept or dropped the same way in
-    every snapshot, every run that shares its ids, and every export.
-
-    Example:
-        >>> subsample_ids([str(i) for i in range(10)], 3) == subsample_ids(
-        ...     [str(i) for i in reversed(range(10))], 3)[::-1]
-        True
-    """
-    ranked = sorted(ids, key=lambda i: (zlib.crc32(i.encode("utf-8", "surrogatepass")), i))
-    keep = set(ranked[:count])
-    return [i for i in ids if i in keep]
 
 
 def snapshot_fields(entry: Mapping[str, Any]) -> tuple[str, np.ndarray | None, list[str] | None]:

@@ -103,6 +103,22 @@ def expected(entries: list[dict[str, Any]]) -> dict[str, Any]:
         part = key.replace(".", ":").replace("/", ":")
         flat[f"learnscope/snapshots/{part}/count"] = len(of_key)
         flat[f"learnscope/snapshots/{part}/last_step"] = max(of_key)
+        flat.update(expected_measures(part, [e for e in snapshots if e["key"] == key]))
+    return flat
+
+
+def expected_measures(part: str, snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """A key's ranks (last, lowest) and the newest snapshot's silhouettes, by docs/summary.md."""
+    flat: dict[str, Any] = {}
+    newest = max(reversed(snapshots), key=lambda e: e["step"])  # of equal steps the last written
+    for field in ("rankme", "effective_rank"):
+        values = [e["ranks"][field] for e in snapshots if "ranks" in e]
+        if values:
+            flat[f"learnscope/{field}/{part}/lowest"] = min(values)
+        if "ranks" in newest:
+            flat[f"learnscope/{field}/{part}/last"] = newest["ranks"][field]
+    for projection, value in newest.get("silhouette", {}).get("views", {}).items():
+        flat[f"learnscope/silhouette/{part}/{projection}"] = value
     return flat
 
 

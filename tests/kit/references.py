@@ -5,6 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 
+def rankme(rows: np.ndarray) -> float:
+    """RankMe: exp(entropy) of the normalised singular values of the rows (float64)."""
+    z = rows.astype(np.float64)
+    s = np.linalg.svd(z, compute_uv=False)
+    s = np.where(s > max(z.shape) * np.finfo(np.float64).eps * s[0], s, 0.0)
+    if s.sum() == 0:
+        return 1.0
+    p = s / s.sum() + 1e-7
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
 def effective_rank(rows: np.ndarray) -> float:
     """exp(entropy) of the normalised singular values of the column-centred rows (float64)."""
     z = rows.astype(np.float64)

@@ -10,9 +10,10 @@ import pytest
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
+from learnscope.lightning_glue import EmbeddingProjector
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.summary import summarize_record
-from tests.kit.callbacks import learnscope_callbacks
+from tests.kit.callbacks import labels, learnscope_callbacks
 from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
 from tests.kit.readers import wandb_records, wandb_run_dir
 
@@ -52,7 +53,9 @@ def test_a_fits_wandb_summary_and_tags_are_its_records_summary_beside_the_users(
 ) -> None:
     wb = WandbLogger(project="t", save_dir=str(wandb_dir), tags=["mine"])
     wb.experiment.define_metric("val_loss", summary="min")  # the user's own
-    trainer(tmp_path, wb, learnscope_callbacks(), max_epochs=2).fit(ZeroBranch(), *loaders())
+    projector = EmbeddingProjector("encoder", metadata_fn=labels, aligned_pca=True)
+    callbacks = [projector, *learnscope_callbacks()[1:]]  # with a view for the silhouette
+    trainer(tmp_path, wb, callbacks, max_epochs=2).fit(ZeroBranch(), *loaders())
     files = Path(wb.experiment.dir)
     wb.experiment.finish()
 
@@ -61,6 +64,9 @@ def test_a_fits_wandb_summary_and_tags_are_its_records_summary_beside_the_users(
     assert expected["learnscope/status"] == "finished"
     assert expected["learnscope/findings_seen/zero-gradient"] >= 1
     assert any(name.startswith("learnscope/acf/") for name in expected)
+    for measure in ("rankme/encoder:validate", "effective_rank/encoder:validate"):
+        assert {f"learnscope/{measure}/last", f"learnscope/{measure}/lowest"} <= set(expected)
+    assert -1 <= expected["learnscope/silhouette/encoder:validate/pca"] <= 1
     assert learnscope_part(wandb_summary(run_dir)) == expected
     tags = wandb_tags(run_dir)
     assert {"mine", "learnscope:zero-gradient"} <= tags
