@@ -24,6 +24,7 @@ Four runs are healthy and two are not, each in its own way (measured on the defa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,11 @@ from learnscope.lightning_glue.demo import (
     lightning_quiet,
     make_model,
 )
+from learnscope.run_directory.summary import RunSummary
 
 SWEEP_FOLDER = "sweep"  # under the log directory: sweep/version_<n>/<run>
 PROJECT = "learnscope-demo"  # the W&B project, as the demo's
+STEPS_PER_EPOCH = 20  # 1,257 training digits in batches of 64
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ def run_sweep(
     use_wandb: bool = False,
     seed: int = SEED,
     settings: tuple[SweepSetting, ...] = SWEEP,
+    announce: Callable[[str], object] | None = None,
 ) -> SweepRuns:
     """Train the demo's model once per setting into ``<logdir>/sweep/version_<n>``.
 
@@ -128,13 +132,23 @@ def run_sweep(
         use_wandb: Also log each run to an offline W&B run, under ``<sweep folder>/wandb``.
         seed: The seed of the initial weights and of the batch order, the same for every run.
         settings: The runs (:data:`SWEEP` by default).
+        announce: Given a line naming each run before it trains (``print``), if given.
 
     Returns:
         The sweep's folder and, per run, its TensorBoard and W&B run directories.
     """
     folder = next_sweep_folder(logdir)
-    runs = tuple(_fit(folder, setting, epochs, use_wandb, seed) for setting in settings)
-    return SweepRuns(folder, runs)
+    runs = []
+    if announce is not None:
+        announce(f"{len(settings)} runs of {epochs} epochs, seed {seed}, into {folder}")
+    for number, setting in enumerate(settings, 1):
+        if announce is not None:
+            announce(
+                f"run {number} of {len(settings)}, {setting.name} (lr {setting.lr:g}, weight "
+                f"decay {setting.weight_decay:g}): {setting.meant}"
+            )
+        runs.append(_fit(folder, setting, epochs, use_wandb, seed))
+    return SweepRuns(folder, tuple(runs))
 
 
 def _fit(folder: Path, setting: SweepSetting, epochs: int, use_wandb: bool, seed: int) -> SweepRun:
@@ -170,7 +184,18 @@ def _fit(folder: Path, setting: SweepSetting, epochs: int, use_wandb: bool, seed
 
         wandb_run = Path(loggers[1].experiment.dir).parent  # .../offline-run-*/files
         wandb.finish()
-    return SweepRun(setting, Path(loggers[0].log_dir), wandb_run, stopping.stopping_reason_message)
+    return SweepRun(setting, Path(loggers[0].log_dir), wandb_run, _stopped(stopping))
+
+
+def _stopped(stopping: Any) -> str | None:
+    """Why ``EarlyStopping`` ended the fit early, in a few words, or ``None``."""
+    from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+
+    if stopping.stopping_reason == EarlyStoppingReason.NOT_STOPPED:
+        return None
+    if stopping.stopping_reason == EarlyStoppingReason.NON_FINITE_METRIC:
+        return f"EarlyStopping: {stopping.monitor} is not finite"
+    return f"EarlyStopping: {stopping.stopping_reason_message}"
 
 
 def _wandb_logger(folder: Path, setting: SweepSetting) -> Any:
@@ -193,3 +218,76 @@ def _wandb_logger(folder: Path, setting: SweepSetting) -> Any:
         save_dir=str(folder),
         offline=True,
     )
+
+
+def run_line(name: str, summary: RunSummary, steps: int, stopped: str | None = None) -> str:
+    """One run of the sweep in one line: its status, last step and findings, from its summary.
+
+    Args:
+        name: The run's name.
+        summary: Its summary (:func:`learnscope.read_summaries`).
+        steps: The steps its fit would take to the end.
+        stopped: Why its fit ended early, if it did.
+
+    Example:
+        >>> from learnscope.run_directory.summary import FindingCount, FirstFinding
+        >>> collapsed = RunSummary("finished", last_step=160,
+        ...     findings=(FindingCount("embedding-collapse", 1, 1),),
+        ...     first_finding=FirstFinding("embedding-collapse", "encoder", 30))
+        >>> print(run_line("wd30", collapsed, 160))
+        wd30: finished at step 160; findings: embedding-collapse on encoder, first at step 30
+        >>> print(run_line("lr1000", RunSummary("finished", last_step=20), 160, "stopped"))
+        lr1000: finished at step 20 of 160 (stopped); no findings
+    """
+    step = "no step" if summary.last_step is None else f"step {summary.last_step}"
+    if summary.last_step is not None and summary.last_step < steps:
+        step += f" of {steps}"
+    if stopped is not None:
+        step += f" ({stopped})"
+    status = summary.status if summary.error is None else f"{summary.status} ({summary.error})"
+    line = f"{name}: {status} at {step}; "
+    if not summary.findings:
+        return line + "no findings"
+    counts = ", ".join(
+        count.code if count.seen == 1 else f"{count.code} x{count.seen}"
+        for count in summary.findings
+    )
+    first = summary.first_finding
+    if first is None:
+        return f"{line}findings: {counts}"
+    if len(summary.findings) == 1:
+        return f"{line}findings: {counts} on {first.subject}, first at step {first.step}"
+    return (
+        f"{line}findings: {counts}; the first: {first.code} on {first.subject} at step {first.step}"
+    )
+
+
+def sweep_lines(sweep: SweepRuns, epochs: int, took_s: float) -> list[str]:
+    """What ``learnscope demo --sweep`` prints at the end: what it wrote and what opens it.
+
+    Each run's line comes from :func:`learnscope.read_summaries` of the sweep's folder (the
+    same values the learnscope tab and ``learnscope export`` show), in the sweep's order.
+    """
+    from learnscope import read_summaries
+    from learnscope.shell import shell_command
+
+    summaries = read_summaries(sweep.folder)
+    steps = epochs * STEPS_PER_EPOCH
+    lines = [
+        f"learnscope demo --sweep: {len(sweep.runs)} runs of {epochs} epochs in {took_s:.0f} s, "
+        f"into {sweep.folder}:"
+    ]
+    for run in sweep.runs:
+        name = run.tensorboard.name
+        summary = summaries.get(name)
+        if summary is None:
+            lines.append(f"  {name}: no run record")
+        else:
+            lines.append("  " + run_line(name, summary, steps, run.stopped))
+    lines.append(f"open them: {shell_command('tensorboard', '--logdir', sweep.folder)}")
+    export = shell_command("learnscope", "export", sweep.folder, "--html", "sweep.html")
+    lines.append(f"or as one page: {export}")
+    uploads = [run.wandb for run in sweep.runs if run.wandb is not None]
+    if uploads:
+        lines.append(f"upload the W&B runs: {shell_command('wandb', 'sync', *uploads)}")
+    return lines
