@@ -27,6 +27,7 @@ from learnscope.plugins.pipeline.run_record_writer import (
 from learnscope.plugins.tensorboard import layout as tensorboard_layout
 from learnscope.plugins.tensorboard import projector_files
 from learnscope.plugins.tensorboard.event_file import EventFile
+from learnscope.plugins.tensorboard.hparams import HParamsSession
 from learnscope.plugins.tensorboard.projector_refresh import ProjectorRefresh
 from learnscope.run_directory.file_names import EVENTS_SUFFIX, TENSOR_FILE
 from learnscope.run_directory.write_limits import WriteLimits
@@ -115,6 +116,7 @@ class TensorBoardWriter(Writer):
         self.reserve = writer_reserve(self.record.reserve, self.folder, limits)
         self.projector = projector_files.ProjectorConfig(self.folder)
         self.layout = tensorboard_layout.CustomScalarsLayout(self.folder)
+        self.hparams = HParamsSession(self.add_summary)  # the run's row in the HParams tab
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Add ``snapshot`` to the run's projector (see ``projector_files.write_snapshot``).
@@ -205,12 +207,18 @@ class TensorBoardWriter(Writer):
         self.record.write_findings(findings, step)
 
     def write_run_start(self, run: records.RunStart) -> None:
-        """Start a run in the run record: the attached callbacks and their settings."""
+        """Start a run in the run record: the callbacks, their settings, the hyper-parameters."""
         self.record.write_run_start(run)
+        self.hparams.start(run.time)
 
     def write_run_end(self, end: records.RunEnd) -> None:
-        """End the run in the run record."""
+        """End the run in the run record, and write its session in the HParams dashboard.
+
+        The session (:mod:`~learnscope.plugins.tensorboard.hparams`) holds the run's
+        hyper-parameters and the run record's summary as it ended; it is written once.
+        """
         self.record.write_run_end(end)
+        self._write_session()
 
     def add_charts(self, charts: dict[str, dict[str, tensorboard_layout.Chart]]) -> None:
         """Make sure the Custom Scalars layout has ``charts`` (category -> title -> chart).
@@ -255,15 +263,24 @@ class TensorBoardWriter(Writer):
         self._end_batch()
 
     def close(self) -> None:
-        """End the run record, and close the own event file (or flush a given SummaryWriter)."""
+        """End the run record and its HParams session; close the own event file.
+
+        A given ``SummaryWriter`` is flushed, not closed.
+        """
         try:
             self.record.close()
+            self._write_session()
         finally:
             self._refresh.close()
             if self._events is not None:
                 self._events.close()
             elif self.summary is not None:
                 self.summary.flush()
+
+    def _write_session(self) -> None:
+        """Write the run's HParams session once its record has ended (:class:`HParamsSession`)."""
+        self.hparams.end(self.record.summary())
+        self._end_batch()
 
     def _check_folder(self, then: str) -> None:
         """Make the run directory at the first write; a directory gone later is not made again.

@@ -14,7 +14,8 @@
 // with" opens a fourth under the cursor's line (compare_choice.js, compare.js): the run's tag
 // beside another run's (or its own other) tag, "with tag" (the same tag by default), on the ids
 // they share, following the cursor and the embedding panel's projection menu, the page's one
-// (projection_choice.js).
+// (projection_choice.js); "side by side" opens the small multiples of the run shown and the
+// runs picked there (multiples_choice.js, multiples.js), under it too, following both.
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
 // mount() announces the view to the page that embeds it with a ``learnscope:mounted`` event on
@@ -30,6 +31,7 @@ import { EmbeddingPanel } from './embeddings.js';
 import { FindingsPanel, findingSteps } from './findings.js';
 import { inlineSource, newestRun, prepareEmbedding, runList, serverSource } from './model.js';
 import { ProjectionChoice } from './projection_choice.js';
+import { SideBySideChoice } from './multiples_choice.js';
 import { menuOrder, runOptions } from './run_menu.js';
 import { styleElement } from './styles.js';
 
@@ -54,6 +56,7 @@ export class LearnscopeView {
     this.body = el('div');
     this.tip = el('div', { class: 'ls-tip' });
     this.chooser = new CompareChooser({ source, tip: this.tip });
+    this.sideBySide = new SideBySideChoice({ source, tip: this.tip }); // small multiples
     root.append(this.header, this.messages, this.body, this.tip); // the chooser's box: in body
   }
 
@@ -65,8 +68,9 @@ export class LearnscopeView {
         'opens first); the runs stopped (Ctrl-C) or failed are listed apart, after the others' },
       runOptions(runs));
     this.chooser.setRuns(menuOrder(runs).map((r) => r.name));
+    this.sideBySide.setRuns(menuOrder(runs).map((r) => r.name));
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
-      el('label', {}, ['run ', select]), ...this.chooser.labels());
+      el('label', {}, ['run ', select]), ...this.chooser.labels(), ...this.sideBySide.labels());
     if (!runs.length) {
       this.messages.append(el('div', { class: 'ls-msg', text: 'No run with learnscope data.' }));
       this.state.ready = true;
@@ -88,6 +92,12 @@ export class LearnscopeView {
   /** The comparison panel shown (its ``state`` for tests), or null. */
   get compare() { return this.chooser.panel; }
 
+  /** Show the run shown beside runs ``others`` in small multiples (multiples_choice.js). */
+  openSideBySide(others) { return this.sideBySide.open(others); }
+
+  /** The small multiples shown (their ``state`` for tests), or null. */
+  get multiples() { return this.sideBySide.multiples; }
+
   async loadRun(run) {
     this.pause();
     this.embedding = null;
@@ -100,6 +110,7 @@ export class LearnscopeView {
     const cursor = new StepCursor();
     const projection = new ProjectionChoice();
     this.chooser.showRun(run, view, cursor, projection);
+    this.sideBySide.showRun(run, cursor, projection);
     this.messages.textContent = '';
     for (const m of view.messages) this.messages.append(el('div', { class: 'ls-msg', text: m }));
     this.body.textContent = '';
@@ -111,8 +122,8 @@ export class LearnscopeView {
     const steps = (this.current ? this.current.steps : []).concat(acf.steps || []);
     const findings = new FindingsPanel({ view, cursor, steps });
     const all = steps.concat(findingSteps(view.findings));
-    this.body.append(...(all.length ? [cursorLine(cursor)] : []), this.chooser.box, panel.element,
-      acf.element, findings.element);
+    this.body.append(...(all.length ? [cursorLine(cursor)] : []), this.chooser.box,
+      this.sideBySide.box, panel.element, acf.element, findings.element);
     cursor.set(all.length ? Math.max(...all) : null); // every panel at its newest
     this.state.readyMs = Math.round(performance.now()); // since this page (or iframe) started
     this.state.ready = true;
