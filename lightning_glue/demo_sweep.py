@@ -158,7 +158,10 @@ def _fit(folder: Path, setting: SweepSetting, epochs: int, use_wandb: bool, seed
     from lightning.pytorch.loggers import TensorBoardLogger
 
     torch.manual_seed(seed)
-    loggers: list[Any] = [TensorBoardLogger(str(folder), name="", version=setting.name)]
+    # default_hp_metric=False: Lightning writes no HParams experiment of its own (the saved
+    # hyper-parameters and hp_metric only), so TensorBoard's HParams shows learnscope's columns
+    board = TensorBoardLogger(str(folder), name="", version=setting.name, default_hp_metric=False)
+    loggers: list[Any] = [board]
     if use_wandb:
         loggers.append(_wandb_logger(folder, setting))
     # check_finite ends the fit whose val/loss is NaN; a patience of every epoch ends no other

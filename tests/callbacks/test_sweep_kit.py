@@ -3,7 +3,9 @@
 Each run's summary, as ``learnscope.read_summaries`` reads it from the TensorBoard run and from
 the offline W&B run, has the status and the finding codes the description gives (none for a
 healthy run); the crashed run keeps its error, the killed one has no end; each run's
-hyper-parameters are its own, in Lightning's ``hparams.yaml`` and in the W&B run's config.
+hyper-parameters are its own, in its run record, Lightning's ``hparams.yaml``, the W&B run's
+config and TensorBoard's HParams session (learnscope's: Lightning's loggers write no HParams
+experiment, ``default_hp_metric=False``, so every run's columns are learnscope's).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+from tensorboard.backend.event_processing import plugin_event_accumulator
+from tensorboard.plugins.hparams import metadata
 
 import learnscope
 from learnscope.run_directory.file_names import RECORD_FILE
@@ -103,13 +107,38 @@ def test_the_tensorboard_and_wandb_records_of_a_run_say_the_same(sweep: Sweep) -
         assert tensorboard[run.name] == wandb[run.name], run.name
 
 
+def hparams_tags(run: SweepRun) -> dict[str, bytes]:
+    """The HParams plugin's tags TensorBoard reads in the run's TensorBoard folder."""
+    events = plugin_event_accumulator.EventAccumulator(str(run.tensorboard))
+    events.Reload()
+    if metadata.PLUGIN_NAME not in events.ActivePlugins():
+        return {}
+    return dict(events.PluginTagToContent(metadata.PLUGIN_NAME))
+
+
 def test_each_run_has_its_own_hyperparameters(sweep: Sweep) -> None:
+    tensorboard = learnscope.read_summaries(sweep.logdir)
+    wandb = wandb_summaries(sweep)
     pairs = set()
     for run in sweep.runs:
+        given = {"lr": run.lr, "weight_decay": run.weight_decay}
+        assert tensorboard[run.name].hyperparameters == given == wandb[run.name].hyperparameters
         saved = yaml.safe_load((run.tensorboard / "hparams.yaml").read_text())
-        assert saved == {"lr": run.lr, "weight_decay": run.weight_decay}, run.name
+        assert saved == given, run.name
         pairs.add((run.lr, run.weight_decay))
         if run.status != "running":  # the killed run's W&B file ends where it was killed
             config = wandb_config(run)
             assert (config["lr"], config["weight_decay"]) == (run.lr, run.weight_decay)
     assert len(pairs) == len(sweep.runs)
+
+
+def test_the_hparams_sessions_are_learnscope_s_for_every_run_that_ended(sweep: Sweep) -> None:
+    for run in sweep.runs:
+        tags = hparams_tags(run)
+        assert metadata.EXPERIMENT_TAG not in tags, run.name  # none of Lightning's
+        if run.status == "running":  # written when a run ends: the killed run has none
+            assert metadata.SESSION_START_INFO_TAG not in tags
+            continue
+        start = metadata.parse_session_start_info_plugin_data(tags[metadata.SESSION_START_INFO_TAG])
+        numbers = {name: value.number_value for name, value in start.hparams.items()}
+        assert {"lr": run.lr, "weight_decay": run.weight_decay}.items() <= numbers.items()

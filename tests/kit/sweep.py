@@ -255,7 +255,9 @@ def fit_run(logdir: Path, planned: Planned, kill: bool = False) -> Path:
     wandb_logger = WandbLogger(
         project=PROJECT, name=planned.name, save_dir=str(logdir), offline=True
     )
-    loggers = [TensorBoardLogger(str(logdir), name="", version=planned.name), wandb_logger]
+    # no HParams experiment of Lightning's: TensorBoard's HParams shows learnscope's columns
+    board = TensorBoardLogger(str(logdir), name="", version=planned.name, default_hp_metric=False)
+    loggers = [board, wandb_logger]
     faults: list[Any] = []
     if planned.fault == "crash":
         faults.append(BadBatch(CRASH_STEP))

@@ -79,10 +79,12 @@ def test_the_runs_are_healthy_but_one_that_collapses_and_one_that_diverges(
 
 def test_each_run_saved_its_hyperparameters(swept: tuple[Path, Any]) -> None:
     logdir, _ = swept
+    summaries = learnscope.read_summaries(logdir / "sweep" / "version_0")
     for setting in SWEEP:
+        given = {"lr": setting.lr, "weight_decay": setting.weight_decay}
         run = logdir / "sweep" / "version_0" / setting.name
-        saved = yaml.safe_load((run / "hparams.yaml").read_text())
-        assert saved == {"lr": setting.lr, "weight_decay": setting.weight_decay}
+        assert yaml.safe_load((run / "hparams.yaml").read_text()) == given
+        assert summaries[setting.name].hyperparameters == given
 
 
 def test_it_says_each_run_and_what_opens_them(swept: tuple[Path, Any]) -> None:
