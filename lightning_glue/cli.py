@@ -20,6 +20,9 @@ examples:
                                and batch order, the same 540 validation digits
   learnscope demo --wandb      also write an offline wandb run, and print the command that
                                uploads it
+  learnscope demo --sweep      a sweep: six runs over learning rate and weight decay (one
+                               collapses, one diverges) into runs/sweep/version_0, in about
+                               a minute; then: tensorboard --logdir runs/sweep/version_0
   learnscope export runs --html view.html
                                write the training-dynamics view of ./runs as one page
                                that opens offline
@@ -37,7 +40,7 @@ each command's options: learnscope demo --help, learnscope export --help
 COMMANDS = {  # name: (the line in the command list, the command's own description)
     "demo": (
         "train a small model on the digits data into a TensorBoard log directory "
-        "(--logdir, --epochs, --seed, --wandb)",
+        "(--logdir, --epochs, --seed, --wandb, --sweep)",
         "Train a small MLP on scikit-learn's digits data (on the CPU, no download) with "
         "every learnscope callback attached, and fill a TensorBoard log directory.",
     ),
@@ -81,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--wandb", action="store_true", help="also log to an offline wandb run under LOGDIR/wandb"
+    )
+    demo.add_argument(
+        "--sweep",
+        action="store_true",
+        help="train a sweep instead: six runs of the same model and seed over learning rate and "
+        "weight decay, one that collapses and one that diverges, into LOGDIR/sweep/version_<n> "
+        "(with --wandb, its W&B runs under that folder's wandb/); then print each run's status "
+        "and findings",
     )
     export.add_argument(
         "logdir",
@@ -150,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_export_command(
             args.logdir, args.html, args.max_points, args.compare, args.tags, args.compare_mb
         )
+    if args.sweep:
+        return run_sweep_command(args.logdir, args.epochs, args.wandb, args.seed)
     return run_demo_command(args.logdir, args.epochs, args.wandb, args.seed)
 
 
@@ -235,6 +248,35 @@ def run_demo_command(logdir: str, epochs: int, use_wandb: bool, seed: int = 0) -
     run_demo(logdir, epochs=epochs, use_wandb=use_wandb, seed=seed)
     took = time.perf_counter() - start
     print(f"learnscope demo: {epochs} epochs, seed {seed}, in {took:.0f} s")
+    return 0
+
+
+def run_sweep_command(logdir: str, epochs: int, use_wandb: bool, seed: int = 0) -> int:
+    """``learnscope demo --sweep``: train the sweep, then say what each run shows.
+
+    A line before each run names it; learnscope's warnings (the findings as they are found)
+    follow it on standard error. Each run's end-of-fit line is left out: the lines at the end
+    say, run by run, how it ended and what it found, and the commands that open them.
+    """
+    import logging
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    learnscope_log = logging.getLogger("learnscope")
+    learnscope_log.addHandler(handler)
+    learnscope_log.setLevel(logging.WARNING)
+    learnscope_log.propagate = False
+    # the end-of-fit lines (a failed fit's, a warning, would still show)
+    logging.getLogger("lightning.pytorch.learnscope").setLevel(logging.WARNING)
+    from learnscope.lightning_glue.demo_sweep import run_sweep, sweep_lines
+
+    def announce(line: str) -> None:
+        print(f"learnscope demo --sweep: {line}", flush=True)
+
+    start = time.perf_counter()
+    sweep = run_sweep(logdir, epochs=epochs, use_wandb=use_wandb, seed=seed, announce=announce)
+    took = time.perf_counter() - start
+    print("\n".join(sweep_lines(sweep, epochs, took)))
     return 0
 
 

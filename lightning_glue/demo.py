@@ -54,22 +54,35 @@ def digits_loaders(batch_size: int = 64, seed: int = 0) -> tuple[DataLoader, Dat
     )
 
 
-def make_model(lr: float = 2e-2, dims: int = EMBEDDING_DIMS) -> Any:
+def make_model(
+    lr: float = 2e-2,
+    dims: int = EMBEDDING_DIMS,
+    weight_decay: float = 1e-2,
+    save_hyperparameters: bool = False,
+) -> Any:
     """A LightningModule: an ``encoder`` (64 -> 128 -> ``dims``) and a linear ``head`` (-> 10).
 
     The head is one linear layer on the embedding, so that the classes separate in the
-    embedding the views show, not in a layer after it.
+    embedding the views show, not in a layer after it. It trains with AdamW at ``lr`` and
+    ``weight_decay`` (AdamW's default, 1e-2, by default). With ``save_hyperparameters``, the
+    model's ``__init__`` calls ``self.save_hyperparameters()``, as a sweep's models do, so that
+    ``lr`` and ``weight_decay`` are its hyper-parameters (``model.hparams``).
 
     Example:
         >>> model = make_model()
         >>> model(torch.zeros(2, 1, 8, 8)).shape, model.encoder(torch.zeros(2, 1, 8, 8)).shape
         (torch.Size([2, 10]), torch.Size([2, 3]))
+        >>> dict(make_model(lr=1e-3, weight_decay=0.5, save_hyperparameters=True).hparams)
+        {'lr': 0.001, 'weight_decay': 0.5}
     """
     import lightning.pytorch as pl
 
     class DigitsClassifier(pl.LightningModule):
-        def __init__(self) -> None:
+        def __init__(self, lr: float, weight_decay: float) -> None:
             super().__init__()
+            if save_hyperparameters:
+                self.save_hyperparameters()  # lr and weight_decay
+            self.lr, self.weight_decay = lr, weight_decay
             self.encoder = nn.Sequential(
                 nn.Flatten(), nn.Linear(64, 128), nn.GELU(), nn.Linear(128, dims)
             )
@@ -91,17 +104,27 @@ def make_model(lr: float = 2e-2, dims: int = EMBEDDING_DIMS) -> Any:
             self.log("val/accuracy", (logits.argmax(-1) == y).float().mean(), prog_bar=True)
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.AdamW(self.parameters(), lr=lr)
+            return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
 
-    return DigitsClassifier()
+    return DigitsClassifier(lr, weight_decay)
 
 
-def callbacks(all_scalars: bool = False) -> list[Any]:
-    """The learnscope callbacks the demo attaches (``all_scalars``: every autocorrelation lag)."""
+def callbacks(
+    all_scalars: bool = False, aligned_umap: bool = True, check_every_n_steps: int = 20
+) -> list[Any]:
+    """The learnscope callbacks the demo attaches.
+
+    Args:
+        all_scalars: Write every autocorrelation lag as a scalar.
+        aligned_umap: Give each snapshot its aligned UMAP view too (the sweep leaves it out:
+            it is the slowest part of a snapshot).
+        check_every_n_steps: How often ``TrainingHelper`` checks the gradients and the
+            embedding.
+    """
     from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
 
     return [
-        TrainingHelper(check_every_n_steps=20),
+        TrainingHelper(check_every_n_steps=check_every_n_steps),
         # 20 steps an epoch: analyse every 20 steps once 50+ steps are recorded (lags up to 20).
         ModelAutocorrelation(
             analyze_every_n_steps=20,
@@ -115,7 +138,7 @@ def callbacks(all_scalars: bool = False) -> list[Any]:
             images_fn=lambda batch: batch[0],
             ids_fn="dataset_index",  # the same 540 digits in every snapshot, with an id column
             aligned_pca=True,  # pca_x/y/z columns and a scatter image per epoch (Images tab)
-            aligned_umap=True,  # umap_x/y columns and a picture: the clusters separating
+            aligned_umap=aligned_umap,  # umap_x/y columns and a picture: the clusters separating
         ),
     ]
 

@@ -5,8 +5,12 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.kit.sweep import Sweep
 
 # learnscope's own failures fail the tests instead of being logged and switched off; tests of
 # that soft behaviour ask for the ``lenient`` fixture.
@@ -45,3 +49,15 @@ def learnscope_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture
 def lenient(monkeypatch: pytest.MonkeyPatch) -> None:
     """Turn strict mode off: failures inside learnscope are logged and that part switched off."""
     monkeypatch.setenv("LEARNSCOPE_STRICT", "0")
+
+
+@pytest.fixture(scope="session")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
+    """A dozen short real runs in one log directory, written once per session (about a minute):
+    healthy, collapsed, non-finite, crashed and killed mid-fit (``tests/kit/sweep.py``).
+
+    For slow tests only; read it, never write into it: other tests share it.
+    """
+    from tests.kit.sweep import write_sweep
+
+    return write_sweep(tmp_path_factory.mktemp("sweep"))

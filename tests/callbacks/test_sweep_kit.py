@@ -1,0 +1,144 @@
+"""The test kit's sweep (``tests/kit/sweep.py``) is what its description says, run by run.
+
+Each run's summary, as ``learnscope.read_summaries`` reads it from the TensorBoard run and from
+the offline W&B run, has the status and the finding codes the description gives (none for a
+healthy run); the crashed run keeps its error, the killed one has no end; each run's
+hyper-parameters are its own, in its run record, Lightning's ``hparams.yaml``, the W&B run's
+config and TensorBoard's HParams session (learnscope's: Lightning's loggers write no HParams
+experiment, ``default_hp_metric=False``, so every run's columns are learnscope's).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+from tensorboard.backend.event_processing import plugin_event_accumulator
+from tensorboard.plugins.hparams import metadata
+
+import learnscope
+from learnscope.run_directory.file_names import RECORD_FILE
+from learnscope.run_directory.record import RecordReader
+from tests.kit.readers import wandb_records
+from tests.kit.sweep import CRASH_STEP, STEPS, SWEEP, Sweep, SweepRun
+
+pytestmark = pytest.mark.slow
+
+
+def codes(summary: Any) -> set[str]:
+    """The finding codes a summary holds (seen at all)."""
+    return {count.code for count in summary.findings}
+
+
+def wandb_summaries(sweep: Sweep) -> dict[str, Any]:
+    """The summary of each run's W&B run record, by run name."""
+    by_folder = learnscope.read_summaries(sweep.logdir / "wandb")
+    root = sweep.logdir / "wandb"
+    return {
+        run.name: by_folder[run.wandb_record.relative_to(root).as_posix()] for run in sweep.runs
+    }
+
+
+def wandb_config(run: SweepRun) -> dict[str, Any]:
+    """The W&B run's config, as its ``config`` records set it."""
+    config: dict[str, Any] = {}
+    for record in wandb_records(run.wandb):
+        if record.WhichOneof("record_type") == "config":
+            for item in record.config.update:
+                config[item.key] = json.loads(item.value_json)
+    return config
+
+
+def test_the_sweep_holds_a_dozen_runs_one_of_each_kind(sweep: Sweep) -> None:
+    assert [run.name for run in sweep.runs] == [planned.name for planned in SWEEP]
+    assert len(sweep.runs) == 12 and len({run.name for run in sweep.runs}) == 12
+    statuses = [run.status for run in sweep.runs]
+    assert statuses.count("failed") == statuses.count("running") == 1
+    assert sum(run.findings == frozenset() and run.status == "finished" for run in sweep.runs) == 8
+    # each TensorBoard run is one folder with one record; W&B runs in their own folder
+    assert learnscope.read_summaries(sweep.logdir).keys() == {run.name for run in sweep.runs}
+    assert len({run.wandb for run in sweep.runs}) == 12
+
+
+@pytest.mark.parametrize("place", ["tensorboard", "wandb"])
+def test_each_run_has_the_status_and_findings_it_is_meant_to(sweep: Sweep, place: str) -> None:
+    if place == "tensorboard":
+        summaries = learnscope.read_summaries(sweep.logdir)
+    else:
+        summaries = wandb_summaries(sweep)
+    for run in sweep.runs:
+        summary = summaries[run.name]
+        assert (summary.status, codes(summary)) == (run.status, set(run.findings)), run.shows
+        if not run.findings:
+            assert summary.first_finding is None and summary.findings == (), run.shows
+
+
+def test_what_each_unhealthy_run_shows(sweep: Sweep) -> None:
+    summaries = learnscope.read_summaries(sweep.logdir)
+    collapsed, non_finite, crashed, killed = (sweep.runs[i].name for i in range(8, 12))
+    # collapsed after training began, not at the first check (step 0), and still at the end
+    first = summaries[collapsed].first_collapse_step
+    assert first is not None and 0 < first < STEPS
+    assert [c.holding for c in summaries[collapsed].findings] == [1]
+    assert summaries[non_finite].first_non_finite_step is not None
+    assert summaries[non_finite].first_collapse_step is None
+    # the crash: its exception, at the step it was raised
+    assert (
+        summaries[crashed].error
+        == f"ValueError: a batch the model cannot read, at step {CRASH_STEP}"
+    )
+    assert summaries[crashed].last_step == CRASH_STEP
+    # killed mid-fit: a run entry and what was written before it, no end entry
+    entries = RecordReader(sweep.run(killed).tensorboard / RECORD_FILE).read()
+    kinds = [entry["kind"] for entry in entries]
+    assert kinds[0] == "run" and "end" not in kinds and "snapshot" in kinds
+    assert summaries[killed].last_step is not None and summaries[killed].last_step < CRASH_STEP
+    assert summaries[killed].error is None
+    # the healthy runs went to the end
+    assert all(summaries[run.name].last_step == STEPS for run in sweep.runs[:8])
+
+
+def test_the_tensorboard_and_wandb_records_of_a_run_say_the_same(sweep: Sweep) -> None:
+    tensorboard = learnscope.read_summaries(sweep.logdir)
+    wandb = wandb_summaries(sweep)
+    for run in sweep.runs:
+        assert tensorboard[run.name] == wandb[run.name], run.name
+
+
+def hparams_tags(run: SweepRun) -> dict[str, bytes]:
+    """The HParams plugin's tags TensorBoard reads in the run's TensorBoard folder."""
+    events = plugin_event_accumulator.EventAccumulator(str(run.tensorboard))
+    events.Reload()
+    if metadata.PLUGIN_NAME not in events.ActivePlugins():
+        return {}
+    return dict(events.PluginTagToContent(metadata.PLUGIN_NAME))
+
+
+def test_each_run_has_its_own_hyperparameters(sweep: Sweep) -> None:
+    tensorboard = learnscope.read_summaries(sweep.logdir)
+    wandb = wandb_summaries(sweep)
+    pairs = set()
+    for run in sweep.runs:
+        given = {"lr": run.lr, "weight_decay": run.weight_decay}
+        assert tensorboard[run.name].hyperparameters == given == wandb[run.name].hyperparameters
+        saved = yaml.safe_load((run.tensorboard / "hparams.yaml").read_text())
+        assert saved == given, run.name
+        pairs.add((run.lr, run.weight_decay))
+        if run.status != "running":  # the killed run's W&B file ends where it was killed
+            config = wandb_config(run)
+            assert (config["lr"], config["weight_decay"]) == (run.lr, run.weight_decay)
+    assert len(pairs) == len(sweep.runs)
+
+
+def test_the_hparams_sessions_are_learnscope_s_for_every_run_that_ended(sweep: Sweep) -> None:
+    for run in sweep.runs:
+        tags = hparams_tags(run)
+        assert metadata.EXPERIMENT_TAG not in tags, run.name  # none of Lightning's
+        if run.status == "running":  # written when a run ends: the killed run has none
+            assert metadata.SESSION_START_INFO_TAG not in tags
+            continue
+        start = metadata.parse_session_start_info_plugin_data(tags[metadata.SESSION_START_INFO_TAG])
+        numbers = {name: value.number_value for name, value in start.hparams.items()}
+        assert {"lr": run.lr, "weight_decay": run.weight_decay}.items() <= numbers.items()
