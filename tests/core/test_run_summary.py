@@ -1,10 +1,10 @@
 """The run summary and ``learnscope.read_summaries`` on real fits: one that finished with
 findings, one that failed in a training step, one interrupted by Ctrl-C. Every value is checked
-against the same value recomputed here from the run's own record lines, read with ``json``."""
+against the same value recomputed from the run's own files (``tests/kit/summary_reference.py``:
+the record's lines read with ``json``, the ranks from the embeddings TensorBoard holds)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.summary import MAX_SEPARATORS, summarize_record
 from tests.kit.callbacks import CtrlC, learnscope_callbacks
 from tests.kit.models import ZeroBranch, loaders, trainer
+from tests.kit.summary_reference import assert_same_summary, expected_summary, record_lines
 
 pytestmark = pytest.mark.slow
 
@@ -48,80 +49,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def lines(logdir: Path, run: str) -> list[dict[str, Any]]:
-    text = (logdir / run / RECORD_FILE).read_text("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def expected(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The flat summary recomputed from the record's lines, by the rules of docs/summary.md."""
-    ends = [e for e in entries if e["kind"] == "end"]
-    flat: dict[str, Any] = {"learnscope/status": ends[-1]["status"]}
-    if ends[-1]["status"] == "failed":
-        error = ends[-1]["error"]
-        flat["learnscope/error"] = f"{error['type']}: {error['message']}"
-    flat["learnscope/last_step"] = max(
-        e["step"]
-        for e in entries
-        if e["kind"] in ("snapshot", "autocorrelation", "findings", "end")
-    )
-    tables = [e["rows"] for e in entries if e["kind"] == "findings"]
-    rows = tables[-1] if tables else []
-    codes = {*learnscope.finding_codes.FINDING_CODES, *(r["code"] for r in rows)}
-    for code in codes:
-        of_code = [r for r in rows if r["code"] == code]
-        flat[f"learnscope/findings/{code}"] = sum(r["resolved_step"] is None for r in of_code)
-        flat[f"learnscope/findings_seen/{code}"] = len(of_code)
-    flat["learnscope/finding_count"] = sum(r["resolved_step"] is None for r in rows)
-    flat["learnscope/finding_count_seen"] = len(rows)
-    if rows:
-        first = sorted(rows, key=lambda r: r["first_step"])[0]
-        flat["learnscope/first_finding/code"] = first["code"]
-        flat["learnscope/first_finding/subject"] = first["subject"]
-        flat["learnscope/first_finding/step"] = first["first_step"]
-    for name, wanted in (
-        ("collapse", {"embedding-collapse"}),
-        ("oversmoothing", {"oversmoothing"}),
-        ("non-finite", {"non-finite-loss", "non-finite-gradient", "non-finite-output"}),
-    ):
-        steps = [r["first_step"] for r in rows if r["code"] in wanted]
-        if steps:
-            flat[f"learnscope/first_step/{name}"] = min(steps)
-    for what in ("params", "grads"):
-        analyses = [e for e in entries if e["kind"] == "autocorrelation" and e["what"] == what]
-        if analyses:
-            last = analyses[-1]
-            flat[f"learnscope/acf_step/{what}"] = last["step"]
-            for i, group in enumerate(last["groups"]):
-                part = group.replace(".", ":").replace("/", ":")
-                for field in ("rho1_median", "tau"):
-                    if last[field][i] is not None:
-                        flat[f"learnscope/acf/{what}/{part}/{field}"] = last[field][i]
-    snapshots = [e for e in entries if e["kind"] == "snapshot"]
-    for key in {e["key"] for e in snapshots}:
-        of_key = [e["step"] for e in snapshots if e["key"] == key]
-        part = key.replace(".", ":").replace("/", ":")
-        flat[f"learnscope/snapshots/{part}/count"] = len(of_key)
-        flat[f"learnscope/snapshots/{part}/last_step"] = max(of_key)
-        flat.update(expected_measures(part, [e for e in snapshots if e["key"] == key]))
-    return flat
-
-
-def expected_measures(part: str, snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-    """A key's ranks (last, lowest) and the newest snapshot's silhouettes, by docs/summary.md."""
-    flat: dict[str, Any] = {}
-    newest = max(reversed(snapshots), key=lambda e: e["step"])  # of equal steps the last written
-    for field in ("rankme", "effective_rank"):
-        values = [e["ranks"][field] for e in snapshots if "ranks" in e]
-        if values:
-            flat[f"learnscope/{field}/{part}/lowest"] = min(values)
-        if "ranks" in newest:
-            flat[f"learnscope/{field}/{part}/last"] = newest["ranks"][field]
-    for projection, value in newest.get("silhouette", {}).get("views", {}).items():
-        flat[f"learnscope/silhouette/{part}/{projection}"] = value
-    return flat
-
-
 def test_read_summaries_gives_one_summary_per_run(logdir: Path) -> None:
     summaries = learnscope.read_summaries(logdir)
     assert sorted(summaries) == ["failed/version_0", "finished/version_0", "stopped/version_0"]
@@ -129,9 +56,9 @@ def test_read_summaries_gives_one_summary_per_run(logdir: Path) -> None:
 
 
 @pytest.mark.parametrize("run", ["finished/version_0", "failed/version_0", "stopped/version_0"])
-def test_every_value_equals_the_one_recomputed_from_the_record(logdir: Path, run: str) -> None:
+def test_every_value_equals_the_one_recomputed_from_the_runs_files(logdir: Path, run: str) -> None:
     flat = learnscope.read_summaries(logdir)[run].flat()
-    assert flat == expected(lines(logdir, run))
+    assert_same_summary(flat, expected_summary(logdir / run))
     assert all(name.count("/") + name.count(".") <= MAX_SEPARATORS for name in flat)
 
 
@@ -150,7 +77,7 @@ def test_the_runs_hold_what_the_summary_is_checked_on(logdir: Path) -> None:
 
 
 def test_a_run_without_its_end_is_running(logdir: Path) -> None:
-    entries = lines(logdir, "finished/version_0")
+    entries = record_lines(logdir / "finished/version_0")
     assert summarize_record(entries[:-1]).status == "running"
     assert summarize_record([*entries, {"kind": "run", "format": 1}]).status == "running"
 

@@ -15,13 +15,19 @@ def labels(batch: Any) -> dict[str, Any]:
     return {"label": batch[1]}
 
 
-def learnscope_callbacks(write_limits: WriteLimits | None = None) -> list[Any]:
+def learnscope_callbacks(
+    write_limits: WriteLimits | None = None, aligned_pca: bool = False
+) -> list[Any]:
     """learnscope's three callbacks, each writing within a few steps of a tiny fit.
 
-    ``write_limits`` is given to the projector alone (the fit's callbacks share it).
+    ``write_limits`` is given to the projector alone (the fit's callbacks share it);
+    ``aligned_pca`` gives each snapshot its 2-D view (and so a label silhouette).
     """
+    projector = EmbeddingProjector(
+        "encoder", metadata_fn=labels, write_limits=write_limits, aligned_pca=aligned_pca
+    )
     return [
-        EmbeddingProjector("encoder", metadata_fn=labels, write_limits=write_limits),
+        projector,
         TrainingHelper(check_every_n_steps=2),
         ModelAutocorrelation(buffer_size=8, analyze_every_n_steps=4, lags=(1,)),
     ]

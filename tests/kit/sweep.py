@@ -2,10 +2,11 @@
 
 :func:`write_sweep` fits :class:`SweepModel` (the kit's tiny classifier, with AdamW and
 ``save_hyperparameters()``: each run's ``lr`` and ``weight_decay`` are its hyper-parameters, no
-two runs alike) once per :data:`SWEEP` entry, with learnscope's three callbacks and two loggers,
-TensorBoard (``<logdir>/<name>``) and offline W&B (``<logdir>/wandb/offline-run-*``), and
-returns a :class:`SweepRun` per run: its name, what it is meant to show, the status and the
-finding codes its summary must hold (``learnscope.read_summaries``), and its log folders.
+two runs alike) once per :data:`SWEEP` entry, with learnscope's three callbacks (each snapshot
+with its aligned PCA view) and two loggers, TensorBoard (``<logdir>/<name>``) and offline W&B
+(``<logdir>/wandb/offline-run-*``), and returns a :class:`SweepRun` per run: its name, what it
+is meant to show, the status and the finding codes its summary must hold
+(``learnscope.read_summaries``), and its log folders.
 
 The runs, each made the way a user's run gets so:
 
@@ -264,7 +265,8 @@ def fit_run(logdir: Path, planned: Planned, kill: bool = False) -> Path:
     if kill:
         faults.append(Killed(CRASH_STEP))
     train, val = loaders()
-    fit = trainer(logdir, loggers, [*learnscope_callbacks(), *faults], max_epochs=EPOCHS)
+    callbacks = [*learnscope_callbacks(aligned_pca=True), *faults]
+    fit = trainer(logdir, loggers, callbacks, max_epochs=EPOCHS)
     run_dir = Path(wandb_logger.experiment.dir).parent  # .../offline-run-*/files
     try:
         fit.fit(SweepModel(planned.lr, planned.weight_decay), train, val)
