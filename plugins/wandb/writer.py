@@ -3,8 +3,8 @@
 The writer appends to the run record of the run's files folder, which the W&B dashboard's entry
 makes (one per folder) and hands it. The view page made from that record is logged by its own
 consumer of the records, :class:`~learnscope.plugins.wandb.page_writer.WandbPageWriter`, which a
-W&B logger gets beside this one. After each findings table, each autocorrelation analysis and
-the run's end, the record's summary goes into the run's summary (``learnscope/...``, the runs
+W&B logger gets beside this one. After each snapshot, findings table, autocorrelation analysis
+and the run's end, the record's summary goes into the run's summary (``learnscope/...``, the runs
 table's columns) and each finding code seen becomes a tag of the run (``learnscope:<code>``).
 """
 
@@ -152,6 +152,7 @@ class WandbWriter(Writer):
                 logged[f"{EMBEDDINGS}/{key}/{projection}_scatter"] = chart
         self.run.log(logged)
         self.record.write_embedding(whole)
+        self._update_summary()
 
     def write_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         """Log ``scalars`` with ``trainer/global_step`` set to ``step``."""

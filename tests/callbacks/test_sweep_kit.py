@@ -10,7 +10,6 @@ experiment, ``default_hp_metric=False``, so every run's columns are learnscope's
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from tensorboard.plugins.hparams import metadata
 import learnscope
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.record import RecordReader
-from tests.kit.readers import wandb_records
+from tests.kit.readers import wandb_config
 from tests.kit.sweep import CRASH_STEP, STEPS, SWEEP, Sweep, SweepRun
 
 pytestmark = pytest.mark.slow
@@ -39,16 +38,6 @@ def wandb_summaries(sweep: Sweep) -> dict[str, Any]:
     return {
         run.name: by_folder[run.wandb_record.relative_to(root).as_posix()] for run in sweep.runs
     }
-
-
-def wandb_config(run: SweepRun) -> dict[str, Any]:
-    """The W&B run's config, as its ``config`` records set it."""
-    config: dict[str, Any] = {}
-    for record in wandb_records(run.wandb):
-        if record.WhichOneof("record_type") == "config":
-            for item in record.config.update:
-                config[item.key] = json.loads(item.value_json)
-    return config
 
 
 def test_the_sweep_holds_a_dozen_runs_one_of_each_kind(sweep: Sweep) -> None:
@@ -127,7 +116,7 @@ def test_each_run_has_its_own_hyperparameters(sweep: Sweep) -> None:
         assert saved == given, run.name
         pairs.add((run.lr, run.weight_decay))
         if run.status != "running":  # the killed run's W&B file ends where it was killed
-            config = wandb_config(run)
+            config = wandb_config(run.wandb)
             assert (config["lr"], config["weight_decay"]) == (run.lr, run.weight_decay)
     assert len(pairs) == len(sweep.runs)
 

@@ -154,6 +154,35 @@ def wandb_history(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def wandb_summary(run_dir: Path) -> dict[str, Any]:
+    """The run's summary as its ``summary`` records leave it: every update, in order."""
+    summary: dict[str, Any] = {}
+    for record in wandb_records(run_dir):
+        if record.WhichOneof("record_type") != "summary":
+            continue
+        for item in record.summary.update:
+            summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+        for item in record.summary.remove:
+            summary.pop(item.key or "/".join(item.nested_key), None)
+    return summary
+
+
+def wandb_tags(run_dir: Path) -> set[str]:
+    """The run's tags, as its newest ``run`` record holds them."""
+    runs = [r.run for r in wandb_records(run_dir) if r.WhichOneof("record_type") == "run"]
+    return set(runs[-1].tags)
+
+
+def wandb_config(run_dir: Path) -> dict[str, Any]:
+    """The W&B run's config, as its ``config`` records set it."""
+    config: dict[str, Any] = {}
+    for record in wandb_records(run_dir):
+        if record.WhichOneof("record_type") == "config":
+            for item in record.config.update:
+                config[item.key] = json.loads(item.value_json)
+    return config
+
+
 def wandb_view_pages(run_dir: Path) -> list[tuple[int, str]]:
     """Each ``~learnscope/view`` page the run logged, in order: its trainer step and its HTML."""
     return [

@@ -15,26 +15,7 @@ from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.summary import summarize_record
 from tests.kit.callbacks import labels, learnscope_callbacks
 from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
-from tests.kit.readers import wandb_records, wandb_run_dir
-
-
-def wandb_summary(run_dir: Path) -> dict[str, Any]:
-    """The run's summary as its ``summary`` records leave it: every update, in order."""
-    summary: dict[str, Any] = {}
-    for record in wandb_records(run_dir):
-        if record.WhichOneof("record_type") != "summary":
-            continue
-        for item in record.summary.update:
-            summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
-        for item in record.summary.remove:
-            summary.pop(item.key or "/".join(item.nested_key), None)
-    return summary
-
-
-def wandb_tags(run_dir: Path) -> set[str]:
-    """The run's tags, as its newest ``run`` record holds them."""
-    runs = [r.run for r in wandb_records(run_dir) if r.WhichOneof("record_type") == "run"]
-    return set(runs[-1].tags)
+from tests.kit.readers import wandb_records, wandb_run_dir, wandb_summary, wandb_tags
 
 
 def learnscope_part(summary: dict[str, Any]) -> dict[str, Any]:
