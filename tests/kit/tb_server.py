@@ -128,3 +128,49 @@ def tensorboard(
             process.wait()
         stderr.close()
         logs.cleanup()
+
+
+# The HParams plugin's routes, as its dashboard asks them
+
+STATUSES = [
+    "STATUS_UNKNOWN",
+    "STATUS_SUCCESS",
+    "STATUS_FAILURE",
+    "STATUS_RUNNING",
+]
+
+
+def post(server: TensorBoardServer, route: str, body: dict[str, Any]) -> Any:
+    """POST ``body`` as JSON to the HParams plugin's ``route``; the answer as JSON."""
+    request = urllib.request.Request(
+        f"{server.base}/data/plugin/hparams/{route}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def hparams_routes(server: TensorBoardServer, sessions: int) -> tuple[Any, dict[str, Any]]:
+    """The experiment and the session groups by name, once ``sessions`` groups are there."""
+    query = {"experimentName": "", "allowedStatuses": STATUSES, "startIndex": 0, "sliceSize": 100}
+    groups: list[Any] = []
+    for _ in range(60):
+        groups = post(server, "session_groups", query).get("sessionGroups", [])
+        if len(groups) >= sessions:
+            break
+        time.sleep(0.5)  # the server reads the log directory every second
+    experiment = post(server, "experiment", {"experimentName": ""})
+    return experiment, {group["name"]: group for group in groups}
+
+
+def learnscope_metrics(session: dict[str, Any]) -> dict[str, float]:
+    """The summary's metric values of one session (not the autocorrelation's time series)."""
+    found = {value["name"]["tag"]: value["value"] for value in session["metricValues"]}
+    ours = {tag: value for tag, value in found.items() if tag.startswith("~learnscope/")}
+    return {
+        tag: value
+        for tag, value in ours.items()
+        if not tag.startswith(("~learnscope/autocorrelation/", "~learnscope/health/"))
+    }

@@ -10,10 +10,7 @@ columns itself: the fit says, in one line, what to set.
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,14 +30,7 @@ from learnscope.records import Finding, RunEnd, RunStart
 from learnscope.run_directory.summary import RunSummary
 from tests.kit.callbacks import learnscope_callbacks
 from tests.kit.models import TinyClassifier, ZeroBranch, loaders, trainer
-from tests.kit.tb_server import TensorBoardServer, tensorboard
-
-STATUSES = [
-    "STATUS_UNKNOWN",
-    "STATUS_SUCCESS",
-    "STATUS_FAILURE",
-    "STATUS_RUNNING",
-]
+from tests.kit.tb_server import hparams_routes, learnscope_metrics, tensorboard
 
 
 class Tuned(TinyClassifier):
@@ -77,31 +67,6 @@ def fit(logdir: Path, name: str, model: pl.LightningModule, **logger: Any) -> No
         trainer(logdir, tb, callbacks).fit(model, *loaders())
     except RuntimeError as error:
         assert "the loader broke" in str(error)
-
-
-def post(server: TensorBoardServer, route: str, body: dict[str, Any]) -> Any:
-    """POST ``body`` as JSON to the HParams plugin's ``route``; the answer as JSON."""
-    request = urllib.request.Request(
-        f"{server.base}/data/plugin/hparams/{route}",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
-def hparams_routes(server: TensorBoardServer, sessions: int) -> tuple[Any, dict[str, Any]]:
-    """The experiment and the session groups by name, once ``sessions`` groups are there."""
-    query = {"experimentName": "", "allowedStatuses": STATUSES, "startIndex": 0, "sliceSize": 100}
-    groups: list[Any] = []
-    for _ in range(60):
-        groups = post(server, "session_groups", query).get("sessionGroups", [])
-        if len(groups) >= sessions:
-            break
-        time.sleep(0.5)  # the server reads the log directory every second
-    experiment = post(server, "experiment", {"experimentName": ""})
-    return experiment, {group["name"]: group for group in groups}
 
 
 @pytest.fixture(scope="module")
@@ -188,17 +153,6 @@ def expected_metrics(summary: RunSummary) -> dict[str, float]:
         column(name): float(value)
         for name, value in summary.flat().items()
         if isinstance(value, int | float) and not isinstance(value, bool)
-    }
-
-
-def learnscope_metrics(session: dict[str, Any]) -> dict[str, float]:
-    """The summary's metric values of one session (not the autocorrelation's time series)."""
-    found = {value["name"]["tag"]: value["value"] for value in session["metricValues"]}
-    ours = {tag: value for tag, value in found.items() if tag.startswith("~learnscope/")}
-    return {
-        tag: value
-        for tag, value in ours.items()
-        if not tag.startswith(("~learnscope/autocorrelation/", "~learnscope/health/"))
     }
 
 
