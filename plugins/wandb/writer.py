@@ -86,6 +86,7 @@ class WandbWriter(Writer):
         # large records leave the disk's last space
         self.reserve = writer_reserve(self.record.reserve, self.folder, limits)
         self._warned_renames: set[str] = set()  # keys whose renamed columns were said
+        self._summary_names: set[str] = set()  # the names of the run summary it last set
 
     def write_embedding(self, snapshot: records.EmbeddingSnapshot) -> None:
         """Log a table with columns ``embedding``, ``step``, ``stage``, metadata, ``image``.
@@ -219,10 +220,16 @@ class WandbWriter(Writer):
         The names are :meth:`~learnscope.run_directory.summary.RunSummary.flat`'s
         (``learnscope/...``, see ``docs/summary.md``); only those names are set, so nothing
         ``WandbLogger`` or the user put in the summary (or a ``define_metric``) is touched.
+        A name this writer set that the summary no longer has (a tau that became ``null`` at
+        the newest analysis) is removed, so the run's summary is the record's, no older value.
         Each finding code seen gets the tag ``learnscope:<code>``, added to the run's tags.
         """
         summary = self.record.summary()
-        self.run.summary.update(summary.flat())
+        flat = summary.flat()
+        for gone in self._summary_names - flat.keys():  # a value the record no longer has
+            del self.run.summary[gone]
+        self.run.summary.update(flat)
+        self._summary_names = set(flat)
         tags = {f"{TAG_PREFIX}{count.code}" for count in summary.findings if count.seen}
         held = set(self.run.tags or ())
         if not tags <= held:

@@ -89,16 +89,17 @@ def wandb_run_dir(root: str | Path) -> Path:
     return run_dir
 
 
-def wandb_records(run_dir: Path, timeout: float = 30.0) -> list[Any]:
+def wandb_records(run_dir: Path, timeout: float = 30.0, finished: bool = True) -> list[Any]:
     """Every record in the run's ``.wandb`` file, in order, once the run's exit record is there.
 
     ``run.finish()`` can return before wandb's service has written the file out, so this waits
-    (up to ``timeout`` seconds) for the exit record.
+    (up to ``timeout`` seconds) for the exit record; a run that never finished (its process was
+    killed: ``finished=False``) is read as it is.
     """
     deadline = time.monotonic() + timeout
     while True:
         records = _read_records(run_dir)
-        if any(r.WhichOneof("record_type") == "exit" for r in records):
+        if not finished or any(r.WhichOneof("record_type") == "exit" for r in records):
             return records
         if time.monotonic() > deadline:
             raise AssertionError(f"wandb never finished writing {run_dir}")
@@ -154,10 +155,10 @@ def wandb_history(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def wandb_summary(run_dir: Path) -> dict[str, Any]:
+def wandb_summary(run_dir: Path, finished: bool = True) -> dict[str, Any]:
     """The run's summary as its ``summary`` records leave it: every update, in order."""
     summary: dict[str, Any] = {}
-    for record in wandb_records(run_dir):
+    for record in wandb_records(run_dir, finished=finished):
         if record.WhichOneof("record_type") != "summary":
             continue
         for item in record.summary.update:
@@ -167,9 +168,10 @@ def wandb_summary(run_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def wandb_tags(run_dir: Path) -> set[str]:
+def wandb_tags(run_dir: Path, finished: bool = True) -> set[str]:
     """The run's tags, as its newest ``run`` record holds them."""
-    runs = [r.run for r in wandb_records(run_dir) if r.WhichOneof("record_type") == "run"]
+    records = wandb_records(run_dir, finished=finished)
+    runs = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     return set(runs[-1].tags)
 
 

@@ -1,4 +1,16 @@
-"""The test kit's sweep (``tests/kit/sweep.py``) is what its description says, run by run.
+"""A sweep at a glance (issue 39): a dozen runs' summaries wherever people choose between runs.
+
+The sweep of the test kit (``tests/kit/sweep.py``: healthy runs, one collapsed, one non-finite,
+one crashed, one killed mid-fit and so still being written, each with TensorBoard and offline
+W&B) holds, in every place a run is chosen from, the same summary values, each equal to the
+value recomputed from that run's own files (``tests/kit/summary_reference.py``: the record read
+with ``json``, the ranks from the embeddings TensorBoard holds, the silhouettes by
+scikit-learn): ``learnscope.read_summaries``, the W&B runs' summaries and tags, TensorBoard's
+HParams routes on a real server, the learnscope tab's runs table and the exported page; the
+small multiples show the chosen runs on the points they share; nothing of one run is in
+another's row.
+
+First, the sweep is what its description says, run by run.
 
 Each run's summary, as ``learnscope.read_summaries`` reads it from the TensorBoard run and from
 the offline W&B run, has the status and the finding codes the description gives (none for a
@@ -20,7 +32,8 @@ from tensorboard.plugins.hparams import metadata
 import learnscope
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.record import RecordReader
-from tests.kit.readers import wandb_config
+from tests.kit.readers import wandb_config, wandb_summary, wandb_tags
+from tests.kit.summary_reference import assert_same_summary, expected_summary
 from tests.kit.sweep import CRASH_STEP, STEPS, SWEEP, Sweep, SweepRun
 
 pytestmark = pytest.mark.slow
@@ -131,3 +144,36 @@ def test_the_hparams_sessions_are_learnscope_s_for_every_run_that_ended(sweep: S
         start = metadata.parse_session_start_info_plugin_data(tags[metadata.SESSION_START_INFO_TAG])
         numbers = {name: value.number_value for name, value in start.hparams.items()}
         assert {"lr": run.lr, "weight_decay": run.weight_decay}.items() <= numbers.items()
+
+
+# Issue 39, done when: every place holds each run's recomputed summary
+
+
+def recomputed(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """Each run's flat summary, recomputed from its TensorBoard run's own files."""
+    return {run.name: expected_summary(run.tensorboard) for run in sweep.runs}
+
+
+def test_read_summaries_holds_each_runs_recomputed_summary(sweep: Sweep) -> None:
+    summaries = learnscope.read_summaries(sweep.logdir)
+    for name, expected in recomputed(sweep).items():
+        assert_same_summary(summaries[name].flat(), expected)
+    collapsed = summaries[sweep.runs[8].name].flat()
+    healthy = summaries[sweep.runs[0].name].flat()
+    key = "encoder:validate"
+    assert collapsed[f"learnscope/rankme/{key}/lowest"] < healthy[f"learnscope/rankme/{key}/lowest"]
+    assert f"learnscope/silhouette/{key}/pca" in healthy
+
+
+def test_the_wandb_runs_hold_each_runs_summary_and_tags(sweep: Sweep) -> None:
+    for name, expected in recomputed(sweep).items():
+        run = sweep.run(name)
+        killed = run.status == "running"  # its .wandb file ends where its process was killed
+        given = wandb_summary(run.wandb, finished=not killed)
+        ours = {k: v for k, v in given.items() if k.startswith("learnscope/")}
+        if killed:  # what wandb's own service had written by then: an earlier state
+            assert ours["learnscope/status"] == "running" and ours.keys() <= expected.keys()
+        else:
+            assert_same_summary(ours, expected)
+        tags = {tag for tag in wandb_tags(run.wandb, not killed) if tag.startswith("learnscope:")}
+        assert tags == {f"learnscope:{code}" for code in run.findings}, name
