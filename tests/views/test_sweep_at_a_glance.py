@@ -35,6 +35,7 @@ from learnscope.run_directory.record import RecordReader
 from tests.kit.readers import wandb_config, wandb_summary, wandb_tags
 from tests.kit.summary_reference import assert_same_summary, expected_summary
 from tests.kit.sweep import CRASH_STEP, STEPS, SWEEP, Sweep, SweepRun
+from tests.kit.tb_server import hparams_routes, learnscope_metrics, tensorboard
 
 pytestmark = pytest.mark.slow
 
@@ -177,3 +178,32 @@ def test_the_wandb_runs_hold_each_runs_summary_and_tags(sweep: Sweep) -> None:
             assert_same_summary(ours, expected)
         tags = {tag for tag in wandb_tags(run.wandb, not killed) if tag.startswith("learnscope:")}
         assert tags == {f"learnscope:{code}" for code in run.findings}, name
+
+
+def numbers(flat: dict[str, Any]) -> dict[str, float]:
+    """The numbers of a flat summary, as TensorBoard's HParams columns name them."""
+    return {
+        f"~{name}": float(value)
+        for name, value in flat.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def test_tensorboards_hparams_and_the_tabs_runs_table_hold_each_runs_summary(
+    sweep: Sweep,
+) -> None:
+    expected = recomputed(sweep)
+    ended = [run for run in sweep.runs if run.status != "running"]
+    with tensorboard(sweep.logdir) as server:
+        _, groups = hparams_routes(server, len(ended))
+    # a run's HParams row is written once, when it ends: the killed run has none
+    assert set(groups) == {run.name for run in ended}
+    for run in ended:
+        (session,) = groups[run.name]["sessions"]
+        hparams = groups[run.name]["hparams"]
+        assert (hparams["lr"], hparams["weight_decay"]) == (run.lr, run.weight_decay)
+        assert hparams["~learnscope/status"] == run.status
+        first = expected[run.name].get("learnscope/first_finding/code")
+        assert hparams.get("~learnscope/first_finding/code") == first, run.name
+        shown = learnscope_metrics(session)
+        assert shown == pytest.approx(numbers(expected[run.name]), rel=1e-6), run.name
