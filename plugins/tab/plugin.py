@@ -14,6 +14,11 @@ imports the others by relative URL and fetches, relative to ``data/plugin/learns
   ``null`` while it has none: :func:`learnscope.plugins.views.run_search.run_outcome`), so the
   tab opens the newest run that has data, marks the failed and interrupted ones, and lists them
   apart from the others;
+* ``/table``: the runs table, ``{"runs": [row, ...]}``, one row per run the search found, by
+  name (:mod:`learnscope.plugins.views.runs_table`: status, error, last step,
+  hyper-parameters, the run summary's columns), each run's summary kept by the plugin and
+  brought up to date from what its record added (on an object store only when the search saw
+  it change);
 * ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.views.run_view.RunModel`);
 * ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&at=STEP][&step_a=STEP&step_b=STEP]``: run A's
   ``key`` beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on
@@ -55,6 +60,7 @@ from learnscope.plugins.views import run_search, view_modules
 from learnscope.plugins.views.compare_runs import Comparisons, comparison_error
 from learnscope.plugins.views.run_search import RecordStamp, run_of
 from learnscope.plugins.views.run_view import RunModel, error_view
+from learnscope.plugins.views.runs_table import RunsTable
 from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
 from learnscope.storage.object_store import SearchedRecord  # noqa: F401 (its old place)
 
@@ -88,7 +94,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         >>> plugin.wait_for_search(10.0), plugin.is_active()
         (True, False)
         >>> sorted(name for name in plugin.get_plugin_apps() if not name.endswith(".js"))
-        ['/compare', '/runs', '/view']
+        ['/compare', '/runs', '/table', '/view']
     """
 
     plugin_name = PLUGIN_NAME
@@ -114,6 +120,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._lock = threading.Lock()
         self._views: OrderedDict[str, tuple[RunModel, threading.Lock]] = OrderedDict()
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
+        self._table = RunsTable(self._source)  # every run's row, kept between requests
+        self._table_answer: tuple[list[dict[str, Any]], bytes] | None = None  # rows, as JSON
         self._comparisons = Comparisons()  # each under _comparing: one computed at a time
         self._comparing = threading.Lock()
         self._closed = threading.Event()  # set by close(): the search ends
@@ -144,7 +152,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         security validator.
         """
         modules = {f"/{name}": self._serve_module for name in view_modules.module_sources()}
-        routes = {"/runs": self._serve_runs, "/view": self._serve_view}
+        routes = {"/runs": self._serve_runs, "/view": self._serve_view, "/table": self._serve_table}
         apps = {**modules, **routes, "/compare": self._serve_compare}
         return {route: secured(app) for route, app in apps.items()}
 
@@ -185,6 +193,17 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             return [{**problem_run, "has_data": False, "ended": None}]
         none = {"failed": None, "has_data": False, "ended": None}
         return [{"name": n, "time": runs[n], **outcomes.get(n, none)} for n in sorted(runs)]
+
+    def table(self) -> list[dict[str, Any]]:
+        """The runs table's rows: one per run of :meth:`runs`, by name, brought up to date.
+
+        Each run's record is read from where the last request left it
+        (:class:`~learnscope.plugins.views.runs_table.RunsTable`); none while the log
+        directory cannot be searched.
+        """
+        if self.folder is None or self.problem is not None:
+            return []
+        return self._table.rows([(name, run_of(self.folder, name)) for name in sorted(self._runs)])
 
     @property
     def _problem_name(self) -> str:
@@ -331,6 +350,22 @@ class LearnscopePlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         return _json(json.dumps(self.runs()).encode("utf-8"))
+
+    @wrappers.Request.application
+    def _serve_table(self, request: wrappers.Request) -> wrappers.Response:
+        try:
+            rows = self.table()
+        except Exception as error:  # never a server error: the tab shows what went wrong
+            log.exception("learnscope tab: the runs table failed")
+            why = f"the runs table failed: {type(error).__name__}: {error}"
+            message = {"runs": [], "error": why}
+            return _json(json.dumps(message).encode("utf-8"))
+        answer = self._table_answer
+        same = answer is not None and len(answer[0]) == len(rows)
+        if not (same and all(a is b for a, b in zip(answer[0], rows, strict=True))):
+            data = json.dumps({"runs": rows}, separators=(",", ":")).encode("utf-8")
+            answer = self._table_answer = (rows, data)  # a row is the same dict until it changes
+        return _json(answer[1])
 
     @wrappers.Request.application
     def _serve_view(self, request: wrappers.Request) -> wrappers.Response:
