@@ -100,7 +100,7 @@ class _KeptRun:
                 changed = True
             problem = None
         except OSError as error:
-            problem = f"cannot read the run record of {self.name}: {error}"
+            problem = str(error)  # as the run's view says it
         if problem != self.problem:
             self.problem, changed = problem, True
         if changed:
