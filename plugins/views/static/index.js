@@ -17,6 +17,9 @@
 // (projection_choice.js).
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
+// The runs table (runs_table.js) sits above it all when the source has one (the tab's /table, an
+// exported page's rows): a row opens its run here, and the runs chosen there show their small
+// multiples under it (multiples.js), at this view's step cursor and projection.
 // mount() announces the view to the page that embeds it with a ``learnscope:mounted`` event on
 // window (``event.detail`` is the view): its ``state`` (point counts, frames drawn, hovered and
 // pinned point, ...), the embedding panel's canvas, positions and controls, and ``compare``, the
@@ -31,6 +34,7 @@ import { FindingsPanel, findingSteps } from './findings.js';
 import { inlineSource, newestRun, prepareEmbedding, runList, serverSource } from './model.js';
 import { ProjectionChoice } from './projection_choice.js';
 import { menuOrder, runOptions } from './run_menu.js';
+import { RunsTable } from './runs_table.js';
 import { styleElement } from './styles.js';
 
 const INLINE_DATA = 'learnscope-data';
@@ -54,7 +58,12 @@ export class LearnscopeView {
     this.body = el('div');
     this.tip = el('div', { class: 'ls-tip' });
     this.chooser = new CompareChooser({ source, tip: this.tip });
-    root.append(this.header, this.messages, this.body, this.tip); // the chooser's box: in body
+    this.table = null; // the runs table, when the source has one
+    this.tableBox = el('div');
+    this.cursor = null; // the step cursor and projection choice of the run shown
+    this.projection = null;
+    // the chooser's box: in body
+    root.append(this.header, this.tableBox, this.messages, this.body, this.tip);
   }
 
   /** List the runs and open the newest. */
@@ -67,6 +76,8 @@ export class LearnscopeView {
     this.chooser.setRuns(menuOrder(runs).map((r) => r.name));
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
       el('label', {}, ['run ', select]), ...this.chooser.labels());
+    this.runSelect = select;
+    await this.startTable();
     if (!runs.length) {
       this.messages.append(el('div', { class: 'ls-msg', text: 'No run with learnscope data.' }));
       this.state.ready = true;
@@ -80,6 +91,29 @@ export class LearnscopeView {
       for (const m of pair.messages || []) this.chooser.say(m);
       if (pair.key) await this.openCompare(pair.b, pair.key, pair.keyB);
     }
+  }
+
+  /** The runs table above the view, when the source has one (a row opens its run here). */
+  async startTable() {
+    if (!this.source.table) return;
+    const table = new RunsTable({ source: this.source, tip: this.tip,
+      onOpen: (name) => this.openRun(name),
+      context: () => ({ cursor: this.cursor, projection: this.projection }) });
+    try {
+      await table.load();
+    } catch (error) {
+      this.tableBox.append(el('div', { class: 'ls-msg', text: `runs table: ${error}` }));
+      return;
+    }
+    if (!table.rows.length && !table.error) return; // no table to show
+    this.table = table;
+    this.tableBox.append(table.box);
+  }
+
+  /** Open run ``name`` (as the run picker does), unless it is shown already. */
+  async openRun(name) {
+    if (this.runSelect) this.runSelect.value = name;
+    if (this.state.run !== name || !this.state.ready) await this.loadRun(name);
   }
 
   /** Compare the run shown with another (see CompareChooser.open). */
@@ -99,6 +133,7 @@ export class LearnscopeView {
     this.view = view;
     const cursor = new StepCursor();
     const projection = new ProjectionChoice();
+    Object.assign(this, { cursor, projection });
     this.chooser.showRun(run, view, cursor, projection);
     this.messages.textContent = '';
     for (const m of view.messages) this.messages.append(el('div', { class: 'ls-msg', text: m }));
@@ -114,6 +149,10 @@ export class LearnscopeView {
     this.body.append(...(all.length ? [cursorLine(cursor)] : []), this.chooser.box, panel.element,
       acf.element, findings.element);
     cursor.set(all.length ? Math.max(...all) : null); // every panel at its newest
+    if (this.table) {
+      this.table.markCurrent(run);
+      this.table.contextChanged();
+    }
     this.state.readyMs = Math.round(performance.now()); // since this page (or iframe) started
     this.state.ready = true;
   }
