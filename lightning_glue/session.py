@@ -36,15 +36,17 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from learnscope.hyperparameter_values import HyperValue
 from learnscope.lightning_glue.end_of_fit import FitWritten, end_of_fit_line
 from learnscope.plugins import LoggerWriters, logger_writers, shows
 from learnscope.plugins.pipeline.background import BackgroundWriters
 from learnscope.plugins.pipeline.fanout import Outcome
 from learnscope.plugins.pipeline.loggers import installed_dashboards
 from learnscope.records import CallbackSettings, Finding, RunEnd, RunStart
+from learnscope.records.hyperparameters import flat_hyperparameters
 from learnscope.run_directory.write_limits import WriteLimits
 
 log = logging.getLogger("learnscope")
@@ -118,14 +120,19 @@ class WriterSession:
             )
         return self._writers
 
-    def start(self, callbacks: Sequence[CallbackSettings]) -> None:
-        """Hand the writers the start of the run: ``callbacks`` are the attached ones.
+    def start(
+        self,
+        callbacks: Sequence[CallbackSettings],
+        hyperparameters: Mapping[str, HyperValue] | None = None,
+    ) -> None:
+        """Hand the writers the start of the run: the attached callbacks, the hyper-parameters.
 
         Nothing is written on ranks other than zero or under ``fast_dev_run``.
         """
         self.callbacks = tuple(callbacks)
         if self.is_global_zero and not self.fast_dev_run:
-            self.writers().write_run_start(RunStart(tuple(callbacks)))
+            start = RunStart(tuple(callbacks), hyperparameters=hyperparameters or {})
+            self.writers().write_run_start(start)
 
     def drain(self) -> None:
         """Wait until every record queued so far is written."""
@@ -353,7 +360,7 @@ def join(trainer: Any, callback: object) -> WriterSession:
                 "learnscope: fast_dev_run is on, so Lightning's loggers are off and learnscope "
                 "writes nothing in this run"
             )
-        session.start(_attached(trainer, callback))
+        session.start(_attached(trainer, callback), run_hyperparameters(trainer))
     session.members.add(id(callback))
     return session
 
@@ -434,6 +441,32 @@ def _ended(trainer: Any) -> bool:
     """
     status = getattr(getattr(trainer, "state", None), "status", None)
     return getattr(status, "value", None) in ("finished", "interrupted")
+
+
+def run_hyperparameters(trainer: Any) -> dict[str, HyperValue]:
+    """The hyper-parameters the trainer's model and datamodule saved, flat.
+
+    They are what Lightning gives its loggers at the fit's start: the ``hparams_initial``
+    (what ``save_hyperparameters()`` saved) of the LightningModule and of the datamodule,
+    each unless saved with ``logger=False``, merged (Lightning refuses a fit where the two
+    differ), without LightningCLI's ``_class_path``, flattened by
+    :func:`~learnscope.records.hyperparameters.flat_hyperparameters`. Empty without them.
+
+    Example:
+        >>> class Module:
+        ...     hparams_initial = {"lr": 0.1, "encoder": {"width": 64}}
+        >>> class Trainer:
+        ...     lightning_module, datamodule = Module(), None
+        >>> run_hyperparameters(Trainer())
+        {'lr': 0.1, 'encoder/width': 64}
+    """
+    saved: dict[str, Any] = {}
+    for owner in (getattr(trainer, "lightning_module", None), getattr(trainer, "datamodule", None)):
+        params = getattr(owner, "hparams_initial", None)
+        if isinstance(params, Mapping) and getattr(owner, "_log_hyperparams", True):
+            saved.update(params)
+    saved.pop("_class_path", None)  # LightningCLI's own, which Lightning does not log either
+    return flat_hyperparameters(saved)
 
 
 def _attached(trainer: Any, callback: object) -> list[CallbackSettings]:

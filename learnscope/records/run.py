@@ -1,9 +1,9 @@
 """Run records: what is attached when a writer session starts, and how it ended.
 
 :class:`RunStart` names every learnscope callback on a trainer with the arguments it was made
-with, so a dashboard can say what is attached before any data comes; :class:`RunEnd` says
-whether the run finished, was interrupted (Ctrl-C) or failed, and a failed run's exception
-(:class:`RunError`). Settings are kept as readable, stable JSON values (:func:`json_setting`):
+with, so a dashboard can say what is attached before any data comes, and the run's
+hyper-parameters; :class:`RunEnd` says whether the run finished, was interrupted (Ctrl-C) or
+failed, and a failed run's exception (:class:`RunError`). Settings are kept as readable, stable JSON values (:func:`json_setting`):
 functions and classes by their dotted name, other objects by their ``repr`` (with their own
 settings, such as ``CoordinateRangeCheck(key='pos', max_width=1.1)``) unless that is Python's
 default ``<... object at 0x...>``, which names a memory address: then by their class's dotted
@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from learnscope.hyperparameter_values import HyperValue, checked_hyperparameters
 from learnscope.records import checks
 
 __all__ = [
@@ -117,19 +118,24 @@ class RunStart:
         callbacks: One :class:`CallbackSettings` per attached learnscope callback, in the
             trainer's order.
         time: Unix seconds when the session started (now, by default): a finite number.
+        hyperparameters: The run's hyper-parameters (the model's and the data's), flat: name
+            to ``None``, bool, int, finite float or text
+            (:func:`~learnscope.records.hyperparameters.flat_hyperparameters` makes them).
 
     Raises:
-        TypeError: If a callback is no :class:`CallbackSettings` or the time no number.
+        TypeError: If a callback is no :class:`CallbackSettings`, the time no number, or the
+            hyper-parameters not flat.
         ValueError: If the time is not finite.
 
     Example:
-        >>> start = RunStart((CallbackSettings("TrainingHelper"),))
-        >>> [c.name for c in start.callbacks], start.time > 0
-        (['TrainingHelper'], True)
+        >>> start = RunStart((CallbackSettings("TrainingHelper"),), hyperparameters={"lr": 0.1})
+        >>> [c.name for c in start.callbacks], start.time > 0, start.hyperparameters
+        (['TrainingHelper'], True, {'lr': 0.1})
     """
 
     callbacks: tuple[CallbackSettings, ...] = ()
     time: float = field(default_factory=time.time)
+    hyperparameters: Mapping[str, HyperValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
@@ -141,6 +147,8 @@ class RunStart:
                 )
         seconds = checks.finite(checks.real_number(self.time, "RunStart time"), "RunStart time")
         object.__setattr__(self, "time", seconds)
+        given = checked_hyperparameters(self.hyperparameters, "RunStart hyperparameters")
+        object.__setattr__(self, "hyperparameters", given)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ imports torch.
 
 Example:
     >>> summary = summarize_record([
-    ...     {"kind": "run", "format": 1, "time": 1.0},
+    ...     {"kind": "run", "format": 1, "time": 1.0, "hyperparameters": {"lr": 0.1}},
     ...     {"kind": "snapshot", "key": "encoder/val", "step": 4},
     ...     {"kind": "findings", "step": 4, "rows": [{"code": "embedding-collapse",
     ...      "subject": "encoder/val", "step": 4, "first_step": 4, "resolved_step": None}]},
     ...     {"kind": "end", "step": 6, "status": "finished"}])
-    >>> summary.status, summary.last_step, summary.first_collapse_step
-    ('finished', 6, 4)
+    >>> summary.status, summary.last_step, summary.first_collapse_step, summary.hyperparameters
+    ('finished', 6, 4, {'lr': 0.1})
     >>> flat = summary.flat()
     >>> flat["learnscope/findings/embedding-collapse"]
     1
@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from learnscope.finding_codes import FINDING_CODES
+from learnscope.hyperparameter_values import HyperValue, is_hyper_value
 from learnscope.run_directory.endings import error_text
 
 PREFIX = "learnscope"
@@ -116,6 +117,9 @@ class RunSummary:
         first_non_finite_step: The same for any ``non-finite-*`` finding.
         analyses: Each group of each kind at that kind's newest analysis, in the record's order.
         snapshots: Each embedding key's snapshots, in the order first written.
+        hyperparameters: The newest ``run`` entry's hyper-parameters (flat: name to ``None``,
+            bool, number or text), empty when it has none. Not in :meth:`flat`: a tracker
+            keeps them apart (W&B's config, TensorBoard's HParams).
     """
 
     status: str = "running"
@@ -128,6 +132,7 @@ class RunSummary:
     first_non_finite_step: int | None = None
     analyses: tuple[GroupAnalysis, ...] = ()
     snapshots: tuple[KeySnapshots, ...] = ()
+    hyperparameters: Mapping[str, HyperValue] = field(default_factory=dict)
 
     def flat(self) -> dict[str, int | float | str]:
         """The summary as flat names and values (numbers or short text), for a run's summary.
@@ -215,6 +220,7 @@ class SummaryFold:
         self._rows: list[Mapping[str, Any]] = []
         self._analyses: dict[str, tuple[GroupAnalysis, ...]] = {}
         self._snapshots: dict[str, KeySnapshots] = {}
+        self._hyperparameters: dict[str, HyperValue] = {}
 
     def add(self, entry: Mapping[str, Any]) -> None:
         """Fold in the next entry of the record (one the summary cannot read changes nothing)."""
@@ -224,6 +230,7 @@ class SummaryFold:
             self._last_step = step if self._last_step is None else max(self._last_step, step)
         if kind == "run":
             self._status, self._error = "running", None
+            self._hyperparameters = _hyperparameters(entry.get("hyperparameters"))
         elif kind == "end" and isinstance(entry.get("status"), str):
             self._status = entry["status"]
             self._error = error_text(entry) if self._status == "failed" else None
@@ -253,6 +260,7 @@ class SummaryFold:
             first_non_finite_step=_first_step(rows, NON_FINITE),
             analyses=tuple(group for groups in self._analyses.values() for group in groups),
             snapshots=tuple(self._snapshots.values()),
+            hyperparameters=dict(self._hyperparameters),
         )
 
 
@@ -287,6 +295,17 @@ def _number(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
+
+
+def _hyperparameters(given: Any) -> dict[str, HyperValue]:
+    """A ``run`` entry's hyper-parameters: the readable ones (text name, plain value)."""
+    if not isinstance(given, Mapping):
+        return {}
+    return {
+        name: value
+        for name, value in given.items()
+        if isinstance(name, str) and is_hyper_value(value)
+    }
 
 
 def _finding_row(row: Any) -> bool:

@@ -130,9 +130,15 @@ class RunRecordWriter(Writer):
         self._summary: SummaryFold | None = None  # the record so far; read at the first write
 
     def write_run_start(self, run: RunStart) -> None:
-        """Append the ``run`` entry: the attached callbacks and their settings."""
+        """Append the ``run`` entry: the callbacks, their settings, the hyper-parameters."""
         callbacks = [{"name": c.name, "settings": dict(c.settings)} for c in run.callbacks]
-        entry = {"kind": "run", "format": FORMAT, "time": run.time, "callbacks": callbacks}
+        entry = {
+            "kind": "run",
+            "format": FORMAT,
+            "time": run.time,
+            "callbacks": callbacks,
+            "hyperparameters": dict(run.hyperparameters),
+        }
         self._findings.forget()
         self._append([entry])
 

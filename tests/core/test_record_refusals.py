@@ -322,6 +322,21 @@ REFUSED: dict[str, tuple[Callable[[], object], type[Exception], str]] = {
         ValueError,
         r"RunStart time must be finite",
     ),
+    "nested hyper-parameters": (
+        lambda: RunStart(hyperparameters={"optimizer": {"lr": 0.1}}),
+        TypeError,
+        r"RunStart hyperparameters\['optimizer'\] is dict .* flat_hyperparameters",
+    ),
+    "hyper-parameter of NaN": (
+        lambda: RunStart(hyperparameters={"dropout": np.nan}),
+        TypeError,
+        r"RunStart hyperparameters\['dropout'\] is float nan",
+    ),
+    "hyper-parameters named by numbers": (
+        lambda: RunStart(hyperparameters={1: 0.1}),
+        TypeError,
+        r"RunStart hyperparameters are named by text, got 1",
+    ),
     "error without a type": (
         lambda: RunError(None, "bad"),
         TypeError,
