@@ -114,14 +114,13 @@ class _KeptRun:
             problem = self.problem
         except ValueError as error:  # two groups or keys of one name
             flat, problem = {}, f"{self.name}: {error}"
-        hyperparameters = getattr(summary, "hyperparameters", None) or {}
         return {
             "name": self.name,
             "time": self.started,
             "status": summary.status,
             "error": summary.error,
             "last_step": summary.last_step,
-            "hyperparameters": dict(hyperparameters),
+            "hyperparameters": dict(summary.hyperparameters),
             "summary": flat,
             "problem": problem,
         }
