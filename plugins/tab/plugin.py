@@ -51,6 +51,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from tensorboard.plugins import base_plugin
@@ -70,6 +71,7 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]  # a WSGI applicat
 PLUGIN_NAME = "learnscope"
 DEFAULT_INTERVAL_S = 5.0  # between searches of the log directory (TensorBoard's reload_interval)
 MAX_VIEWS = 32  # run views kept; the least recently used goes first
+SEARCH_READERS = 16  # records a search stamps and reads at once (on a store each waits)
 
 
 class _SeenRecord(NamedTuple):
@@ -313,31 +315,39 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         another record, its end when it was written.
         """
         assert self.folder is not None
-        runs, outcomes, seen = {}, {}, {}
-        for name in run_search.find_runs(self.folder):
-            folder = run_of(self.folder, name)
-            try:
-                stamp = run_search.record_stamp(folder)
-            except OSError:
-                stamp = None
-            if stamp is None:
-                continue
-            known = self._seen.get(name)
-            if known is not None and known.stamp.identity != stamp.identity:
-                known = None  # another record under that name: read it afresh
-            # the same record: its first line has not changed, its end only if it was written
-            start = known.start if known is not None else run_search.run_started(folder)
-            if known is not None and known.stamp.written == stamp.written:
-                outcome = known.outcome
-            else:
-                outcome = run_search.run_outcome(folder)
-            held = self._views.get(name)
-            if held is not None and held[0].started > start:
-                start = held[0].started  # a later ``run`` entry the view has read
-            seen[name] = _SeenRecord(stamp, start, outcome)
-            runs[name], outcomes[name] = start, outcome
+        names = run_search.find_runs(self.folder)
+        # each run's stamp and reads wait on the store there: several runs at once
+        with ThreadPoolExecutor(max(1, min(SEARCH_READERS, len(names)))) as pool:
+            found = list(pool.map(self._search_run, names))
+        seen = {name: record for name, record in zip(names, found, strict=True) if record}
         self._seen = seen
+        runs = {name: record.start for name, record in seen.items()}
+        outcomes = {name: record.outcome for name, record in seen.items()}
         return runs, outcomes
+
+    def _search_run(self, name: str) -> _SeenRecord | None:
+        """One run as the search sees it: its stamp, start and outcome; ``None`` without one."""
+        assert self.folder is not None
+        folder = run_of(self.folder, name)
+        try:
+            stamp = run_search.record_stamp(folder)
+        except OSError:
+            stamp = None
+        if stamp is None:
+            return None
+        known = self._seen.get(name)
+        if known is not None and known.stamp.identity != stamp.identity:
+            known = None  # another record under that name: read it afresh
+        # the same record: its first line has not changed, its end only if it was written
+        start = known.start if known is not None else run_search.run_started(folder)
+        if known is not None and known.stamp.written == stamp.written:
+            outcome = known.outcome
+        else:
+            outcome = run_search.run_outcome(folder)
+        held = self._views.get(name)
+        if held is not None and held[0].started > start:
+            start = held[0].started  # a later ``run`` entry the view has read
+        return _SeenRecord(stamp, start, outcome)
 
     @wrappers.Request.application
     def _serve_module(self, request: wrappers.Request) -> wrappers.Response:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,13 +59,13 @@ def write_run(
     collapse: bool = False,
     points: int = 40,
     key: str = "encoder",
-    time: float = 1_000.0,
+    started: float = 1_000.0,
 ) -> RunRecordWriter:
     """A run as its record writer writes it: a snapshot and an analysis every 10 steps."""
     folder = folder if isinstance(folder, RunFolder) else open_run_folder(folder)
     folder.make()
     writer = RunRecordWriter(folder)
-    writer.write_run_start(RunStart(time=time, hyperparameters={"lr": lr, "model/width": 16}))
+    writer.write_run_start(RunStart(time=started, hyperparameters={"lr": lr, "model/width": 16}))
     rng = np.random.default_rng(int(lr * 1000))
     views = AlignedViews()
     labels = [i % 4 for i in range(points)]
@@ -80,7 +81,9 @@ def write_run(
         group = GroupAutocorrelation(key, "params", np.array([1.0, rho]), rho, rho, rho, None)
         writer.write_autocorrelation(AutocorrelationSummary(step, (1,), (group,)))
         if collapse and step > 10:
-            finding = Finding("embedding-collapse", f"{key}/validate", "collapsed", step, "error", 20)
+            finding = Finding(
+                "embedding-collapse", f"{key}/validate", "collapsed", step, "error", 20
+            )
             writer.write_findings([finding], step)
     if ends == "failed":
         writer.write_run_end(RunEnd(last, "failed", RunError("ValueError", f"lr {lr} diverged")))
@@ -92,7 +95,7 @@ def write_run(
 def write_sweep(logdir: Path | str) -> None:
     for index, (name, (lr, ends, last, collapse)) in enumerate(SWEEP.items()):
         folder = open_run_folder(f"{logdir}/{name}")
-        write_run(folder, lr, ends, last, collapse, key=f"enc{index}", time=1_000.0 + index)
+        write_run(folder, lr, ends, last, collapse, key=f"enc{index}", started=1_000.0 + index)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +183,9 @@ def test_a_refresh_reads_only_the_bytes_a_run_appended(tmp_path: Path) -> None:
     records = sorted(tmp_path.glob(f"*/*/{RECORD_FILE}"))
     assert read == sum(path.stat().st_size for path in records)  # every record once, whole
     again = plugin.table()
-    assert plugin._table.bytes_read == read and all(a is b for a, b in zip(before, again))
+    assert plugin._table.bytes_read == read and all(
+        a is b for a, b in zip(before, again, strict=True)
+    )
 
     running = tmp_path / "lr_0.03" / "version_0"
     size = (running / RECORD_FILE).stat().st_size
@@ -188,7 +193,7 @@ def test_a_refresh_reads_only_the_bytes_a_run_appended(tmp_path: Path) -> None:
     appended = (running / RECORD_FILE).stat().st_size - size
     after = plugin.table()
     assert plugin._table.bytes_read - read == appended  # the one line appended, nothing else
-    changed = [b["name"] for a, b in zip(before, after) if a is not b]
+    changed = [b["name"] for a, b in zip(before, after, strict=True) if a is not b]
     assert changed == ["lr_0.03/version_0"]
     assert after[[r["name"] for r in after].index("lr_0.03/version_0")]["status"] == "finished"
     _assert_rows_are_the_summaries(after, tmp_path)
@@ -197,31 +202,30 @@ def test_a_refresh_reads_only_the_bytes_a_run_appended(tmp_path: Path) -> None:
 def test_a_refresh_on_s3_asks_only_for_the_new_segment(s3_env: LocalS3) -> None:
     url = f"s3://{s3_env.bucket()}/runs"
     write_sweep(url)
-    plugin = _plugin(url, interval=0.2)
+    plugin = _plugin(url)  # reload_interval 0: one search, then each below, in this thread
     rows = _table_route(plugin)
     _assert_rows_are_the_summaries(rows, url)
 
     s3_env.requests.reset()
     for _ in range(3):
         assert _table_route(plugin) == rows
-    # nothing changed since the search: the table asks the store nothing (the search may list)
-    assert [t for m, t in s3_env.requests.seen if "list-type=2" not in t] == []
+    assert s3_env.requests.seen == []  # nothing changed since the search: nothing asked
 
     running = open_run_folder(f"{url}/lr_0.03/version_0")
     RunRecordWriter(running).write_run_end(RunEnd(30, "finished"))
-    deadline = __import__("time").monotonic() + 30
+    new = _newest_segment(running)
+    plugin._search_loop()  # the next search (the thread's loop, once)
     s3_env.requests.reset()
-    while True:
-        now = {row["name"]: row for row in _table_route(plugin)}
-        if now["lr_0.03/version_0"]["status"] == "finished":
-            break
-        assert __import__("time").monotonic() < deadline, "the new segment never came"
-    reads = [t for m, t in s3_env.requests.seen if m == "GET" and "list-type=2" not in t]
-    # the new segment, read once; the search's own reads of that run's first and last segments
-    assert reads and all("/lr_0.03/version_0/" in t for t in reads)
-    segment = [t for t in reads if t.rsplit("/", 1)[-1] == _newest_segment(running)]
-    assert len(segment) <= 3  # read by the search (its end) and the table, never again
-    assert now["lr_0.01/version_0"] == {r["name"]: r for r in rows}["lr_0.01/version_0"]
+    now = {row["name"]: row for row in _table_route(plugin)}
+    assert now["lr_0.03/version_0"]["status"] == "finished"
+    seen = s3_env.requests.seen
+    reads = [t for m, t in seen if m == "GET" and "list-type=2" not in t]
+    assert [t.rsplit("/", 1)[-1] for t in reads] == [new]  # the new segment, once
+    listings = [t for _, t in seen if "list-type=2" in t]
+    assert len(listings) <= 2 and all("lr_0.03%2Fversion_0" in t for t in listings)
+    assert {m for m, _ in seen} == {"GET"}
+    unchanged = {r["name"]: r for r in rows}
+    assert all(now[name] == unchanged[name] for name in now if name != "lr_0.03/version_0")
 
 
 def _newest_segment(folder: RunFolder) -> str:
@@ -337,10 +341,9 @@ def test_the_page_sorts_filters_and_opens_a_run(browser: Any, page: Path) -> Non
     text.send_keys("0.03")  # a hyper-parameter's text
     assert _shown(browser)["shown"] == ["lr_0.03/version_0"]
 
-    browser.find_element(By.CSS_SELECTOR, 'tr[data-run="lr_0.03/version_0"] td[data-column="name"]').click()
-    browser.execute_script("return 0")
-    import time
-
+    browser.find_element(
+        By.CSS_SELECTOR, 'tr[data-run="lr_0.03/version_0"] td[data-column="name"]'
+    ).click()
     deadline = time.monotonic() + 30
     while not (_shown(browser)["run"] == "lr_0.03/version_0" and _shown(browser)["ready"]):
         assert time.monotonic() < deadline, "the run never opened"
