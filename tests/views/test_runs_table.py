@@ -357,3 +357,35 @@ def test_the_page_sorts_filters_and_opens_a_run(browser: Any, page: Path) -> Non
     state = _shown(browser)["state"]
     assert sorted(state["chosen"]) == ["lr_0.01/version_0", "lr_0.1/version_0"]
     assert _shown(browser)["run"] == "lr_0.03/version_0"  # a check box opens no run
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_the_tab_of_a_real_tensorboard_shows_the_table_and_opens_a_row(
+    browser: Any, sweep: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.kit.browser import enter_learnscope_tab, wait_view_ready
+    from tests.kit.tb_server import tensorboard
+
+    with tensorboard(sweep) as server:
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == len(SWEEP))
+        rows = server.json("/data/plugin/learnscope/table")["runs"]
+        _assert_rows_are_the_summaries(rows, sweep)
+        enter_learnscope_tab(browser, server.base)
+        wait_view_ready(browser)
+        deadline = time.monotonic() + 30
+        while _shown(browser)["shown"] != sorted(SWEEP):
+            assert time.monotonic() < deadline, f"the table never showed: {_shown(browser)}"
+            time.sleep(0.2)
+        cell = 'tr[data-run="lr_0.3/version_0"] td[data-column="last_step"]'
+        assert browser.find_element(By.CSS_SELECTOR, cell).text == "30"
+        browser.find_element(By.CSS_SELECTOR, cell).click()
+        while not (_shown(browser)["run"] == "lr_0.3/version_0" and _shown(browser)["ready"]):
+            assert time.monotonic() < deadline, "the run never opened"
+            time.sleep(0.1)
+        assert _shown(browser)["select"] == "lr_0.3/version_0"
+        text = browser.execute_script("return document.body.innerText")
+        assert "interrupted by Ctrl-C at step 30" in text  # the view below is that run's
