@@ -43,9 +43,10 @@ COMMANDS = {  # name: (the line in the command list, the command's own descripti
     ),
     "export": (
         "write a log directory's training-dynamics view as one offline page (--html, "
-        "--max-points, --compare, --compare-mb, --tags)",
+        "--max-points, --compare, --compare-mb, --tags, --views-mb)",
         "Write the learnscope view (embedding evolution, autocorrelation, findings) of every "
-        "learnscope run under LOGDIR as one HTML page that opens from file:// offline.",
+        "learnscope run under LOGDIR as one HTML page that opens from file:// offline, above "
+        "it the runs table (a row per run).",
     ),
 }
 
