@@ -49,7 +49,12 @@ SourceOf = Callable[[str, RunFolder], RecordSource | None]
 
 
 class CountedSource(RecordSource):
-    r"""A record source that counts the bytes it gave (:attr:`bytes_read`).
+    r"""A record source that counts the bytes it gave (:attr:`bytes_read`), and may keep them.
+
+    Args:
+        source: The record's source.
+        keep: Asked with the size of each read: whether to keep its bytes (:attr:`kept`, for
+            :meth:`RunsTable.replay`); once it says no, nothing more is kept.
 
     Example:
         >>> import uuid
@@ -61,25 +66,57 @@ class CountedSource(RecordSource):
         (b'{"kind":"run"}\n', 15)
     """
 
-    def __init__(self, source: RecordSource) -> None:
+    def __init__(self, source: RecordSource, keep: Callable[[int], bool] | None = None) -> None:
         self.source = source
         self.bytes_read = 0
+        self.keep = keep
+        self.kept: list[bytes] | None = [] if keep is not None else None
 
     def read(self, max_bytes: int) -> bytes:
         """The source's new lines (see :class:`~learnscope.storage.RecordSource`), counted."""
         data = self.source.read(max_bytes)
         self.restarted = self.source.restarted
         self.bytes_read += len(data)
+        if self.kept is not None and self.keep is not None:
+            if self.restarted:
+                self.kept.clear()
+            if data and not self.keep(len(data)):
+                self.kept = None  # too much: the bytes are read again when asked
+            elif data:
+                self.kept.append(data)
+        return data
+
+
+class _Replay(RecordSource):
+    """A record's bytes read before, given once, then what its source reads after them."""
+
+    def __init__(self, kept: list[bytes], source: RecordSource) -> None:
+        self.chunks = kept
+        self.source = source
+
+    def read(self, max_bytes: int) -> bytes:
+        if self.chunks:
+            data, self.chunks = b"".join(self.chunks), []
+            self.restarted = False
+            return data
+        data = self.source.read(max_bytes)
+        self.restarted = self.source.restarted
         return data
 
 
 class _KeptRun:
     """One run's row as the table keeps it: its fold, where its record was read to, its row."""
 
-    def __init__(self, name: str, folder: RunFolder, source: RecordSource) -> None:
+    def __init__(
+        self,
+        name: str,
+        folder: RunFolder,
+        source: RecordSource,
+        keep: Callable[[int], bool] | None = None,
+    ) -> None:
         self.name = name
         self.folder = folder
-        self.source = CountedSource(source)
+        self.source = CountedSource(source, keep)
         self.reader = RecordReader(self.source, MAX_READ_BYTES)
         self.fold = SummaryFold()
         self.started = 0.0
@@ -90,14 +127,18 @@ class _KeptRun:
         """Read what the record added and fold it in; whether the row changed."""
         changed = self.row is None
         try:
-            while entries := self.reader.read():
+            more = True
+            while more:  # again only when a read stopped at its most (no second listing)
+                before = self.source.bytes_read
+                entries = self.reader.read()
+                more = self.source.bytes_read - before >= MAX_READ_BYTES // 2
                 if self.reader.restarted:  # the record began again: so does its summary
                     self.fold, self.started = SummaryFold(), 0.0
                 for entry in entries:
                     self.fold.add(entry)
                     if entry.get("kind") == "run" and is_number(entry.get("time")):
                         self.started = float(entry["time"])
-                changed = True
+                changed = changed or bool(entries) or self.reader.restarted
             problem = None
         except OSError as error:
             problem = str(error)  # as the run's view says it
@@ -135,13 +176,21 @@ class RunsTable:
             searched source, which on an object store reads only when its search saw the
             record change.
         readers: How many records are read at once.
+        keep_bytes: How many bytes of the records read to keep, in all, so that a view made
+            next reads them again from memory (:meth:`replay`; ``learnscope export``); none
+            by default.
     """
 
-    def __init__(self, source_of: SourceOf | None = None, readers: int = READERS) -> None:
+    def __init__(
+        self, source_of: SourceOf | None = None, readers: int = READERS, keep_bytes: int = 0
+    ) -> None:
         self.source_of: SourceOf = source_of or (lambda _, folder: folder.record_source())
         self.readers = readers
+        self.keep_bytes = keep_bytes
         self._kept: dict[str, _KeptRun] = {}
         self._lock = threading.Lock()
+        self._keeping = threading.Lock()
+        self._kept_bytes = 0  # bytes kept for replay, in all
         self._gone_bytes = 0  # read for runs no longer kept
 
     @property
@@ -162,7 +211,8 @@ class RunsTable:
                 run = self._kept.get(name)
                 if run is None or not run.folder.same_as(folder):
                     source = self.source_of(name, folder) or folder.record_source()
-                    run = _KeptRun(name, folder, source)
+                    keep = self._keep if self.keep_bytes > 0 else None
+                    run = _KeptRun(name, folder, source, keep)
                 kept[name] = run
             gone = [run for name, run in self._kept.items() if kept.get(name) is not run]
             self._gone_bytes += sum(run.source.bytes_read for run in gone)
@@ -174,6 +224,38 @@ class RunsTable:
                 for run in kept.values():
                     run.refresh()
             return [run.row for run in kept.values() if run.row is not None]
+
+    def replay(self, name: str) -> RecordSource | None:
+        r"""Run ``name``'s record as read by :meth:`rows`, from memory, once (then let go).
+
+        ``None`` when its bytes were not kept (``keep_bytes`` spent): read it afresh.
+        Afterwards the source reads what the record adds, from where the table's read
+        stopped.
+
+        Example:
+            >>> import uuid
+            >>> from learnscope.storage import open_run_folder
+            >>> folder = open_run_folder(f"memory://doc/{uuid.uuid4().hex}")
+            >>> folder.append_record(b'{"kind":"run"}\n')
+            >>> table = RunsTable(keep_bytes=1000)
+            >>> _ = table.rows([("a", folder)])
+            >>> table.replay("a").read(1 << 20), table.replay("a")
+            (b'{"kind":"run"}\n', None)
+        """
+        run = self._kept.get(name)
+        if run is None or run.source.kept is None:
+            return None
+        kept, run.source.kept = run.source.kept, None
+        with self._keeping:
+            self._kept_bytes -= sum(len(chunk) for chunk in kept)
+        return _Replay(kept, run.source)
+
+    def _keep(self, size: int) -> bool:
+        with self._keeping:
+            if self._kept_bytes + size > self.keep_bytes:
+                return False
+            self._kept_bytes += size
+            return True
 
 
 def not_held_view(row: dict[str, Any], why: str) -> dict[str, Any]:

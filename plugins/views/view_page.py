@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from learnscope.plugins.views.runs_table import RunsTable, not_held_view
 from learnscope.plugins.views.view_modules import joined_source
 from learnscope.run_directory.endings import ending_text
 from learnscope.shell import shell_command
-from learnscope.storage import RunFolder
+from learnscope.storage import RecordSource, RunFolder
 
 # Points per key on an exported page: a page is a file to share, and 100,000 points x 50
 # snapshots (the tab's most) would be 28 MB.
@@ -34,6 +34,9 @@ EXPORT_MAX_POINTS = 5_000
 # Bytes of run views on an exported page (the runs table and the module besides): with the
 # table of 200 runs (about 2 KB a row) and the module (about 0.2 MB) the page stays under 5 MB.
 EXPORT_VIEW_BYTES = 4_000_000
+# Bytes of records the export keeps from the table's read, so that a view reads them from memory
+# (each record is read once); a record beyond that is read again for its view.
+EXPORT_KEPT_BYTES = 256 * 1024 * 1024
 
 
 def thin_snapshots(view: dict[str, Any], most: int) -> dict[str, Any]:
@@ -206,11 +209,14 @@ def export_html(
     folders = {}
     for name in find_runs(root):
         folders[name if name != "." else _root_name(root)] = run_of(root, name)
-    rows = RunsTable().rows(list(folders.items()))
+    table = RunsTable(keep_bytes=EXPORT_KEPT_BYTES)
+    rows = table.rows(list(folders.items()))
     failed = [(row["name"], row["problem"]) for row in rows if row["problem"]]
     rows = [row for row in rows if not row["problem"]]
     first = list(compare) if compare is not None else []
-    views, unreadable = held_views(folders, rows, view_bytes, max_points, sprites, first)
+    views, unreadable = held_views(
+        folders, rows, view_bytes, max_points, sprites, first, table.replay
+    )
     failed += unreadable
     rows = [row for row in rows if row["name"] not in dict(unreadable)]
     not_held = [row["name"] for row in rows if row["name"] not in views]
@@ -240,6 +246,7 @@ def held_views(
     max_points: int = EXPORT_MAX_POINTS,
     sprites: bool = True,
     first: Sequence[str] = (),
+    source_of: Callable[[str], RecordSource | None] = lambda name: None,
 ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str]]]:
     """The views a page holds within ``budget`` bytes, and the runs whose view cannot be read.
 
@@ -247,7 +254,8 @@ def held_views(
     when its newest run started), each view made and held while the views held stay within
     ``budget`` bytes of JSON; the first view that does not fit ends it (no later view is made),
     though the first run's view is always held. A run whose view cannot be made (its record
-    unreadable) is named with why, and the next is tried.
+    unreadable) is named with why, and the next is tried. ``source_of(name)`` gives a run's
+    record source (``None``: its folder's own).
 
     Example:
         >>> held_views({}, [], 1000)
@@ -263,7 +271,7 @@ def held_views(
     total = 0
     for name in order:
         try:
-            view = RunModel(folders[name], max_points, sprites, name).view()
+            view = RunModel(folders[name], max_points, sprites, name, source_of(name)).view()
         except (OSError, ValueError) as error:
             unreadable.append((name, str(error)))
             continue
