@@ -211,6 +211,53 @@ def table_figures(logdir: str, append_to: Any, s3: Any | None) -> dict[str, Any]
     }
 
 
+def search_side_by_side(
+    logdir: str, s3: Any, latency_s: float = 0.0, repeats: int = 2
+) -> dict[str, Any]:
+    """The first search and the first table read 1 run at a time and 16 at once, alternating.
+
+    With ``latency_s``, the proxy waits that long before answering each request (a store
+    farther away than this one).
+    """
+    plugin = plugin_of(logdir, interval=0.0)
+    assert plugin.wait_for_search(600.0)
+    from learnscope.plugins.views.run_search import run_of
+    from learnscope.plugins.views.runs_table import RunsTable
+
+    names = sorted(run["name"] for run in plugin.runs())
+    seconds: dict[int, list[float]] = {1: [], 16: []}
+    tables: dict[int, list[float]] = {1: [], 16: []}
+    asked: dict[int, int] = {}
+    asked_table: dict[int, int] = {}
+    if latency_s:
+        s3.faults.slow(latency_s)
+    for _ in range(repeats):
+        for readers in seconds:
+            plugin._seen = {}  # as the first search: every record read afresh
+            plugin.search_readers = readers
+            s3.requests.reset()
+            begin = time.perf_counter()
+            plugin._search()
+            seconds[readers].append(round(time.perf_counter() - begin, 2))
+            asked[readers] = s3.requests.total
+            s3.requests.reset()
+            begin = time.perf_counter()
+            RunsTable(readers=readers).rows([(n, run_of(plugin.folder, n)) for n in names])
+            tables[readers].append(round(time.perf_counter() - begin, 2))
+            asked_table[readers] = s3.requests.total
+    s3.faults.clear()
+    plugin.close()
+    return {
+        f"readers_{r}": {
+            "search_s": seconds[r],
+            "search_requests": asked[r],
+            "table_s": tables[r],
+            "table_requests": asked_table[r],
+        }
+        for r in seconds
+    }
+
+
 def export_figures(logdir: Path) -> dict[str, Any]:
     from learnscope.plugins.views.view_page import export_html
 
@@ -233,6 +280,12 @@ def main() -> None:
     parser.add_argument("--analyses", type=int, default=10)
     parser.add_argument("--points", type=int, default=540)
     parser.add_argument("--no-s3", action="store_true", help="the local disk only")
+    parser.add_argument(
+        "--search-runs",
+        type=int,
+        default=20,
+        help="runs of the S3 search read 1 and 16 at a time, side by side (0: not measured)",
+    )
     args = parser.parse_args()
     from learnscope.storage import open_run_folder
 
@@ -256,6 +309,14 @@ def main() -> None:
             results["s3_objects"] = upload(s3, bucket, memory)
             url = f"s3://{bucket}/runs"
             results["s3"] = table_figures(url, open_run_folder(f"{url}/{run}"), s3)
+            if args.search_runs:
+                small = s3.bucket()
+                memory = "memory://learnscope-bench/search"
+                write_sweep(memory, args.search_runs, args.snapshots, args.analyses, args.points)
+                upload(s3, small, memory)
+                searched = f"s3://{small}/runs"
+                results["s3_search"] = search_side_by_side(searched, s3)
+                results["s3_search_30ms"] = search_side_by_side(searched, s3, latency_s=0.03)
     print(json.dumps(results, indent=2))
 
 

@@ -115,6 +115,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
                 log.warning("learnscope tab: %s", error)
         interval = getattr(getattr(context, "flags", None), "reload_interval", None)
         self.interval_s = float(interval) if interval is not None else DEFAULT_INTERVAL_S
+        self.search_readers = SEARCH_READERS  # runs a search stamps and reads at once
         self._runs: dict[str, float] = {}  # name -> start time; replaced whole by each search
         self._outcomes: dict[str, dict[str, Any]] = {}  # name -> run_outcome, by search
         self._seen: dict[str, _SeenRecord] = {}  # name -> its record as the last search read it
@@ -317,7 +318,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         assert self.folder is not None
         names = run_search.find_runs(self.folder)
         # each run's stamp and reads wait on the store there: several runs at once
-        with ThreadPoolExecutor(max(1, min(SEARCH_READERS, len(names)))) as pool:
+        with ThreadPoolExecutor(max(1, min(self.search_readers, len(names)))) as pool:
             found = list(pool.map(self._search_run, names))
         seen = {name: record for name, record in zip(names, found, strict=True) if record}
         self._seen = seen
