@@ -32,7 +32,8 @@ s3://bucket/runs``; ``gs://``, ``az://``, ...), read through a
 own projector plugin does: ``is_active`` and ``/runs`` answer from what the last search found,
 never listing the log directory on a request. A search lists each folder once and stamps each
 record (a ``stat``; on an object store one listing of its segments), reading a record's first
-line and end again only when its stamp changed; it runs every ``reload_interval`` seconds, or
+line and end again only when its stamp changed (16 runs at once: on a store each read waits on
+the network); it runs every ``reload_interval`` seconds, or
 ten times as long as the last search took, whichever is longer. Each run's view is kept and
 brought up to date from the lines added to its record since the last request: on a local disk
 at each request (a ``stat``), on an object store only when the last search saw the record

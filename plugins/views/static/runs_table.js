@@ -101,7 +101,8 @@ export class RunsTable {
     this.state = { shown: [], chosen: [], sortBy: null, descending: false, status: '', code: '',
       text: '', current: null, everyColumn: false, columns: [], refreshes: 0 };
     this.multiples = new SmallMultiples({ source, tip });
-    this.summary = el('summary', { 'data-role': 'runs-table-summary' });
+    this.summary = el('summary', { 'data-role': 'runs-table-summary', title: 'Every run under ' +
+      'the log directory, a row each: click to fold or unfold' });
     this.controls = el('div', { class: 'ls-bar' });
     this.holder = el('div', { class: 'ls-table-holder' });
     this.element = el('details', { 'data-role': 'runs-table', class: 'ls-runs' },
@@ -157,7 +158,7 @@ export class RunsTable {
   markCurrent(name) {
     this.state.current = name;
     for (const tr of this.holder.querySelectorAll('tr[data-run]')) {
-      tr.classList.toggle('ls-current', tr.dataset.run === name);
+      tr.classList.toggle('ls-run-shown', tr.dataset.run === name);
     }
   }
 
@@ -199,7 +200,7 @@ export class RunsTable {
       'multiples below, in the table\'s order', text: '✓' }),
     ...columns.map((c) => {
       const mark = s.sortBy === c.id ? (s.descending ? ' ▼' : ' ▲') : '';
-      return el('th', { class: 'ls-click', 'data-column': c.id, title: `${c.title} (click to ` +
+      return el('th', { 'data-column': c.id, title: `${c.title} (click to ` +
         'sort)', text: c.label + mark, onclick: () => this.sortBy(c.id) });
     })]);
     const body = rows.map((r) => this.rowElement(r, columns));
@@ -232,7 +233,8 @@ export class RunsTable {
     const every = el('input', { type: 'checkbox', 'aria-label': 'every column',
       onchange: () => { s.everyColumn = every.checked; this.render(); } });
     this.everyText = el('span');
-    const parts = [status, this.codeMenu, text, el('label', {}, [every, this.everyText])];
+    const parts = [status, this.codeMenu, text, el('label', { title: 'Also show the columns ' +
+      'whose value is the same in every run' }, [every, this.everyText])];
     if (this.source.live) {
       parts.push(el('button', { text: 'refresh', title: 'Read what the runs wrote since (only ' +
         'what changed is read)', onclick: () => this.refresh() }));
@@ -255,6 +257,7 @@ export class RunsTable {
 
   rowElement(r, columns) {
     const box = el('input', { type: 'checkbox', 'aria-label': `choose ${r.name}`,
+      title: `Choose ${r.name}: two or more chosen show their small multiples`,
       onclick: (event) => event.stopPropagation(),
       onchange: () => this.choose(r.name, box.checked) });
     box.checked = this.state.chosen.includes(r.name);
@@ -269,7 +272,7 @@ export class RunsTable {
       if (c.id === 'name' && r.problem) { text = `${r.name} ⚠`; title = r.problem; }
       return el('td', { class: 'ls-nowrap', 'data-column': c.id, title, text });
     });
-    return el('tr', { class: 'ls-click', 'data-run': r.name, title: `open ${r.name} below`,
+    return el('tr', { class: 'ls-run-row', 'data-run': r.name, title: `open ${r.name} below`,
       onclick: () => this.onOpen(r.name) }, [el('td', {}, box), ...cells]);
   }
 

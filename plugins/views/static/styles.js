@@ -38,6 +38,9 @@ const CSS = `
 .ls-root details.ls-runs { margin: 4px 0 8px; }
 .ls-root details.ls-runs > summary { cursor: pointer; color: #424242; }
 .ls-root .ls-table-holder { max-height: 360px; overflow: auto; border: 1px solid #eee; }
+.ls-root tr.ls-run-row { cursor: pointer; }
+.ls-root tr.ls-run-row:hover { background: #f5f5f5; }
+.ls-root tr.ls-run-shown { background: #fff3e0; }
 .ls-root .ls-table-holder th { position: sticky; top: 0; background: #fafafa; cursor: pointer;
   white-space: nowrap; }
 .ls-root section[data-role="compare"] { border-top: 1px solid #e0e0e0; margin-top: 8px; }
