@@ -389,3 +389,32 @@ def test_the_tab_of_a_real_tensorboard_shows_the_table_and_opens_a_row(
         assert _shown(browser)["select"] == "lr_0.3/version_0"
         text = browser.execute_script("return document.body.innerText")
         assert "interrupted by Ctrl-C at step 30" in text  # the view below is that run's
+
+
+def test_a_record_begun_again_or_unreadable_keeps_its_row_honest(tmp_path: Path) -> None:
+    import os
+
+    write_run(tmp_path / "a" / "version_0", 0.1, "finished", 30, key="a")
+    write_run(tmp_path / "b" / "version_0", 0.2, "failed", 20, key="b")
+    fifo = tmp_path / "c" / "version_0"
+    fifo.mkdir(parents=True)
+    os.mkfifo(fifo / RECORD_FILE)
+    plugin = _plugin(tmp_path)
+    rows = {row["name"]: row for row in plugin.table()}
+    assert "not a regular file" in rows["c/version_0"]["problem"]
+    assert rows["c/version_0"]["summary"]["learnscope/status"] == "running"  # nothing read
+    assert rows["a/version_0"]["problem"] is None and rows["a/version_0"]["last_step"] == 30
+
+    # another run started over in a/version_0: its record replaced, shorter
+    record = tmp_path / "a" / "version_0" / RECORD_FILE
+    record.unlink()
+    write_run(tmp_path / "a" / "version_0", 0.5, None, 10, key="again")
+    rows = {row["name"]: row for row in plugin.table()}
+    again = rows["a/version_0"]
+    assert (again["status"], again["last_step"]) == ("running", 10)
+    assert again["hyperparameters"]["lr"] == 0.5
+    # nothing of the record it replaced: neither its group "a" nor its key "a/validate"
+    assert not any("/a/" in name or "/a:validate/" in name for name in again["summary"])
+    assert "learnscope/acf/params/again/rho1_median" in again["summary"]
+    assert "learnscope/snapshots/again:validate/count" in again["summary"]
+    assert rows["b/version_0"]["error"] == "ValueError: lr 0.2 diverged"
