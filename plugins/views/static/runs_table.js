@@ -20,14 +20,15 @@ const HOLDING_PREFIX = 'learnscope/findings/';
 const REFRESH_MS = 30000; // the tab's table is fetched again this often (only what changed is read)
 
 /** A number as the view shows numbers: whole numbers as they are, others to 3 significant
- * digits (in powers of ten beyond 1e5 or below 1e-3), text as it is, a missing value as –. */
+ * digits, no trailing zeros (in powers of ten beyond 1e5 or below 1e-3), text as it is, a
+ * missing value as –. */
 export function formatValue(value) {
   if (value == null) return '–';
   if (typeof value === 'number') {
     if (Number.isInteger(value)) return String(value);
     const size = Math.abs(value);
     if (size !== 0 && (size >= 1e5 || size < 1e-3)) return value.toExponential(2);
-    return value.toPrecision(3);
+    return String(Number(value.toPrecision(3))); // 0.01, not 0.0100
   }
   return String(value);
 }
