@@ -289,7 +289,7 @@ _TABLE = """
 const view = window.learnscopeView;
 const rows = [...document.querySelectorAll('tr[data-run]')].map((tr) => tr.dataset.run);
 return { shown: rows, state: view.table && view.table.state, run: view.state.run,
-  ready: view.state.ready, open: document.querySelector('details[data-role="runs-table"]').open,
+  ready: view.state.ready, open: view.table.state.open,
   select: document.querySelector('select[aria-label="run"]').value };
 """
 
@@ -418,3 +418,21 @@ def test_a_record_begun_again_or_unreadable_keeps_its_row_honest(tmp_path: Path)
     assert "learnscope/acf/params/again/rho1_median" in again["summary"]
     assert "learnscope/snapshots/again:validate/count" in again["summary"]
     assert rows["b/version_0"]["error"] == "ValueError: lr 0.2 diverged"
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_a_pair_of_runs_keeps_the_table_out_of_the_way(browser: Any, tmp_path: Path) -> None:
+
+    for name, lr in (("a", 0.1), ("b", 0.2)):
+        write_run(tmp_path / "logs" / name, lr, "finished", 20, key=name)
+    page = tmp_path / "pair.html"
+    export_html(tmp_path / "logs", page)
+    open_page(browser, page)
+    made = browser.execute_script(
+        "return [learnscopeView.table, document.querySelector('[data-role^=runs-table]')]"
+    )
+    assert made == [None, None]  # no table, no button: the page as it was
+    assert learnscope.read_summaries(tmp_path / "logs").keys() == {"a", "b"}
+    assert len(_page_data(page)["table"]) == 2  # the rows are in the page all the same

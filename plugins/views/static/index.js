@@ -105,8 +105,11 @@ export class LearnscopeView {
       this.tableBox.append(el('div', { class: 'ls-msg', text: `runs table: ${error}` }));
       return;
     }
-    if (!table.rows.length && !table.error) return; // no table to show
+    // one run, or a pair (the comparison shows two runs side by side): no table, and the page
+    // is laid out as it was
+    if (!table.state.open && !table.error) return;
     this.table = table;
+    this.header.append(table.button);
     this.tableBox.append(table.box);
   }
 

@@ -8,7 +8,8 @@
 // A click on a row opens that run in the view below (the run picker follows); the check boxes
 // choose runs, and two or more chosen show their small multiples (multiples.js), in the table's
 // order. Columns whose value is the same in every run are hidden until "every column" is
-// ticked. With one run the table is folded away.
+// ticked. The table is shown with 3 runs or more (a button in the view's header hides it); the
+// view shows none with one run or a pair (the comparison puts a pair side by side).
 
 import { el } from './dom.js';
 import { SmallMultiples } from './multiples.js';
@@ -18,6 +19,7 @@ const RUN_STATUSES = ['running', 'finished', 'interrupted', 'failed'];
 const SHOWN_IN_FIXED = ['learnscope/status', 'learnscope/error', 'learnscope/last_step'];
 const HOLDING_PREFIX = 'learnscope/findings/';
 const REFRESH_MS = 30000; // the tab's table is fetched again this often (only what changed is read)
+const SHOWN_FROM = 3; // runs from which the table is shown from the start
 
 /** A number as the view shows numbers: whole numbers as they are, others to 3 significant
  * digits, no trailing zeros (in powers of ten beyond 1e5 or below 1e-3), text as it is, a
@@ -100,25 +102,40 @@ export class RunsTable {
     this.rows = [];
     this.error = null;
     this.state = { shown: [], chosen: [], sortBy: null, descending: false, status: '', code: '',
-      text: '', current: null, everyColumn: false, columns: [], refreshes: 0 };
+      text: '', current: null, everyColumn: false, columns: [], refreshes: 0, open: false };
     this.multiples = new SmallMultiples({ source, tip });
-    this.summary = el('summary', { 'data-role': 'runs-table-summary', title: 'Every run under ' +
-      'the log directory, a row each: click to fold or unfold' });
+    this.button = el('button', { 'data-role': 'runs-table-button', title: 'Show or hide the ' +
+      'runs table: every run under the log directory, a row each', onclick: () => {
+      this.setOpen(!this.state.open);
+    } });
+    this.caption = el('div', { class: 'ls-hint', 'data-role': 'runs-table-caption' });
     this.controls = el('div', { class: 'ls-bar' });
     this.holder = el('div', { class: 'ls-table-holder' });
-    this.element = el('details', { 'data-role': 'runs-table', class: 'ls-runs' },
-      [this.summary, this.controls, this.holder]);
-    this.box = el('div', {}, [this.element, this.multiples.box]);
+    this.panel = null; // made when first shown
+    this.box = el('div', {}, [this.multiples.box]);
     this.timer = null;
     this.multiplesShown = ''; // the runs (and context) the multiples show, to show them once
-    this.makeControls();
   }
 
-  /** Fetch the rows and draw the table; in the tab, fetch them again every 30 s. */
+  /** Show the table (made the first time) or hide it. */
+  setOpen(open) {
+    this.state.open = open;
+    if (open && !this.panel) {
+      this.makeControls();
+      this.panel = el('div', { 'data-role': 'runs-table', class: 'ls-runs' },
+        [this.caption, this.controls, this.holder]);
+      this.box.prepend(this.panel);
+    }
+    if (this.panel) this.panel.hidden = !open;
+    this.render();
+  }
+
+  /** Fetch the rows and draw the table, shown with 3 runs or more; in the tab, fetch them
+   * again every 30 s. */
   async load() {
     await this.refresh();
-    this.element.open = this.rows.length > 1; // one run: folded away
-    if (this.source.live && this.timer == null) {
+    if (this.rows.length >= SHOWN_FROM) this.setOpen(true);
+    if (this.state.open && this.source.live && this.timer == null) {
       this.timer = setInterval(() => this.refresh().catch(() => {}), REFRESH_MS);
     }
   }
@@ -193,9 +210,14 @@ export class RunsTable {
     s.shown = rows.map((r) => r.name);
     const hidden = all.length - columns.length;
     const failed = this.rows.filter((r) => r.status === 'failed').length;
-    this.summary.textContent = `runs table: ${this.rows.length} run(s)` +
-      (failed ? `, ${failed} failed` : '') +
-      (rows.length !== this.rows.length ? `, ${rows.length} shown` : '');
+    this.button.textContent = `${s.open ? 'hide' : 'show'} runs table (${this.rows.length})`;
+    this.caption.textContent = `${this.rows.length} run(s)` + (failed ? `, ${failed} failed` : '') +
+      (rows.length !== this.rows.length ? `, ${rows.length} shown` : '') +
+      ': click a row to open its run below, a heading to sort by it';
+    if (!this.panel) {
+      this.showMultiples();
+      return;
+    }
     this.updateControls(hidden);
     const head = el('tr', {}, [el('th', { title: 'Choose runs: two or more show their small ' +
       'multiples below, in the table\'s order', text: '✓' }),

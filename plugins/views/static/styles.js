@@ -35,8 +35,7 @@ const CSS = `
 .ls-root .ls-hbar { display: flex; flex-direction: column; align-items: center; width: 18px; }
 .ls-root .ls-hbar > div:nth-child(2) { width: 14px; }
 .ls-root .ls-hcount, .ls-root .ls-hlabel { font-size: 10px; color: #616161; }
-.ls-root details.ls-runs { margin: 4px 0 8px; }
-.ls-root details.ls-runs > summary { cursor: pointer; color: #424242; }
+.ls-root .ls-runs { margin: 4px 0 8px; }
 .ls-root .ls-table-holder { max-height: 360px; overflow: auto; border: 1px solid #eee; }
 .ls-root tr.ls-run-row { cursor: pointer; }
 .ls-root tr.ls-run-row:hover { background: #f5f5f5; }
