@@ -46,9 +46,10 @@ COMMANDS = {  # name: (the line in the command list, the command's own descripti
     ),
     "export": (
         "write a log directory's training-dynamics view as one offline page (--html, "
-        "--max-points, --compare, --compare-mb, --tags)",
+        "--max-points, --compare, --compare-mb, --tags, --views-mb)",
         "Write the learnscope view (embedding evolution, autocorrelation, findings) of every "
-        "learnscope run under LOGDIR as one HTML page that opens from file:// offline.",
+        "learnscope run under LOGDIR as one HTML page that opens from file:// offline, above "
+        "it the runs table (a row per run).",
     ),
 }
 
@@ -130,6 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
         "that, said on the page); each is one comparison to compute; 0: the newest step only "
         "(default: 16)",
     )
+    export.add_argument(
+        "--views-mb",
+        type=float,
+        default=4.0,  # view_page.EXPORT_VIEW_BYTES in MB, written out (as --max-points)
+        metavar="MB",
+        help="the most MB of run views the page holds, the newest runs first (the newest run's "
+        "and the compared runs' always); every run keeps its row in the page's runs table, and "
+        "a run without its view says how to export it alone (default: 4)",
+    )
     return parser
 
 
@@ -159,7 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.tags and not args.compare:
             parser.error("--tags TAG_A TAG_B needs --compare RUN_A RUN_B")
         return run_export_command(
-            args.logdir, args.html, args.max_points, args.compare, args.tags, args.compare_mb
+            args.logdir,
+            args.html,
+            args.max_points,
+            args.compare,
+            args.tags,
+            args.compare_mb,
+            views_mb=args.views_mb,
         )
     if args.sweep:
         return run_sweep_command(args.logdir, args.epochs, args.wandb, args.seed)
@@ -173,6 +189,7 @@ def run_export_command(
     compare: list[str] | None = None,
     tags: list[str] | None = None,
     compare_mb: float = 16.0,
+    views_mb: float = 4.0,
 ) -> int:
     """``learnscope export LOGDIR --html FILE``: write the view page; 1 when there is nothing.
 
@@ -183,7 +200,9 @@ def run_export_command(
     given, at the steps the step cursor can show (at most ``compare_mb`` MB of comparisons; 0:
     the newest step only); 2 when one is not a run or a tag is not one of its run's keys. A URL
     whose file-system package is missing (``gcsfs`` for ``gs://``), or an object store that
-    cannot be listed, is one line on standard error, and 1.
+    cannot be listed, is one line on standard error, and 1. The page holds every run's row of
+    the runs table and the views of the newest runs within ``views_mb`` MB; a line on standard
+    error names how many views it holds when that is not all.
     """
     from learnscope.plugins.views.view_page import export_html
     from learnscope.storage import MissingFileSystem
@@ -198,6 +217,9 @@ def run_export_command(
             f"learnscope export: --compare-mb must be 0 or more, not {compare_mb}", file=sys.stderr
         )
         return 2
+    if not views_mb >= 0:  # NaN too
+        print(f"learnscope export: --views-mb must be 0 or more, not {views_mb}", file=sys.stderr)
+        return 2
     try:
         pair = (compare[0], compare[1]) if compare else None
         keys = (tags[0], tags[1]) if tags else None
@@ -208,6 +230,7 @@ def run_export_command(
             compare=pair,
             tags=keys,
             compare_bytes=round(compare_mb * 2**20),
+            view_bytes=round(views_mb * 10**6),
         )
     except (MissingFileSystem, OSError) as error:
         print(f"learnscope export: {error}", file=sys.stderr)
@@ -223,6 +246,14 @@ def run_export_command(
         what = "no readable learnscope run" if export.failed else "no learnscope run"
         print(f"learnscope export: {what} under {logdir}", file=sys.stderr)
         return 1
+    if export.not_held:
+        held = len(export.runs) - len(export.not_held)
+        print(
+            f"learnscope export: the page holds the views of the newest {held} of "
+            f"{len(export.runs)} runs (--views-mb {views_mb:g}) and every run's row of the runs "
+            f"table; learnscope export {logdir}/RUN --html RUN.html writes one run's page",
+            file=sys.stderr,
+        )
     print(f"wrote {html}: {len(export.runs)} run(s): {', '.join(export.runs)}")
     return 0
 

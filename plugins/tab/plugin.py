@@ -14,6 +14,11 @@ imports the others by relative URL and fetches, relative to ``data/plugin/learns
   ``null`` while it has none: :func:`learnscope.plugins.views.run_search.run_outcome`), so the
   tab opens the newest run that has data, marks the failed and interrupted ones, and lists them
   apart from the others;
+* ``/table``: the runs table, ``{"runs": [row, ...]}``, one row per run the search found, by
+  name (:mod:`learnscope.plugins.views.runs_table`: status, error, last step,
+  hyper-parameters, the run summary's columns), each run's summary kept by the plugin and
+  brought up to date from what its record added (on an object store only when the search saw
+  it change);
 * ``/view?run=NAME``: that run's view model (:class:`learnscope.plugins.views.run_view.RunModel`);
 * ``/compare?a=RUN&b=RUN&key=KEY[&key_b=KEY][&at=STEP][&step_a=STEP&step_b=STEP]``: run A's
   ``key`` beside run B's ``key_b`` (``key`` by default; A and B may be one run on two keys) on
@@ -27,7 +32,8 @@ s3://bucket/runs``; ``gs://``, ``az://``, ...), read through a
 own projector plugin does: ``is_active`` and ``/runs`` answer from what the last search found,
 never listing the log directory on a request. A search lists each folder once and stamps each
 record (a ``stat``; on an object store one listing of its segments), reading a record's first
-line and end again only when its stamp changed; it runs every ``reload_interval`` seconds, or
+line and end again only when its stamp changed (16 runs at once: on a store each read waits on
+the network); it runs every ``reload_interval`` seconds, or
 ten times as long as the last search took, whichever is longer. Each run's view is kept and
 brought up to date from the lines added to its record since the last request: on a local disk
 at each request (a ``stat``), on an object store only when the last search saw the record
@@ -46,6 +52,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from tensorboard.plugins import base_plugin
@@ -55,6 +62,7 @@ from learnscope.plugins.views import run_search, view_modules
 from learnscope.plugins.views.compare_runs import Comparisons, comparison_error
 from learnscope.plugins.views.run_search import RecordStamp, run_of
 from learnscope.plugins.views.run_view import RunModel, error_view
+from learnscope.plugins.views.runs_table import RunsTable
 from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
 from learnscope.storage.object_store import SearchedRecord  # noqa: F401 (its old place)
 
@@ -64,6 +72,7 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]  # a WSGI applicat
 PLUGIN_NAME = "learnscope"
 DEFAULT_INTERVAL_S = 5.0  # between searches of the log directory (TensorBoard's reload_interval)
 MAX_VIEWS = 32  # run views kept; the least recently used goes first
+SEARCH_READERS = 16  # records a search stamps and reads at once (on a store each waits)
 
 
 class _SeenRecord(NamedTuple):
@@ -88,7 +97,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         >>> plugin.wait_for_search(10.0), plugin.is_active()
         (True, False)
         >>> sorted(name for name in plugin.get_plugin_apps() if not name.endswith(".js"))
-        ['/compare', '/runs', '/view']
+        ['/compare', '/runs', '/table', '/view']
     """
 
     plugin_name = PLUGIN_NAME
@@ -107,6 +116,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
                 log.warning("learnscope tab: %s", error)
         interval = getattr(getattr(context, "flags", None), "reload_interval", None)
         self.interval_s = float(interval) if interval is not None else DEFAULT_INTERVAL_S
+        self.search_readers = SEARCH_READERS  # runs a search stamps and reads at once
         self._runs: dict[str, float] = {}  # name -> start time; replaced whole by each search
         self._outcomes: dict[str, dict[str, Any]] = {}  # name -> run_outcome, by search
         self._seen: dict[str, _SeenRecord] = {}  # name -> its record as the last search read it
@@ -114,6 +124,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._lock = threading.Lock()
         self._views: OrderedDict[str, tuple[RunModel, threading.Lock]] = OrderedDict()
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
+        self._table = RunsTable(self._source)  # every run's row, kept between requests
+        self._table_answer: tuple[list[dict[str, Any]], bytes] | None = None  # rows, as JSON
         self._comparisons = Comparisons()  # each under _comparing: one computed at a time
         self._comparing = threading.Lock()
         self._closed = threading.Event()  # set by close(): the search ends
@@ -144,7 +156,7 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         security validator.
         """
         modules = {f"/{name}": self._serve_module for name in view_modules.module_sources()}
-        routes = {"/runs": self._serve_runs, "/view": self._serve_view}
+        routes = {"/runs": self._serve_runs, "/view": self._serve_view, "/table": self._serve_table}
         apps = {**modules, **routes, "/compare": self._serve_compare}
         return {route: secured(app) for route, app in apps.items()}
 
@@ -185,6 +197,17 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             return [{**problem_run, "has_data": False, "ended": None}]
         none = {"failed": None, "has_data": False, "ended": None}
         return [{"name": n, "time": runs[n], **outcomes.get(n, none)} for n in sorted(runs)]
+
+    def table(self) -> list[dict[str, Any]]:
+        """The runs table's rows: one per run of :meth:`runs`, by name, brought up to date.
+
+        Each run's record is read from where the last request left it
+        (:class:`~learnscope.plugins.views.runs_table.RunsTable`); none while the log
+        directory cannot be searched.
+        """
+        if self.folder is None or self.problem is not None:
+            return []
+        return self._table.rows([(name, run_of(self.folder, name)) for name in sorted(self._runs)])
 
     @property
     def _problem_name(self) -> str:
@@ -294,31 +317,39 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         another record, its end when it was written.
         """
         assert self.folder is not None
-        runs, outcomes, seen = {}, {}, {}
-        for name in run_search.find_runs(self.folder):
-            folder = run_of(self.folder, name)
-            try:
-                stamp = run_search.record_stamp(folder)
-            except OSError:
-                stamp = None
-            if stamp is None:
-                continue
-            known = self._seen.get(name)
-            if known is not None and known.stamp.identity != stamp.identity:
-                known = None  # another record under that name: read it afresh
-            # the same record: its first line has not changed, its end only if it was written
-            start = known.start if known is not None else run_search.run_started(folder)
-            if known is not None and known.stamp.written == stamp.written:
-                outcome = known.outcome
-            else:
-                outcome = run_search.run_outcome(folder)
-            held = self._views.get(name)
-            if held is not None and held[0].started > start:
-                start = held[0].started  # a later ``run`` entry the view has read
-            seen[name] = _SeenRecord(stamp, start, outcome)
-            runs[name], outcomes[name] = start, outcome
+        names = run_search.find_runs(self.folder)
+        # each run's stamp and reads wait on the store there: several runs at once
+        with ThreadPoolExecutor(max(1, min(self.search_readers, len(names)))) as pool:
+            found = list(pool.map(self._search_run, names))
+        seen = {name: record for name, record in zip(names, found, strict=True) if record}
         self._seen = seen
+        runs = {name: record.start for name, record in seen.items()}
+        outcomes = {name: record.outcome for name, record in seen.items()}
         return runs, outcomes
+
+    def _search_run(self, name: str) -> _SeenRecord | None:
+        """One run as the search sees it: its stamp, start and outcome; ``None`` without one."""
+        assert self.folder is not None
+        folder = run_of(self.folder, name)
+        try:
+            stamp = run_search.record_stamp(folder)
+        except OSError:
+            stamp = None
+        if stamp is None:
+            return None
+        known = self._seen.get(name)
+        if known is not None and known.stamp.identity != stamp.identity:
+            known = None  # another record under that name: read it afresh
+        # the same record: its first line has not changed, its end only if it was written
+        start = known.start if known is not None else run_search.run_started(folder)
+        if known is not None and known.stamp.written == stamp.written:
+            outcome = known.outcome
+        else:
+            outcome = run_search.run_outcome(folder)
+        held = self._views.get(name)
+        if held is not None and held[0].started > start:
+            start = held[0].started  # a later ``run`` entry the view has read
+        return _SeenRecord(stamp, start, outcome)
 
     @wrappers.Request.application
     def _serve_module(self, request: wrappers.Request) -> wrappers.Response:
@@ -331,6 +362,22 @@ class LearnscopePlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         return _json(json.dumps(self.runs()).encode("utf-8"))
+
+    @wrappers.Request.application
+    def _serve_table(self, request: wrappers.Request) -> wrappers.Response:
+        try:
+            rows = self.table()
+        except Exception as error:  # never a server error: the tab shows what went wrong
+            log.exception("learnscope tab: the runs table failed")
+            why = f"the runs table failed: {type(error).__name__}: {error}"
+            message = {"runs": [], "error": why}
+            return _json(json.dumps(message).encode("utf-8"))
+        answer = self._table_answer
+        same = answer is not None and len(answer[0]) == len(rows)
+        if not (same and all(a is b for a, b in zip(answer[0], rows, strict=True))):
+            data = json.dumps({"runs": rows}, separators=(",", ":")).encode("utf-8")
+            answer = self._table_answer = (rows, data)  # a row is the same dict until it changes
+        return _json(answer[1])
 
     @wrappers.Request.application
     def _serve_view(self, request: wrappers.Request) -> wrappers.Response:

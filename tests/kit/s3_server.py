@@ -450,6 +450,9 @@ class _ProxyServer(_TrackedConnections, ThreadingHTTPServer):
 class _ProxyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, and ``Expect: 100-continue`` answered
     timeout = 120  # an idle keep-alive connection ends after this
+    # an answer is written in two parts (its head, its body): without this the client's delayed
+    # acknowledgement holds the second for 40 ms (Nagle's algorithm), each request
+    disable_nagle_algorithm = True
     server: _ProxyServer
 
     def log_message(self, format: str, *args: Any) -> None:

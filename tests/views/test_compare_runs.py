@@ -488,6 +488,8 @@ def _check_panel(driver: Any, expected: dict[str, Any]) -> None:
     canvas = driver.execute_script(
         "return learnscopeView.compare.canvases[0].querySelector('canvas')"
     )
+    # whole in the window (a runs table above may push it past the fold): the mouse lands there
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
     ActionChains(driver).move_to_element_with_offset(
         canvas, round(point["x"] - point["width"] / 2), round(point["y"] - point["height"] / 2)
     ).perform()

@@ -115,7 +115,8 @@ def test_the_tab_serves_every_module(tmp_path: Path) -> None:
         assert response.status_code == 200, name
         assert response.headers["Content-Type"].startswith("text/javascript"), name
         assert response.get_data(as_text=True) == text
-    assert sorted(apps) == sorted(["/runs", "/view", "/compare", *(f"/{n}" for n in sources)])
+    routes = ["/runs", "/view", "/compare", "/table"]
+    assert sorted(apps) == sorted([*routes, *(f"/{n}" for n in sources)])
 
 
 _IMPORT_ALL = """

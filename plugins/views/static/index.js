@@ -18,6 +18,9 @@
 // runs picked there (multiples_choice.js, multiples.js), under it too, following both.
 // Coordinates come in units of each snapshot's spread and are drawn in the run record's fixed
 // frame per key (the same picture as the Images tab); the view opens the newest run.
+// The runs table (runs_table.js) sits above it all when the source has one (the tab's /table, an
+// exported page's rows): a row opens its run here, and the runs chosen there show their small
+// multiples under it (multiples.js), at this view's step cursor and projection.
 // mount() announces the view to the page that embeds it with a ``learnscope:mounted`` event on
 // window (``event.detail`` is the view): its ``state`` (point counts, frames drawn, hovered and
 // pinned point, ...), the embedding panel's canvas, positions and controls, and ``compare``, the
@@ -33,6 +36,7 @@ import { inlineSource, newestRun, prepareEmbedding, runList, serverSource } from
 import { ProjectionChoice } from './projection_choice.js';
 import { SideBySideChoice } from './multiples_choice.js';
 import { menuOrder, runOptions } from './run_menu.js';
+import { RunsTable } from './runs_table.js';
 import { styleElement } from './styles.js';
 
 const INLINE_DATA = 'learnscope-data';
@@ -57,7 +61,12 @@ export class LearnscopeView {
     this.tip = el('div', { class: 'ls-tip' });
     this.chooser = new CompareChooser({ source, tip: this.tip });
     this.sideBySide = new SideBySideChoice({ source, tip: this.tip }); // small multiples
-    root.append(this.header, this.messages, this.body, this.tip); // the chooser's box: in body
+    this.table = null; // the runs table, when the source has one
+    this.tableBox = el('div');
+    this.cursor = null; // the step cursor and projection choice of the run shown
+    this.projection = null;
+    // the chooser's box: in body
+    root.append(this.header, this.tableBox, this.messages, this.body, this.tip);
   }
 
   /** List the runs and open the newest. */
@@ -71,6 +80,8 @@ export class LearnscopeView {
     this.sideBySide.setRuns(menuOrder(runs).map((r) => r.name));
     this.header.append(el('strong', { text: 'learnscope: training dynamics' }),
       el('label', {}, ['run ', select]), ...this.chooser.labels(), ...this.sideBySide.labels());
+    this.runSelect = select;
+    await this.startTable();
     if (!runs.length) {
       this.messages.append(el('div', { class: 'ls-msg', text: 'No run with learnscope data.' }));
       this.state.ready = true;
@@ -84,6 +95,32 @@ export class LearnscopeView {
       for (const m of pair.messages || []) this.chooser.say(m);
       if (pair.key) await this.openCompare(pair.b, pair.key, pair.keyB);
     }
+  }
+
+  /** The runs table above the view, when the source has one (a row opens its run here). */
+  async startTable() {
+    if (!this.source.table) return;
+    const table = new RunsTable({ source: this.source, tip: this.tip,
+      onOpen: (name) => this.openRun(name),
+      context: () => ({ cursor: this.cursor, projection: this.projection }) });
+    try {
+      await table.load();
+    } catch (error) {
+      this.tableBox.append(el('div', { class: 'ls-msg', text: `runs table: ${error}` }));
+      return;
+    }
+    // one run, or a pair (the comparison shows two runs side by side): no table, and the page
+    // is laid out as it was
+    if (!table.state.open && !table.error) return;
+    this.table = table;
+    this.header.append(table.button);
+    this.tableBox.append(table.box);
+  }
+
+  /** Open run ``name`` (as the run picker does), unless it is shown already. */
+  async openRun(name) {
+    if (this.runSelect) this.runSelect.value = name;
+    if (this.state.run !== name || !this.state.ready) await this.loadRun(name);
   }
 
   /** Compare the run shown with another (see CompareChooser.open). */
@@ -109,6 +146,7 @@ export class LearnscopeView {
     this.view = view;
     const cursor = new StepCursor();
     const projection = new ProjectionChoice();
+    Object.assign(this, { cursor, projection });
     this.chooser.showRun(run, view, cursor, projection);
     this.sideBySide.showRun(run, cursor, projection);
     this.messages.textContent = '';
@@ -125,6 +163,10 @@ export class LearnscopeView {
     this.body.append(...(all.length ? [cursorLine(cursor)] : []), this.chooser.box,
       this.sideBySide.box, panel.element, acf.element, findings.element);
     cursor.set(all.length ? Math.max(...all) : null); // every panel at its newest
+    if (this.table) {
+      this.table.markCurrent(run);
+      this.table.contextChanged();
+    }
     this.state.readyMs = Math.round(performance.now()); // since this page (or iframe) started
     this.state.ready = true;
   }

@@ -1,6 +1,8 @@
 // The data: where runs and their views come from, and the embeddings decoded for drawing.
 //
-// A source is {runs(): [{name, time, failed, has_data, ended}], view(name): view,
+// A source is {runs(): [{name, time, failed, has_data, ended}], view(name): view, table():
+// {runs: [row]} (the runs table's rows; null on a page without them), live (whether the
+// table is fetched again from a server),
 // compare(a, b, key, at, keyB)} (at: the step cursor's step, each run then at its newest
 // snapshot at or before it, the newest without it; keyB: B's tag, A's ``key`` when not given).
 // In TensorBoard it fetches the plugin's routes ./runs, ./view?run=... and
@@ -96,6 +98,8 @@ export function serverSource() {
   return {
     runs: () => json('./runs'),
     view: (run) => json('./view?' + new URLSearchParams({ run })),
+    table: () => json('./table'),
+    live: true,
     pair: null, // no comparison to open first
     compare: (a, b, key, at, keyB) => {
       const query = { a, b, key };
@@ -137,6 +141,8 @@ export function inlineSource(id) {
       failed: (r.view && r.view.failed) || null, has_data: !!(r.view && r.view.has_data),
       ended: (r.view && r.view.ended) || null })),
     view: async (run) => byName.get(run),
+    table: async () => (data.table ? { runs: data.table } : null),
+    live: false,
     pair: held && { a: held.a, b: held.b, key: first && first.a.key, keyB: first && first.b.key,
       messages: held.messages },
     compare: async (a, b, key, at, keyB = key) => {

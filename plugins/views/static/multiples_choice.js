@@ -43,7 +43,8 @@ export class SideBySideChoice {
     this.count.textContent = '';
     this.list.textContent = '';
     this.boxes = this.runNames.filter((n) => n !== run).map((name) => {
-      const box = el('input', { type: 'checkbox', value: name, 'aria-label': `side by side ${name}` });
+      const box = el('input', { type: 'checkbox', value: name, 'aria-label': `side by side ${name}`,
+        title: `Show ${name} beside this run, in the order ticked` });
       box.addEventListener('change', () => {
         this.order = box.checked ? [...this.order, name] : this.order.filter((n) => n !== name);
         this.open(this.order);

@@ -35,6 +35,13 @@ const CSS = `
 .ls-root .ls-hbar { display: flex; flex-direction: column; align-items: center; width: 18px; }
 .ls-root .ls-hbar > div:nth-child(2) { width: 14px; }
 .ls-root .ls-hcount, .ls-root .ls-hlabel { font-size: 10px; color: #616161; }
+.ls-root .ls-runs { margin: 4px 0 8px; }
+.ls-root .ls-table-holder { max-height: 360px; overflow: auto; border: 1px solid #eee; }
+.ls-root tr.ls-run-row { cursor: pointer; }
+.ls-root tr.ls-run-row:hover { background: #f5f5f5; }
+.ls-root tr.ls-run-shown { background: #fff3e0; }
+.ls-root .ls-table-holder th { position: sticky; top: 0; background: #fafafa; cursor: pointer;
+  white-space: nowrap; }
 .ls-root section[data-role="compare"] { border-top: 1px solid #e0e0e0; margin-top: 8px; }
 `;
 
