@@ -194,6 +194,13 @@ def wandb_view_pages(run_dir: Path) -> list[tuple[int, str]]:
     ]
 
 
+def page_data(page: Path) -> dict[str, Any]:
+    """The data inline in a learnscope page file (export or W&B): runs, views, the table."""
+    data = re.search(r'id="learnscope-data">(.*?)</script>', page.read_text("utf-8"), re.S)
+    assert data is not None, "not a learnscope page"
+    return json.loads(data[1])
+
+
 def page_views(html: str) -> dict[str, dict[str, Any]]:
     """The views inline in a learnscope page (export or W&B), by run name."""
     data = re.search(r'id="learnscope-data">(.*?)</script>', html, re.S)

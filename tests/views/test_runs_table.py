@@ -37,6 +37,7 @@ from learnscope.records.run import RunError
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.storage import RunFolder, open_run_folder
 from tests.kit.browser import open_page, unavailable_reason
+from tests.kit.readers import page_data
 from tests.kit.s3_server import LocalS3
 
 pytest_plugins = ["tests.kit.s3_server"]  # s3_env
@@ -235,18 +236,11 @@ def _newest_segment(folder: RunFolder) -> str:
     return sorted(files)[-1]
 
 
-def _page_data(page: Path) -> dict[str, Any]:
-    text = page.read_text(encoding="utf-8")
-    found = re.search(r'<script type="application/json" id="learnscope-data">(.*?)</script>', text)
-    assert found is not None
-    return json.loads(found.group(1))
-
-
 def test_the_export_holds_the_same_rows(sweep: Path, tmp_path: Path) -> None:
     page = tmp_path / "sweep.html"
     export = export_html(sweep, page)
     assert export.runs == sorted(SWEEP) and export.not_held == []
-    data = _page_data(page)
+    data = page_data(page)
     assert data["table"] == _table_route(_plugin(sweep))
     assert [run["name"] for run in data["runs"]] == sorted(SWEEP)
     assert all(run["view"]["embeddings"] for run in data["runs"])  # every view held
@@ -260,7 +254,7 @@ def test_the_export_holds_the_newest_views_within_its_budget(
     page = tmp_path / "small.html"
     one = len(json.dumps(_page_data_of_one(sweep, tmp_path)))
     export = export_html(sweep, page, view_bytes=int(2.5 * one))
-    data = _page_data(page)
+    data = page_data(page)
     views = {run["name"]: run["view"] for run in data["runs"]}
     held = [name for name, view in views.items() if view.get("held") is not False]
     # the newest runs first (their run entries' times), as many as the budget holds
@@ -280,7 +274,7 @@ def _page_data_of_one(sweep: Path, tmp_path: Path) -> dict[str, Any]:
     """The biggest view of the sweep's runs, as an exported page holds it."""
     page = tmp_path / "all.html"
     export_html(sweep, page)
-    return max((run["view"] for run in _page_data(page)["runs"]), key=lambda v: len(json.dumps(v)))
+    return max((run["view"] for run in page_data(page)["runs"]), key=lambda v: len(json.dumps(v)))
 
 
 # --- the page, in Chromium ---------------------------------------------------------------------
@@ -435,4 +429,4 @@ def test_a_pair_of_runs_keeps_the_table_out_of_the_way(browser: Any, tmp_path: P
     )
     assert made == [None, None]  # no table, no button: the page as it was
     assert learnscope.read_summaries(tmp_path / "logs").keys() == {"a", "b"}
-    assert len(_page_data(page)["table"]) == 2  # the rows are in the page all the same
+    assert len(page_data(page)["table"]) == 2  # the rows are in the page all the same

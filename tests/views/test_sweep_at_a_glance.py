@@ -22,6 +22,8 @@ experiment, ``default_hp_metric=False``, so every run's columns are learnscope's
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,10 +32,12 @@ from tensorboard.backend.event_processing import plugin_event_accumulator
 from tensorboard.plugins.hparams import metadata
 
 import learnscope
+from learnscope.plugins.views.view_page import export_html
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.record import RecordReader
-from tests.kit.readers import wandb_config, wandb_summary, wandb_tags
-from tests.kit.summary_reference import assert_same_summary, expected_summary
+from tests.kit.browser import enter_learnscope_tab, unavailable_reason, wait_view_ready
+from tests.kit.readers import page_data, wandb_config, wandb_summary, wandb_tags
+from tests.kit.summary_reference import assert_same_summary, expected_summary, record_lines
 from tests.kit.sweep import CRASH_STEP, STEPS, SWEEP, Sweep, SweepRun
 from tests.kit.tb_server import hparams_routes, learnscope_metrics, tensorboard
 
@@ -189,13 +193,32 @@ def numbers(flat: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def test_tensorboards_hparams_and_the_tabs_runs_table_hold_each_runs_summary(
-    sweep: Sweep,
+def assert_rows_hold(rows: list[dict[str, Any]], sweep: Sweep) -> None:
+    """The runs table's rows: one per run, each its own hyper-parameters and summary."""
+    expected = recomputed(sweep)
+    assert sorted(row["name"] for row in rows) == sorted(expected)
+    for row in rows:
+        run = sweep.run(row["name"])
+        assert row["hyperparameters"] == {"lr": run.lr, "weight_decay": run.weight_decay}
+        assert (row["status"], row["problem"]) == (run.status, None)
+        assert_same_summary(row["summary"], expected[run.name])
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_hparams_the_tabs_runs_table_and_small_multiples_on_a_real_server(
+    sweep: Sweep, browser: Any
 ) -> None:
     expected = recomputed(sweep)
     ended = [run for run in sweep.runs if run.status != "running"]
+    chosen = [sweep.runs[0].name, sweep.runs[8].name, sweep.runs[9].name]
     with tensorboard(sweep.logdir) as server:
         _, groups = hparams_routes(server, len(ended))
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == 12)
+        assert_rows_hold(server.json("/data/plugin/learnscope/table")["runs"], sweep)
+        enter_learnscope_tab(browser, server.base)
+        wait_view_ready(browser)
+        state = small_multiples(browser, chosen)
     # a run's HParams row is written once, when it ends: the killed run has none
     assert set(groups) == {run.name for run in ended}
     for run in ended:
@@ -207,3 +230,44 @@ def test_tensorboards_hparams_and_the_tabs_runs_table_hold_each_runs_summary(
         assert hparams.get("~learnscope/first_finding/code") == first, run.name
         shown = learnscope_metrics(session)
         assert shown == pytest.approx(numbers(expected[run.name]), rel=1e-6), run.name
+    assert_small_multiples(state, sweep, chosen)
+
+
+def small_multiples(driver: Any, chosen: list[str]) -> dict[str, Any]:
+    """Choose ``chosen`` in the runs table (in its order); the small multiples' state."""
+    from selenium.webdriver.common.by import By
+
+    for name in chosen:
+        driver.find_element(By.CSS_SELECTOR, f'input[aria-label="choose {name}"]').click()
+    script = (
+        "const t = window.learnscopeView.table; "
+        "return t ? JSON.parse(JSON.stringify(t.multiples.state)) : null"
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        state = driver.execute_script(script)
+        if state and state["ready"] and len(state.get("panels", [])) == len(chosen):
+            return state
+        assert time.monotonic() < deadline, f"the small multiples never showed: {state}"
+        time.sleep(0.2)
+
+
+def assert_small_multiples(state: dict[str, Any], sweep: Sweep, chosen: list[str]) -> None:
+    """Each chosen run's panel, at its newest snapshot at or before the page's step cursor, on
+    exactly the points all the runs share."""
+    assert [p["run"] for p in state["panels"]] == chosen  # in the table's order
+    for panel in state["panels"]:
+        entries = record_lines(sweep.run(panel["run"]).tensorboard)
+        snapshots = [e for e in entries if e["kind"] == "snapshot"]
+        assert {e["points"] for e in snapshots} == {48}  # the validation points, by row
+        before = [e["step"] for e in snapshots if e["step"] <= state["cursor"]]
+        step = max(before) if before else min(e["step"] for e in snapshots)
+        assert (panel["message"], panel["drawn"], panel["step"]) == (None, 48, step), panel
+    assert len(state["shared"]) == 48
+
+
+def test_the_exported_page_holds_each_runs_row(sweep: Sweep, tmp_path: Path) -> None:
+    page = tmp_path / "sweep.html"
+    export = export_html(sweep.logdir, page)
+    assert sorted(export.runs) == sorted(run.name for run in sweep.runs)
+    assert_rows_hold(page_data(page)["table"], sweep)
