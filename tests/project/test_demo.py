@@ -15,22 +15,10 @@ import pytest
 
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.record import RecordReader, decode_array
+from tests.kit.demo_process import EIGHT_CORES_DEMO, NOISE
 from tests.kit.readers import ProjectorReader, parse_metadata, png_size
 
 pytestmark = pytest.mark.slow
-
-# ``learnscope demo`` as the console script runs it, on a machine of 8 cores: Lightning says
-# "does not have many workers" only where it counts more than 2 (this one may have 2).
-EIGHT_CORES_DEMO = (
-    "import sys\n"
-    "import lightning.fabric.utilities.data as data\n"
-    "data._num_cpus_available = lambda: 8\n"
-    "from learnscope.lightning_glue.cli import main\n"
-    "sys.exit(main(sys.argv[1:]))\n"
-)
-# What Lightning, torch and the demo's set-up printed in the demo before it hid them.
-NOISE = ("GPU available", "TPU available", "Tip:", "litlogger", "deprecated", "many workers")
-NOISE += ("Warning", "WARNING", "`Trainer.fit` stopped", "Seed set", "wandb:")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import yaml
 
 import learnscope
 from learnscope.lightning_glue.demo_sweep import STEPS_PER_EPOCH, SWEEP
-from tests.project.test_demo import EIGHT_CORES_DEMO, NOISE
+from tests.kit.demo_process import EIGHT_CORES_DEMO, NOISE
 
 pytestmark = pytest.mark.slow
 

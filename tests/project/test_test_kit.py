@@ -57,7 +57,7 @@ def test_the_browser_fixture_is_defined_once_in_a_conftest() -> None:
 
 def test_no_test_module_imports_another() -> None:
     """What two test files share lives in the kit, not in one of them."""
-    borrowed = re.compile(r"^\s*(?:from|import)\s+(test_\w+)\b", re.MULTILINE)
+    borrowed = re.compile(r"^\s*(?:from|import)\s+((?:tests\.\w+\.)?test_\w+)\b", re.MULTILINE)
     found = [
         f"{path.relative_to(ROOT)}: {match.group(0).strip()}"
         for path in python_files()
