@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import learnscope
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
 from learnscope.plugins.views.runs_table import RunsTable
 from learnscope.records import RunEnd
-from learnscope.run_directory.file_names import SUMMARY_FILE
+from learnscope.run_directory.file_names import RECORD_FILE, SUMMARY_FILE
 from learnscope.run_directory.record import RecordReader
 from learnscope.run_directory.run_search import find_runs, run_of
 from learnscope.run_directory.summary import summarize_record
@@ -136,3 +137,12 @@ def test_a_table_refresh_after_one_run_appended_reads_only_its_new_segment(
     assert after["lr_0.03/version_0"]["status"] == "finished"
     assert all(after[n] == before[n] for n in after if n != "lr_0.03/version_0")
     _assert_rows_are_the_whole_records(list(after.values()), url)
+
+
+def test_a_local_disk_keeps_no_summary_file(tmp_path: Path) -> None:
+    folder = open_run_folder(tmp_path / "run")
+    write_run(folder, 0.1, "finished", 20)
+    assert not (tmp_path / "run" / SUMMARY_FILE).exists()
+    assert (tmp_path / "run" / RECORD_FILE).exists()
+    (row,) = _rows(str(tmp_path))
+    assert row["status"] == "finished" and row["last_step"] == 20
