@@ -12,7 +12,10 @@ per append, into ``memory://`` and copied up):
   first ``/table`` request (every record read once, whole), with the requests to the store;
 * a refresh with nothing changed, and one after one run appended an entry: the bytes read (the
   table's count) and the requests (the proxy's count);
-* ``learnscope export`` of the local log directory: the page's size, how many views it holds.
+* ``learnscope export`` of the local log directory: the page's size, how many views it holds;
+* on S3, the same sweep again without its summary files (``learnscope_summary.json``, left out
+  of the copy: as runs written before the writer kept them), side by side: every record then
+  read whole, as before (``--no-fallback`` leaves it out).
 
 Run (CPU, a few minutes on two shared cores)::
 
@@ -122,17 +125,21 @@ def s3_server() -> Iterator[Any]:
         yield s3
 
 
-def upload(s3: Any, bucket: str, memory_url: str) -> int:
+def upload(s3: Any, bucket: str, memory_url: str, summaries: bool = True) -> int:
     """Copy every object of a ``memory://`` log directory into ``bucket`` under ``runs/``.
 
     The sweep written there by the object store's writer (one segment per append), copied
-    straight to moto (not counted): the benchmark measures reading. Returns the objects put.
+    straight to moto (not counted): the benchmark measures reading. Without ``summaries``
+    the runs' summary files are left out. Returns the objects put.
     """
     import fsspec
 
+    from learnscope.run_directory.file_names import SUMMARY_FILE
+
     fs = fsspec.filesystem("memory")
     root = memory_url.split("://", 1)[1]
-    puts = [(path, fs.cat_file(path)) for path in fs.find(root)]
+    paths = [p for p in fs.find(root) if summaries or not p.endswith(f"/{SUMMARY_FILE}")]
+    puts = [(path, fs.cat_file(path)) for path in paths]
     client = s3.client(through_proxy=False)
 
     def put(item: tuple[str, bytes]) -> None:
@@ -281,6 +288,9 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=540)
     parser.add_argument("--no-s3", action="store_true", help="the local disk only")
     parser.add_argument(
+        "--no-fallback", action="store_true", help="on S3 only the sweep with summary files"
+    )
+    parser.add_argument(
         "--search-runs",
         type=int,
         default=20,
@@ -309,6 +319,12 @@ def main() -> None:
             results["s3_objects"] = upload(s3, bucket, memory)
             url = f"s3://{bucket}/runs"
             results["s3"] = table_figures(url, open_run_folder(f"{url}/{run}"), s3)
+            if not args.no_fallback:
+                bare = s3.bucket()
+                results["s3_objects_without_summary_files"] = upload(s3, bare, memory, False)
+                url = f"s3://{bare}/runs"
+                folder = open_run_folder(f"{url}/{run}")
+                results["s3_without_summary_files"] = table_figures(url, folder, s3)
             if args.search_runs:
                 small = s3.bucket()
                 memory = "memory://learnscope-bench/search"

@@ -6,6 +6,9 @@ A run directory (TensorBoard's ``version_0``, a wandb run's ``files/``) holds, f
   the views (the learnscope tab, ``learnscope export``, the W&B ``~learnscope/view`` page) read; on
   an object store, the folder ``learnscope_record.d/`` of its immutable segments instead
   (:mod:`learnscope.storage.object_store`);
+* on an object store only, ``learnscope_summary.json``: the record at a glance, kept by the
+  record's writer so that the runs table need not read every segment
+  (:mod:`learnscope.run_directory.summary_file`);
 * for TensorBoard's own tabs: learnscope's event files (names ending in ``.learnscope``), the
   Projector's ``projector_config.pbtxt`` with the snapshots under ``projector/``, and the Custom
   Scalars layout kept in ``learnscope_custom_scalars.json``;
@@ -32,6 +35,7 @@ import re
 
 RECORD_FILE = "learnscope_record.jsonl"
 RECORD_SEGMENTS = "learnscope_record.d"  # on an object store: the record as immutable segments
+SUMMARY_FILE = "learnscope_summary.json"  # on an object store: the record at a glance
 PROJECTOR_CONFIG = "projector_config.pbtxt"
 PROJECTOR_FOLDER = "projector"
 EVENTS_SUFFIX = ".learnscope"  # the end of the name of learnscope's own event files

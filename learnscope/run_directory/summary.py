@@ -283,6 +283,80 @@ class SummaryFold:
             key = entry["key"]
             self._snapshots[key] = _with_snapshot(self._snapshots.get(key), key, step, entry)
 
+    def state(self) -> dict[str, Any]:
+        """What the fold holds, as JSON values: :meth:`from_state` folds on from it.
+
+        Example:
+            >>> fold = SummaryFold()
+            >>> fold.add({"kind": "snapshot", "key": "enc", "step": 2})
+            >>> again = SummaryFold.from_state(fold.state())
+            >>> again.add({"kind": "end", "step": 3, "status": "finished"})
+            >>> again.summary().snapshots[0].count, again.summary().last_step
+            (1, 3)
+        """
+        return {
+            "status": self._status,
+            "error": self._error,
+            "last_step": self._last_step,
+            "rows": [{name: row.get(name) for name in _ROW_FIELDS} for row in self._rows],
+            "analyses": {
+                what: [[g.group, g.step, g.rho1_median, g.tau] for g in groups]
+                for what, groups in self._analyses.items()
+            },
+            "snapshots": [
+                [
+                    k.key,
+                    k.count,
+                    k.last_step,
+                    k.rankme_last,
+                    k.rankme_lowest,
+                    k.effective_rank_last,
+                    k.effective_rank_lowest,
+                    [list(view) for view in k.silhouette],
+                ]
+                for k in self._snapshots.values()
+            ],
+            "hyperparameters": dict(self._hyperparameters),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> SummaryFold:
+        """The fold :meth:`state` described.
+
+        Raises:
+            ValueError: When ``state`` is not what :meth:`state` gives (a damaged file).
+        """
+        fold = cls()
+        try:
+            fold._status = _text(state["status"])
+            fold._error = None if state["error"] is None else _text(state["error"])
+            fold._last_step = _optional_whole(state["last_step"])
+            fold._rows = [dict(row) for row in state["rows"] if _finding_row(row)]
+            fold._analyses = {
+                _text(what): tuple(
+                    GroupAnalysis(
+                        what, _text(g), _step(step), _optional_number(m), _optional_number(t)
+                    )
+                    for g, step, m, t in groups
+                )
+                for what, groups in state["analyses"].items()
+            }
+            for key, count, last, r_last, r_low, e_last, e_low, views in state["snapshots"]:
+                fold._snapshots[_text(key)] = KeySnapshots(
+                    key,
+                    _step(count),
+                    _step(last),
+                    _optional_number(r_last),
+                    _optional_number(r_low),
+                    _optional_number(e_last),
+                    _optional_number(e_low),
+                    tuple((_text(p), float(_step_or_number(v))) for p, v in views),
+                )
+            fold._hyperparameters = _hyperparameters(state["hyperparameters"])
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
+            raise ValueError(f"not a summary fold's state: {error!r}") from None
+        return fold
+
     def summary(self) -> RunSummary:
         """The summary of the entries folded so far."""
         rows = self._rows
@@ -320,6 +394,41 @@ def summarize_record(entries: Iterable[Mapping[str, Any]]) -> RunSummary:
     for entry in entries:
         fold.add(entry)
     return fold.summary()
+
+
+_ROW_FIELDS = ("code", "subject", "step", "first_step", "resolved_step")  # what a row's fold reads
+
+
+def _text(value: Any) -> str:
+    """``value`` when it is text (a state's), else ``ValueError``."""
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is no text")
+    return value
+
+
+def _step(value: Any) -> int:
+    """``value`` when it is a whole number (a state's), else ``ValueError``."""
+    if _whole(value) is None:
+        raise ValueError(f"{value!r} is no whole number")
+    return int(value)
+
+
+def _optional_whole(value: Any) -> int | None:
+    return None if value is None else _step(value)
+
+
+def _optional_number(value: Any) -> float | None:
+    """``None``, or ``value`` as a finite float (a state's), else ``ValueError``."""
+    if value is None:
+        return None
+    return _step_or_number(value)
+
+
+def _step_or_number(value: Any) -> float:
+    number = _number(value)
+    if number is None:
+        raise ValueError(f"{value!r} is no finite number")
+    return number
 
 
 def _whole(value: Any) -> int | None:

@@ -192,9 +192,13 @@ class RunFolder(abc.ABC):
 
     Attributes:
         location: The path or URL as the logger gave it, for messages and commands.
+        keeps_summary: Whether the run record's writer keeps the summary file beside the
+            record (:mod:`learnscope.run_directory.summary_file`), and readers look for it:
+            on an object store, where each segment read is a request; never on a disk.
     """
 
     location: str
+    keeps_summary = False  # whether the record's writer keeps a summary file beside the record
     _tidied = False  # whether remove_debris ran before this folder's first change
 
     def _before_change(self) -> None:
@@ -337,12 +341,15 @@ class RunFolder(abc.ABC):
         """The stamp of the run record (see :class:`RecordStamp`), or ``None`` without one."""
 
     @abc.abstractmethod
-    def searched_record_source(self, written: Callable[[], object]) -> RecordSource:
+    def searched_record_source(
+        self, written: Callable[[], object], after: tuple[int, str, str] | None = None
+    ) -> RecordSource:
         """A reader of the record for a view whose search notes the record's stamp.
 
         Where a read is a request to a store, it reads only when ``written`` (what the last
         search noted: :attr:`RecordStamp.written`) changed; on a disk, where a read costs one
-        ``stat``, it is :meth:`record_source`.
+        ``stat``, it is :meth:`record_source`. ``after``: as :meth:`record_source`'s, and
+        nothing is read while ``written`` is still ``after``.
         """
 
     @abc.abstractmethod
@@ -350,12 +357,24 @@ class RunFolder(abc.ABC):
         """Hold the lock of the shared file ``name`` (nothing on an object store)."""
 
     @abc.abstractmethod
-    def append_record(self, data: bytes) -> None:
-        """Add ``data``, whole JSON lines, to the run record; all of it or, on a failure, none."""
+    def append_record(self, data: bytes) -> str | None:
+        """Add ``data``, whole JSON lines, to the run record; all of it or, on a failure, none.
+
+        Returns:
+            The name of the segment written, where the record is segments; else ``None``.
+        """
 
     @abc.abstractmethod
-    def record_source(self) -> RecordSource:
-        """A reader of the run record's bytes from its start."""
+    def record_source(self, after: tuple[int, str, str] | None = None) -> RecordSource:
+        """A reader of the run record's bytes from its start.
+
+        Args:
+            after: Where :attr:`keeps_summary`: the segments a summary file covers
+                (``(count, first name, last name)``); the reader starts after them, or, when
+                the record does not begin with them, reads it whole from its start and its
+                first read says :attr:`RecordSource.restarted`. A disk takes none
+                (``ValueError``).
+        """
 
     @abc.abstractmethod
     def record_head(self, size: int) -> tuple[bytes, float] | None:

@@ -201,9 +201,11 @@ class LocalFolder(RunFolder):
         stamp = self.stamp(RECORD_FILE)
         return None if stamp is None else RecordStamp(stamp[:2], stamp[2:])
 
-    def searched_record_source(self, written: Callable[[], object]) -> RecordSource:
+    def searched_record_source(
+        self, written: Callable[[], object], after: tuple[int, str, str] | None = None
+    ) -> RecordSource:
         """The record's own source: a read costs one ``stat`` when nothing was added."""
-        return self.record_source()
+        return self.record_source(after)
 
     def set_aside(self, path: str, error: Exception, what: str, then: str) -> str:
         """Rename the file ``path`` aside (see :meth:`RunFolder.set_aside`)."""
@@ -230,7 +232,7 @@ class LocalFolder(RunFolder):
         """The lock of the shared file ``name``: ``.<name>.lock`` in the directory."""
         return locked(self.root / lock_name(name))
 
-    def append_record(self, data: bytes) -> None:
+    def append_record(self, data: bytes) -> str | None:
         """Append whole lines to the record in one write, under the record's lock.
 
         A record whose last line was cut short (by a crash) is first ended with a newline.
@@ -241,9 +243,16 @@ class LocalFolder(RunFolder):
         """
         self._before_change()
         append_lines(self.root / RECORD_FILE, data)
+        return None
 
-    def record_source(self) -> RecordSource:
-        """A reader of ``learnscope_record.jsonl`` that keeps its place in the file."""
+    def record_source(self, after: tuple[int, str, str] | None = None) -> RecordSource:
+        """A reader of ``learnscope_record.jsonl`` that keeps its place in the file.
+
+        Raises:
+            ValueError: ``after`` is given: a disk keeps no summary file, whose segments it is.
+        """
+        if after is not None:
+            raise ValueError("a local record has no segments to start after")
         return FileRecordSource(self.root / RECORD_FILE)
 
     def record_head(self, size: int) -> tuple[bytes, float] | None:

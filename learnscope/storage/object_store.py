@@ -56,12 +56,14 @@ class ObjectStoreFolder(RunFolder):
         >>> import fsspec
         >>> fs, root = fsspec.core.url_to_fs("memory://doc/run")
         >>> folder = ObjectStoreFolder(fs, root, "memory://doc/run")
-        >>> folder.append_record(b'{"kind":"run"}\n')
+        >>> _ = folder.append_record(b'{"kind":"run"}\n')
         >>> folder.listing()
         (['learnscope_record.d'], [])
         >>> folder.record_source().read(1 << 20)
         b'{"kind":"run"}\n'
     """
+
+    keeps_summary = True  # each segment read is a request: the writer keeps a summary file
 
     def __init__(self, fs: Any, root: str, location: str) -> None:
         self.fs = fs
@@ -208,9 +210,15 @@ class ObjectStoreFolder(RunFolder):
         stamp = self.stamp(RECORD_FILE)
         return None if stamp is None else RecordStamp(stamp, stamp)
 
-    def searched_record_source(self, written: Callable[[], object]) -> RecordSource:
-        """The record, read only when the search saw it change (:class:`SearchedRecord`)."""
-        return SearchedRecord(self.record_source(), written)
+    def searched_record_source(
+        self, written: Callable[[], object], after: tuple[int, str, str] | None = None
+    ) -> RecordSource:
+        """The record, read only when the search saw it change (:class:`SearchedRecord`).
+
+        From after the segments ``after`` (see :meth:`record_source`): nothing is read while
+        the search's stamp is still ``after``.
+        """
+        return SearchedRecord(self.record_source(after), written, after)
 
     def set_aside(self, path: str, error: Exception, what: str, then: str) -> str:
         """Copy the object ``path`` aside, then delete it (see :meth:`RunFolder.set_aside`)."""
@@ -248,18 +256,27 @@ class ObjectStoreFolder(RunFolder):
         """No lock: an object store has none."""
         return contextlib.nullcontext()
 
-    def append_record(self, data: bytes) -> None:
-        """Write ``data`` as the record's next segment (one ``PUT``; a ``LIST`` the first time)."""
+    def append_record(self, data: bytes) -> str | None:
+        """Write ``data`` as the record's next segment (one ``PUT``; a ``LIST`` the first time).
+
+        Returns:
+            The segment's name.
+        """
         if self._next_segment is None:
             numbers = [int(m[1]) for m in map(_SEGMENT.match, self._segments()) if m]
             self._next_segment = max(numbers, default=0) + 1
         name = f"{self._next_segment:012d}-{self._token}.jsonl"
         self.write(f"{RECORD_SEGMENTS}/{name}", data)
         self._next_segment += 1
+        return name
 
-    def record_source(self) -> RecordSource:
-        """A reader of the record's segments (or of a record file copied up whole)."""
-        return _ObjectSource(self)
+    def record_source(self, after: tuple[int, str, str] | None = None) -> RecordSource:
+        """A reader of the record's segments (or of a record file copied up whole).
+
+        ``after``: the segments a summary file covers, ``(count, first, last)`` (see
+        :meth:`RunFolder.record_source`); checked at the first read, which lists anyway.
+        """
+        return _ObjectSource(self, after)
 
     def record_head(self, size: int) -> tuple[bytes, float] | None:
         """The first segment's first ``size`` bytes and its time."""
@@ -390,15 +407,21 @@ class _ObjectAppendFile(AppendFile):
 class _ObjectSource(RecordSource):
     """Reads new segments (or the new end of a record file copied up whole)."""
 
-    def __init__(self, folder: ObjectStoreFolder) -> None:
+    def __init__(
+        self, folder: ObjectStoreFolder, after: tuple[int, str, str] | None = None
+    ) -> None:
         self.folder = folder
         self._read: set[str] = set()  # the segments read
         self._file: tuple[object, int] | None = None  # a record file: its version, offset
+        self._after = after  # segments to take as read, checked at the first read
 
     def read(self, max_bytes: int) -> bytes:
         """Whole segments not read yet, in order (see :class:`RecordSource`)."""
         self.restarted = False
         entries = self.folder._segment_entries()
+        if self._after is not None:
+            self.restarted = not self._start_after(self._after, [_name(e) for e in entries])
+            self._after = None
         if not entries:
             return self._read_file(max_bytes)
         names = {_name(e) for e in entries}
@@ -420,6 +443,16 @@ class _ObjectSource(RecordSource):
             total += len(data)
             self._read.add(name)
         return b"".join(chunks)
+
+    def _start_after(self, after: tuple[int, str, str], names: list[str]) -> bool:
+        """Take the segments ``after`` covers as read; whether the record begins with them."""
+        count, first, last = after
+        if count == 0:
+            return True
+        if len(names) < count or names[0] != first or names[count - 1] != last:
+            return False
+        self._read = set(names[:count])
+        return True
 
     def _read_file(self, max_bytes: int) -> bytes:
         info = self.folder._record_file()
@@ -480,12 +513,12 @@ class SearchedRecord(RecordSource):
         >>> import uuid
         >>> from learnscope.storage import open_run_folder
         >>> folder = open_run_folder(f"memory://doc/{uuid.uuid4().hex}")
-        >>> folder.append_record(b'{"kind":"run"}\n')
+        >>> _ = folder.append_record(b'{"kind":"run"}\n')
         >>> noted = {"written": 1}
         >>> source = SearchedRecord(folder.record_source(), lambda: noted["written"])
         >>> source.read(1 << 20)
         b'{"kind":"run"}\n'
-        >>> folder.append_record(b'{"kind":"end"}\n')
+        >>> _ = folder.append_record(b'{"kind":"end"}\n')
         >>> source.read(1 << 20)  # the search has not seen it yet
         b''
         >>> noted["written"] = 2
@@ -495,10 +528,13 @@ class SearchedRecord(RecordSource):
 
     _NOT_YET = object()
 
-    def __init__(self, source: RecordSource, written: Callable[[], object]) -> None:
+    def __init__(
+        self, source: RecordSource, written: Callable[[], object], caught_up: object = None
+    ) -> None:
         self.source = source
         self.written = written
-        self._caught_up: object = self._NOT_YET  # ``written`` when the last read ended
+        # ``written`` when the last read ended (the stamp the source starts after, if given)
+        self._caught_up: object = self._NOT_YET if caught_up is None else caught_up
 
     def read(self, max_bytes: int) -> bytes:
         """What was added, when the search saw the record change (see the class)."""

@@ -8,7 +8,9 @@ and frame, typed metadata columns, the sprite, the full embedding's file), an
 ``end`` entry. Each record is one append of its lines, under the directory's lock (on an
 object store, one new segment). A run folder has one: a dashboard's entry makes it
 (:func:`record_writer`) and hands it to its writers that write there (the TensorBoard writer,
-the W&B writer); failures are raised to the caller (the writer fan-out isolates them).
+the W&B writer); failures are raised to the caller (the writer fan-out isolates them). On an
+object store it also keeps the summary file beside the record
+(:mod:`learnscope.run_directory.summary_file`), one ``PUT`` after each segment.
 
 Example:
     >>> import tempfile, torch
@@ -47,8 +49,10 @@ from learnscope.records import (
     RunEnd,
     RunStart,
 )
+from learnscope.run_directory.file_names import SUMMARY_FILE
 from learnscope.run_directory.record import FORMAT, RecordReader, encode_array, encode_entries
 from learnscope.run_directory.summary import RunSummary, SummaryFold
+from learnscope.run_directory.summary_file import RecordGlance
 from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import RunFolder, open_run_folder
 
@@ -127,7 +131,7 @@ class RunRecordWriter(Writer):
         self._step: int | None = None  # the latest step written, for an end entry at close
         self._ended = True  # nothing to end until something is written
         self._findings = LastTable()  # the findings table last appended
-        self._summary: SummaryFold | None = None  # the record so far; read at the first write
+        self._glance: RecordGlance | None = None  # the record so far; read at the first write
 
     def write_run_start(self, run: RunStart) -> None:
         """Append the ``run`` entry: the callbacks, their settings, the hyper-parameters."""
@@ -213,30 +217,71 @@ class RunRecordWriter(Writer):
             raise FileNotFoundError(f"the run directory {self.location} is gone; not re-making it")
         if self.reserve is not None:
             self.reserve.check(0, "the run record")
-        fold = self._fold()
+        glance = self._read_glance()
         data = encode_entries(entries)  # one JSON line per entry
-        self.folder.append_record(data)
+        segment = self.folder.append_record(data)
         for entry, line in zip(entries, data.splitlines(), strict=True):
-            fold.add(_as_written(entry, line))
+            glance.add(_as_written(entry, line), len(line) + 1)
+        glance.covered(segment)
         self._ended = entries[-1]["kind"] == "end"
         if step is not None:
             self._step = step if self._step is None else max(self._step, step)
+        if self.folder.keeps_summary:
+            self._write_glance(glance)
+
+    def _write_glance(self, glance: RecordGlance) -> None:
+        """Replace the summary file (the record is written: a failure here is only said)."""
+        try:
+            self.folder.write(SUMMARY_FILE, glance.encode())
+        except (OSError, ValueError) as error:  # readers then read the segments it lacks
+            log.warning(
+                "learnscope: the summary file of %s was not replaced (%s: %s); the runs "
+                "table reads the record's newer segments instead",
+                self.location,
+                type(error).__name__,
+                error,
+            )
 
     def _fold(self) -> SummaryFold:
         """The summary fold, made at first use from the record already in the folder."""
-        if self._summary is None:
-            fold = SummaryFold()
+        return self._read_glance().fold
+
+    def _read_glance(self) -> RecordGlance:
+        """The record at a glance, made at first use from the record already in the folder.
+
+        A record this writer did not start is read whole; where a summary file is kept, its
+        stamp (asked before and after the read: the same when nothing was added meanwhile)
+        says what the glance covers, else that is not known (readers then read the record).
+        """
+        if self._glance is None:
+            glance = RecordGlance()
             try:
-                if self.folder.record_stamp() is not None:
+                stamp = self.folder.record_stamp()
+                if stamp is not None:
                     reader = RecordReader(self.folder.record_source())
                     while entries := reader.read():
                         for entry in entries:
-                            fold.add(entry)
+                            glance.add(entry, len(json.dumps(entry, separators=(",", ":"))) + 1)
+                    glance.covered(None)
+                    if self.folder.keeps_summary and self.folder.record_stamp() == stamp:
+                        glance.covers = _covers(stamp.written)
+                    if reader.skipped:
+                        glance.first_time = None  # its first line may be one not read
             except OSError as error:  # not a file it can read: the write says what it meets
                 log.debug("learnscope: the run summary starts afresh: %s", error)
-                fold = SummaryFold()
-            self._summary = fold
-        return self._summary
+                glance = RecordGlance()
+                glance.covered(None)
+            self._glance = glance
+        return self._glance
+
+
+def _covers(written: object) -> tuple[int, str, str] | None:
+    """An object store's record stamp as the segments a summary file covers, else ``None``."""
+    if isinstance(written, tuple) and len(written) == 3:
+        count, first, last = written
+        if isinstance(count, int) and isinstance(first, str) and isinstance(last, str):
+            return (count, first, last)
+    return None
 
 
 def _as_written(entry: Mapping[str, Any], line: bytes) -> dict[str, Any]:

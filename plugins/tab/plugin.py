@@ -63,6 +63,7 @@ from learnscope.plugins.views.compare_runs import Comparisons, comparison_error
 from learnscope.plugins.views.run_search import RecordStamp, run_of
 from learnscope.plugins.views.run_view import RunModel, error_view
 from learnscope.plugins.views.runs_table import RunsTable
+from learnscope.run_directory.summary_file import RecordGlance, read_glance
 from learnscope.storage import MissingFileSystem, RecordSource, RunFolder, open_run_folder
 from learnscope.storage.object_store import SearchedRecord  # noqa: F401 (its old place)
 
@@ -81,6 +82,7 @@ class _SeenRecord(NamedTuple):
     stamp: RecordStamp
     start: float  # when its run started (its first line)
     outcome: dict[str, Any]  # how it ended (run_search.run_outcome)
+    glance: RecordGlance | None = None  # its summary file (current or behind), if it has one
 
 
 class LearnscopePlugin(base_plugin.TBPlugin):
@@ -124,7 +126,8 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         self._lock = threading.Lock()
         self._views: OrderedDict[str, tuple[RunModel, threading.Lock]] = OrderedDict()
         self._answers: dict[str, tuple[dict, bytes]] = {}  # run -> (its view, as JSON)
-        self._table = RunsTable(self._source)  # every run's row, kept between requests
+        # every run's row, kept between requests, from the summary files the search read
+        self._table = RunsTable(self._source, glance_of=self._glance)
         self._table_answer: tuple[list[dict[str, Any]], bytes] | None = None  # rows, as JSON
         self._comparisons = Comparisons()  # each under _comparing: one computed at a time
         self._comparing = threading.Lock()
@@ -274,18 +277,26 @@ class LearnscopePlugin(base_plugin.TBPlugin):
             except (OSError, ValueError) as error:
                 return comparison_error(a, b, key, str(error), key_b)
 
-    def _source(self, run: str, folder: RunFolder) -> RecordSource | None:
+    def _source(
+        self, run: str, folder: RunFolder, after: tuple[int, str, str] | None = None
+    ) -> RecordSource | None:
         """The record source of a run's views (``None``: the folder's own, read at each request).
 
         Read when the search saw it change where a read is a request to a store
-        (:meth:`~learnscope.storage.RunFolder.searched_record_source`).
+        (:meth:`~learnscope.storage.RunFolder.searched_record_source`); from after the
+        segments ``after`` (those a summary file covers) when given.
         """
 
         def written() -> object:
             seen = self._seen.get(run)
             return seen.stamp.written if seen is not None else None
 
-        return folder.searched_record_source(written)
+        return folder.searched_record_source(written, after)
+
+    def _glance(self, run: str, folder: RunFolder) -> RecordGlance | None:
+        """The summary file the last search read of a run's record (the table reads on)."""
+        seen = self._seen.get(run)
+        return seen.glance if seen is not None else None
 
     def _search_loop(self) -> None:
         assert self.folder is not None
@@ -340,16 +351,29 @@ class LearnscopePlugin(base_plugin.TBPlugin):
         known = self._seen.get(name)
         if known is not None and known.stamp.identity != stamp.identity:
             known = None  # another record under that name: read it afresh
+        glance = known.glance if known is not None else None
+        if known is None or known.stamp.written != stamp.written:
+            glance = read_glance(folder)  # an object store's summary file: one request
+        # behind the record (or another's): the record says how it stands (the table reads
+        # the segments after those it covers)
+        current = glance is not None and glance.current(stamp)
         # the same record: its first line has not changed, its end only if it was written
-        start = known.start if known is not None else run_search.run_started(folder)
+        if known is not None:
+            start = known.start
+        elif current and glance is not None and glance.first_time is not None:
+            start = glance.first_time
+        else:
+            start = run_search.run_started(folder)
         if known is not None and known.stamp.written == stamp.written:
             outcome = known.outcome
+        elif current and glance is not None:
+            outcome = run_search.glance_outcome(glance)
         else:
             outcome = run_search.run_outcome(folder)
         held = self._views.get(name)
         if held is not None and held[0].started > start:
             start = held[0].started  # a later ``run`` entry the view has read
-        return _SeenRecord(stamp, start, outcome)
+        return _SeenRecord(stamp, start, outcome, glance)
 
     @wrappers.Request.application
     def _serve_module(self, request: wrappers.Request) -> wrappers.Response:

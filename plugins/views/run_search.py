@@ -17,6 +17,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from learnscope.run_directory.run_search import (
     run_folder,
     run_of,
 )
+from learnscope.run_directory.summary_file import RecordGlance
 from learnscope.storage import RecordStamp, RunFolder
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "run_of",
     "run_outcome",
     "run_started",
+    "glance_outcome",
 ]
 _FIRST_LINE_BYTES = 65_536  # the ``run`` entry a run starts with is shorter than this
 _TAIL_BYTES = 65_536  # a record longer than this holds data: run and end entries are short
@@ -163,3 +166,26 @@ def run_outcome(run_dir: str | Path | RunFolder) -> dict[str, Any]:
     if newest.ended is not None:
         ended = {"step": newest.ended["step"], "status": newest.ended["status"]}
     return {"failed": failed, "has_data": has_data, "ended": ended}
+
+
+def glance_outcome(glance: RecordGlance) -> dict[str, Any]:
+    """:func:`run_outcome` of a record, as its summary file says it (no request).
+
+    Example:
+        >>> glance = RecordGlance()
+        >>> glance.add({"kind": "run", "time": 1.0}, 20)
+        >>> glance.add({"kind": "end", "step": 0, "status": "failed",
+        ...     "error": {"type": "ValueError", "message": "no such module"}}, 90)
+        >>> glance_outcome(glance)
+        {'failed': 'ValueError: no such module', 'has_data': False, \
+'ended': {'step': 0, 'status': 'failed'}}
+    """
+    newest = RunEntries()
+    if glance.end is not None:
+        with contextlib.suppress(DamagedEntry):  # as run_outcome skips it
+            newest.fold_end(glance.end)
+    failed = error_text(newest.ended) if newest.failure() is not None else None
+    ended = None
+    if newest.ended is not None:
+        ended = {"step": newest.ended["step"], "status": newest.ended["status"]}
+    return {"failed": failed, "has_data": glance.has_data, "ended": ended}

@@ -8,7 +8,11 @@ run started). :class:`RunsTable` keeps each run's summary fold and its place in 
 (a :class:`~learnscope.run_directory.record.RecordReader`): each :meth:`RunsTable.rows` reads
 only what each record added since (on a disk the new end of the file; on an object store only
 new segments, and none at all where the tab's search saw no change), and counts the bytes it
-read (:attr:`RunsTable.bytes_read`). The learnscope tab serves the rows at ``/table``; the
+read (:attr:`RunsTable.bytes_read`). On an object store a run's first row starts from its
+summary file (:mod:`learnscope.run_directory.summary_file`: one request, then the record's
+segments after those it covers: a listing), not from every segment of its record; a run
+without one (an older run), or whose file is damaged or not what the record begins with, is
+read whole. The learnscope tab serves the rows at ``/table``; the
 exported page holds them inline. Nothing here imports torch.
 
 Example:
@@ -39,13 +43,16 @@ from learnscope.plugins.views.record_checks import is_number
 from learnscope.plugins.views.run_view import FORMAT
 from learnscope.run_directory.record import RecordReader
 from learnscope.run_directory.summary import SummaryFold
+from learnscope.run_directory.summary_file import RecordGlance, read_glance
 from learnscope.storage import RecordSource, RunFolder
 
 READERS = 16  # records read at once: on an object store each read is a request that waits
 MAX_READ_BYTES = 64 * 1024 * 1024  # read of one record at a time (the rest comes in the loop)
 
-# a run's record source, by its name and folder (None: the folder's own)
-SourceOf = Callable[[str, RunFolder], RecordSource | None]
+# a run's record source, by its name, folder and the segments to start after (None: its own)
+SourceOf = Callable[[str, RunFolder, tuple[int, str, str] | None], RecordSource | None]
+# a run's summary file, by its name and folder (None: the record is read whole)
+GlanceOf = Callable[[str, RunFolder], RecordGlance | None]
 
 
 class CountedSource(RecordSource):
@@ -60,7 +67,7 @@ class CountedSource(RecordSource):
         >>> import uuid
         >>> from learnscope.storage import open_run_folder
         >>> folder = open_run_folder(f"memory://doc/{uuid.uuid4().hex}")
-        >>> folder.append_record(b'{"kind":"run"}\n')
+        >>> _ = folder.append_record(b'{"kind":"run"}\n')
         >>> source = CountedSource(folder.record_source())
         >>> source.read(1 << 20), source.bytes_read
         (b'{"kind":"run"}\n', 15)
@@ -113,6 +120,7 @@ class _KeptRun:
         folder: RunFolder,
         source: RecordSource,
         keep: Callable[[int], bool] | None = None,
+        glance: RecordGlance | None = None,
     ) -> None:
         self.name = name
         self.folder = folder
@@ -120,6 +128,9 @@ class _KeptRun:
         self.reader = RecordReader(self.source, MAX_READ_BYTES)
         self.fold = SummaryFold()
         self.started = 0.0
+        if glance is not None:  # the record up to the segments its summary file covers
+            self.fold = SummaryFold.from_state(glance.fold.state())
+            self.started = glance.newest_time
         self.problem: str | None = None
         self.row: dict[str, Any] | None = None
 
@@ -179,12 +190,26 @@ class RunsTable:
         keep_bytes: How many bytes of the records read to keep, in all, so that a view made
             next reads them again from memory (:meth:`replay`; ``learnscope export``); none
             by default.
+        glance_of: A run's summary file (by its name and folder), to start from instead of
+            the record's first segment: by default the folder's own
+            (:func:`~learnscope.run_directory.summary_file.read_glance`: one request on an
+            object store, none on a disk); none when ``keep_bytes`` is given (a view made
+            next reads the whole record). The tab gives the one its search read.
     """
 
     def __init__(
-        self, source_of: SourceOf | None = None, readers: int = READERS, keep_bytes: int = 0
+        self,
+        source_of: SourceOf | None = None,
+        readers: int = READERS,
+        keep_bytes: int = 0,
+        glance_of: GlanceOf | None = None,
     ) -> None:
-        self.source_of: SourceOf = source_of or (lambda _, folder: folder.record_source())
+        self.source_of: SourceOf = source_of or (
+            lambda _, folder, after: folder.record_source(after)
+        )
+        if glance_of is None and keep_bytes <= 0:
+            glance_of = lambda _, folder: read_glance(folder)  # noqa: E731
+        self.glance_of: GlanceOf = glance_of or (lambda _, folder: None)
         self.readers = readers
         self.keep_bytes = keep_bytes
         self._kept: dict[str, _KeptRun] = {}
@@ -207,23 +232,39 @@ class RunsTable:
         """
         with self._lock:
             kept = {}
+            new = []
             for name, folder in runs:
                 run = self._kept.get(name)
                 if run is None or not run.folder.same_as(folder):
-                    source = self.source_of(name, folder) or folder.record_source()
-                    keep = self._keep if self.keep_bytes > 0 else None
-                    run = _KeptRun(name, folder, source, keep)
+                    new.append((name, folder))
+                else:
+                    kept[name] = run
+            for (name, _), run in zip(new, self._map(self._new_run, new), strict=True):
                 kept[name] = run
+            kept = {name: kept[name] for name, _ in runs if name in kept}
             gone = [run for name, run in self._kept.items() if kept.get(name) is not run]
             self._gone_bytes += sum(run.source.bytes_read for run in gone)
             self._kept = kept
-            if len(kept) > 1 and self.readers > 1:
-                with ThreadPoolExecutor(min(self.readers, len(kept))) as pool:
-                    list(pool.map(_KeptRun.refresh, kept.values()))
-            else:
-                for run in kept.values():
-                    run.refresh()
+            self._map(_KeptRun.refresh, list(kept.values()))
             return [run.row for run in kept.values() if run.row is not None]
+
+    def _map(self, do: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """``do`` of each item, several at once (on an object store each waits on requests)."""
+        if len(items) > 1 and self.readers > 1:
+            with ThreadPoolExecutor(min(self.readers, len(items))) as pool:
+                return list(pool.map(do, items))
+        return [do(item) for item in items]
+
+    def _new_run(self, named: tuple[str, RunFolder]) -> _KeptRun:
+        """A run not kept yet, from its summary file where it has one that says what it covers."""
+        name, folder = named
+        glance = self.glance_of(name, folder)
+        if glance is not None and glance.covers is None:
+            glance = None  # a record its writer did not start: read whole
+        after = glance.covers if glance is not None else None
+        source = self.source_of(name, folder, after) or folder.record_source(after)
+        keep = self._keep if self.keep_bytes > 0 else None
+        return _KeptRun(name, folder, source, keep, glance)
 
     def replay(self, name: str) -> RecordSource | None:
         r"""Run ``name``'s record as read by :meth:`rows`, from memory, once (then let go).
@@ -236,7 +277,7 @@ class RunsTable:
             >>> import uuid
             >>> from learnscope.storage import open_run_folder
             >>> folder = open_run_folder(f"memory://doc/{uuid.uuid4().hex}")
-            >>> folder.append_record(b'{"kind":"run"}\n')
+            >>> _ = folder.append_record(b'{"kind":"run"}\n')
             >>> table = RunsTable(keep_bytes=1000)
             >>> _ = table.rows([("a", folder)])
             >>> table.replay("a").read(1 << 20), table.replay("a")
