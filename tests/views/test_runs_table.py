@@ -9,94 +9,34 @@ Chromium the table sorts, filters, opens a run and chooses runs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-import torch
 
 import learnscope
-from learnscope.embeddings.aligned_views import AlignedViews
 from learnscope.plugins.pipeline.run_record_writer import RunRecordWriter
 from learnscope.plugins.views.view_page import export_html
 from learnscope.records import (
-    AutocorrelationSummary,
-    EmbeddingSnapshot,
-    Finding,
     RunEnd,
-    RunStart,
 )
-from learnscope.records.autocorrelation import GroupAutocorrelation
-from learnscope.records.run import RunError
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.storage import RunFolder, open_run_folder
 from tests.kit.browser import open_page, unavailable_reason
 from tests.kit.readers import page_data
+from tests.kit.record_sweep import (
+    TABLE_SWEEP,
+    assert_rows_are_the_summaries,
+    table_route,
+    write_run,
+    write_sweep,
+)
 from tests.kit.s3_server import LocalS3
 
 pytest_plugins = ["tests.kit.s3_server"]  # s3_env
-
-# name: (learning rate, how it ends, step it ends at, whether its embeddings collapse)
-SWEEP = {
-    "lr_0.01/version_0": (0.01, "finished", 40, False),
-    "lr_0.1/version_0": (0.1, "finished", 40, True),
-    "lr_1.0/version_0": (1.0, "failed", 20, False),
-    "lr_0.3/version_0": (0.3, "interrupted", 30, False),
-    "lr_0.03/version_0": (0.03, None, 30, False),  # still running: no end
-}
-
-
-def write_run(
-    folder: RunFolder | Path,
-    lr: float,
-    ends: str | None,
-    last: int,
-    collapse: bool = False,
-    points: int = 40,
-    key: str = "encoder",
-    started: float = 1_000.0,
-) -> RunRecordWriter:
-    """A run as its record writer writes it: a snapshot and an analysis every 10 steps."""
-    folder = folder if isinstance(folder, RunFolder) else open_run_folder(folder)
-    folder.make()
-    writer = RunRecordWriter(folder)
-    writer.write_run_start(RunStart(time=started, hyperparameters={"lr": lr, "model/width": 16}))
-    rng = np.random.default_rng(int(lr * 1000))
-    views = AlignedViews()
-    labels = [i % 4 for i in range(points)]
-    for step in range(10, last + 1, 10):
-        x = rng.normal(size=(points, 8))
-        if collapse and step > 10:
-            x = np.outer(rng.normal(size=points), np.ones(8)) + 1e-6 * x
-        snapshot = EmbeddingSnapshot(
-            key, step, torch.tensor(x, dtype=torch.float32), {"label": labels}, stage="validate"
-        )
-        writer.write_embedding(views.add(snapshot, ids=range(points)))
-        rho = float(np.clip(lr * step / 40, 0, 1))
-        group = GroupAutocorrelation(key, "params", np.array([1.0, rho]), rho, rho, rho, None)
-        writer.write_autocorrelation(AutocorrelationSummary(step, (1,), (group,)))
-        if collapse and step > 10:
-            finding = Finding(
-                "embedding-collapse", f"{key}/validate", "collapsed", step, "error", 20
-            )
-            writer.write_findings([finding], step)
-    if ends == "failed":
-        writer.write_run_end(RunEnd(last, "failed", RunError("ValueError", f"lr {lr} diverged")))
-    elif ends is not None:
-        writer.write_run_end(RunEnd(last, ends))  # type: ignore[arg-type]
-    return writer
-
-
-def write_sweep(logdir: Path | str) -> None:
-    for index, (name, (lr, ends, last, collapse)) in enumerate(SWEEP.items()):
-        folder = open_run_folder(f"{logdir}/{name}")
-        write_run(folder, lr, ends, last, collapse, key=f"enc{index}", started=1_000.0 + index)
 
 
 @pytest.fixture(scope="module")
@@ -106,64 +46,20 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return logdir
 
 
-_PLUGINS: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-def _end_searches() -> Iterator[None]:
-    """No plugin's search outlives its test."""
-    yield
-    while _PLUGINS:
-        _PLUGINS.pop().close()
-
-
-def _plugin(logdir: str | Path, interval: float = 0.0) -> Any:
-    from tensorboard.plugins import base_plugin
-
-    from learnscope.plugins.tab.plugin import LearnscopePlugin
-
-    flags = argparse.Namespace(reload_interval=interval)
-    plugin = LearnscopePlugin(base_plugin.TBContext(logdir=str(logdir), flags=flags))
-    _PLUGINS.append(plugin)
-    assert plugin.wait_for_search(60.0)
-    return plugin
-
-
-def _table_route(plugin: Any) -> list[dict[str, Any]]:
-    from werkzeug.test import Client
-
-    answer = Client(plugin.get_plugin_apps()["/table"]).get("/table")
-    assert answer.status_code == 200
-    return answer.json["runs"]
-
-
-def _assert_rows_are_the_summaries(rows: list[dict[str, Any]], logdir: Path | str) -> None:
-    summaries = learnscope.read_summaries(logdir)
-    assert [row["name"] for row in rows] == sorted(summaries)
-    for row in rows:
-        summary = summaries[row["name"]]
-        assert row["summary"] == json.loads(json.dumps(summary.flat()))
-        assert row["hyperparameters"] == dict(summary.hyperparameters)
-        assert (row["status"], row["error"], row["last_step"]) == (
-            summary.status,
-            summary.error,
-            summary.last_step,
-        )
-        assert row["problem"] is None
-
-
-def test_the_route_rows_are_each_runs_summary_and_nothing_of_another(sweep: Path) -> None:
-    rows = _table_route(_plugin(sweep))
-    _assert_rows_are_the_summaries(rows, sweep)
+def test_the_route_rows_are_each_runs_summary_and_nothing_of_another(
+    tab_plugin: Any, sweep: Path
+) -> None:
+    rows = table_route(tab_plugin(sweep))
+    assert_rows_are_the_summaries(rows, sweep)
     by_name = {row["name"]: row for row in rows}
     assert {name: row["status"] for name, row in by_name.items()} == {
-        name: ends or "running" for name, (_, ends, _, _) in SWEEP.items()
+        name: ends or "running" for name, (_, ends, _, _) in TABLE_SWEEP.items()
     }
     assert by_name["lr_1.0/version_0"]["error"] == "ValueError: lr 1.0 diverged"
     collapsed = by_name["lr_0.1/version_0"]["summary"]
     assert collapsed["learnscope/findings/embedding-collapse"] == 1
     assert collapsed["learnscope/first_step/collapse"] == 20
-    for index, (name, (lr, _, last, _)) in enumerate(SWEEP.items()):
+    for index, (name, (lr, _, last, _)) in enumerate(TABLE_SWEEP.items()):
         row = by_name[name]
         assert row["hyperparameters"] == {"lr": lr, "model/width": 16}
         assert row["last_step"] == last
@@ -176,9 +72,9 @@ def test_the_route_rows_are_each_runs_summary_and_nothing_of_another(sweep: Path
         assert all(f"enc{index}" not in json.dumps(other) for other in others)
 
 
-def test_a_refresh_reads_only_the_bytes_a_run_appended(tmp_path: Path) -> None:
+def test_a_refresh_reads_only_the_bytes_a_run_appended(tab_plugin: Any, tmp_path: Path) -> None:
     write_sweep(tmp_path)
-    plugin = _plugin(tmp_path)
+    plugin = tab_plugin(tmp_path)
     before = plugin.table()
     read = plugin._table.bytes_read
     records = sorted(tmp_path.glob(f"*/*/{RECORD_FILE}"))
@@ -197,19 +93,19 @@ def test_a_refresh_reads_only_the_bytes_a_run_appended(tmp_path: Path) -> None:
     changed = [b["name"] for a, b in zip(before, after, strict=True) if a is not b]
     assert changed == ["lr_0.03/version_0"]
     assert after[[r["name"] for r in after].index("lr_0.03/version_0")]["status"] == "finished"
-    _assert_rows_are_the_summaries(after, tmp_path)
+    assert_rows_are_the_summaries(after, tmp_path)
 
 
-def test_a_refresh_on_s3_asks_only_for_the_new_segment(s3_env: LocalS3) -> None:
+def test_a_refresh_on_s3_asks_only_for_the_new_segment(tab_plugin: Any, s3_env: LocalS3) -> None:
     url = f"s3://{s3_env.bucket()}/runs"
     write_sweep(url)
-    plugin = _plugin(url)  # reload_interval 0: one search, then each below, in this thread
-    rows = _table_route(plugin)
-    _assert_rows_are_the_summaries(rows, url)
+    plugin = tab_plugin(url)  # reload_interval 0: one search, then each below, in this thread
+    rows = table_route(plugin)
+    assert_rows_are_the_summaries(rows, url)
 
     s3_env.requests.reset()
     for _ in range(3):
-        assert _table_route(plugin) == rows
+        assert table_route(plugin) == rows
     assert s3_env.requests.seen == []  # nothing changed since the search: nothing asked
 
     running = open_run_folder(f"{url}/lr_0.03/version_0")
@@ -217,7 +113,7 @@ def test_a_refresh_on_s3_asks_only_for_the_new_segment(s3_env: LocalS3) -> None:
     new = _newest_segment(running)
     plugin._search_loop()  # the next search (the thread's loop, once)
     s3_env.requests.reset()
-    now = {row["name"]: row for row in _table_route(plugin)}
+    now = {row["name"]: row for row in table_route(plugin)}
     assert now["lr_0.03/version_0"]["status"] == "finished"
     seen = s3_env.requests.seen
     reads = [t for m, t in seen if m == "GET" and "list-type=2" not in t]
@@ -236,13 +132,13 @@ def _newest_segment(folder: RunFolder) -> str:
     return sorted(files)[-1]
 
 
-def test_the_export_holds_the_same_rows(sweep: Path, tmp_path: Path) -> None:
+def test_the_export_holds_the_same_rows(tab_plugin: Any, sweep: Path, tmp_path: Path) -> None:
     page = tmp_path / "sweep.html"
     export = export_html(sweep, page)
-    assert export.runs == sorted(SWEEP) and export.not_held == []
+    assert export.runs == sorted(TABLE_SWEEP) and export.not_held == []
     data = page_data(page)
-    assert data["table"] == _table_route(_plugin(sweep))
-    assert [run["name"] for run in data["runs"]] == sorted(SWEEP)
+    assert data["table"] == table_route(tab_plugin(sweep))
+    assert [run["name"] for run in data["runs"]] == sorted(TABLE_SWEEP)
     assert all(run["view"]["embeddings"] for run in data["runs"])  # every view held
 
 
@@ -258,16 +154,16 @@ def test_the_export_holds_the_newest_views_within_its_budget(
     views = {run["name"]: run["view"] for run in data["runs"]}
     held = [name for name, view in views.items() if view.get("held") is not False]
     # the newest runs first (their run entries' times), as many as the budget holds
-    newest = sorted(SWEEP, key=lambda n: list(SWEEP).index(n), reverse=True)
-    assert 1 <= len(held) < len(SWEEP) and set(held) == set(newest[: len(held)])
-    assert sorted(export.not_held) == sorted(set(SWEEP) - set(held))
-    assert len(data["table"]) == len(SWEEP)  # every run's row
+    newest = sorted(TABLE_SWEEP, key=lambda n: list(TABLE_SWEEP).index(n), reverse=True)
+    assert 1 <= len(held) < len(TABLE_SWEEP) and set(held) == set(newest[: len(held)])
+    assert sorted(export.not_held) == sorted(set(TABLE_SWEEP) - set(held))
+    assert len(data["table"]) == len(TABLE_SWEEP)  # every run's row
     name = export.not_held[0]
     (message,) = views[name]["messages"]
     assert f"learnscope export {sweep}/{name} --html RUN.html" in message
     assert main(["export", str(sweep), "--html", str(page), "--views-mb", "0"]) == 0
     err = capsys.readouterr().err
-    assert f"holds the views of the newest 1 of {len(SWEEP)} runs (--views-mb 0)" in err
+    assert f"holds the views of the newest 1 of {len(TABLE_SWEEP)} runs (--views-mb 0)" in err
 
 
 def _page_data_of_one(sweep: Path, tmp_path: Path) -> dict[str, Any]:
@@ -308,15 +204,15 @@ def test_the_page_sorts_filters_and_opens_a_run(browser: Any, page: Path) -> Non
 
     open_page(browser, page)
     shown = _shown(browser)
-    assert shown["open"] and shown["shown"] == sorted(SWEEP)  # by name, as the rows came
+    assert shown["open"] and shown["shown"] == sorted(TABLE_SWEEP)  # by name, as the rows came
     browser.find_element(By.CSS_SELECTOR, 'th[data-column="last_step"]').click()
-    steps = {name: last for name, (_, _, last, _) in SWEEP.items()}
+    steps = {name: last for name, (_, _, last, _) in TABLE_SWEEP.items()}
     by_step = _shown(browser)["shown"]
     assert [steps[n] for n in by_step] == sorted(steps.values())
     browser.find_element(By.CSS_SELECTOR, 'th[data-column="last_step"]').click()
     assert [steps[n] for n in _shown(browser)["shown"]] == sorted(steps.values(), reverse=True)
     browser.find_element(By.CSS_SELECTOR, 'th[data-column="hp:lr"]').click()
-    assert _shown(browser)["shown"] == sorted(SWEEP, key=lambda n: SWEEP[n][0])
+    assert _shown(browser)["shown"] == sorted(TABLE_SWEEP, key=lambda n: TABLE_SWEEP[n][0])
 
     status = Select(browser.find_element(By.CSS_SELECTOR, 'select[aria-label="status filter"]'))
     status.select_by_value("failed")
@@ -365,13 +261,13 @@ def test_the_tab_of_a_real_tensorboard_shows_the_table_and_opens_a_row(
     from tests.kit.tb_server import tensorboard
 
     with tensorboard(sweep) as server:
-        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == len(SWEEP))
+        server.wait_for("/data/plugin/learnscope/runs", lambda runs: len(runs) == len(TABLE_SWEEP))
         rows = server.json("/data/plugin/learnscope/table")["runs"]
-        _assert_rows_are_the_summaries(rows, sweep)
+        assert_rows_are_the_summaries(rows, sweep)
         enter_learnscope_tab(browser, server.base)
         wait_view_ready(browser)
         deadline = time.monotonic() + 30
-        while _shown(browser)["shown"] != sorted(SWEEP):
+        while _shown(browser)["shown"] != sorted(TABLE_SWEEP):
             assert time.monotonic() < deadline, f"the table never showed: {_shown(browser)}"
             time.sleep(0.2)
         cell = 'tr[data-run="lr_0.3/version_0"] td[data-column="last_step"]'
@@ -385,7 +281,9 @@ def test_the_tab_of_a_real_tensorboard_shows_the_table_and_opens_a_row(
         assert "interrupted by Ctrl-C at step 30" in text  # the view below is that run's
 
 
-def test_a_record_begun_again_or_unreadable_keeps_its_row_honest(tmp_path: Path) -> None:
+def test_a_record_begun_again_or_unreadable_keeps_its_row_honest(
+    tab_plugin: Any, tmp_path: Path
+) -> None:
     import os
 
     write_run(tmp_path / "a" / "version_0", 0.1, "finished", 30, key="a")
@@ -393,7 +291,7 @@ def test_a_record_begun_again_or_unreadable_keeps_its_row_honest(tmp_path: Path)
     fifo = tmp_path / "c" / "version_0"
     fifo.mkdir(parents=True)
     os.mkfifo(fifo / RECORD_FILE)
-    plugin = _plugin(tmp_path)
+    plugin = tab_plugin(tmp_path)
     rows = {row["name"]: row for row in plugin.table()}
     assert "not a regular file" in rows["c/version_0"]["problem"]
     assert rows["c/version_0"]["summary"]["learnscope/status"] == "running"  # nothing read

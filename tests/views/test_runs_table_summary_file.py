@@ -16,15 +16,14 @@ from learnscope.run_directory.record import RecordReader
 from learnscope.run_directory.run_search import find_runs, run_of
 from learnscope.run_directory.summary import summarize_record
 from learnscope.storage import open_run_folder
-from tests.kit.s3_server import LocalS3
-from tests.views.test_runs_table import (
-    SWEEP,
-    _assert_rows_are_the_summaries,
-    _plugin,
-    _table_route,
+from tests.kit.record_sweep import (
+    TABLE_SWEEP,
+    assert_rows_are_the_summaries,
+    table_route,
     write_run,
     write_sweep,
 )
+from tests.kit.s3_server import LocalS3
 
 pytest_plugins = ["tests.kit.s3_server"]  # s3_env
 
@@ -65,21 +64,21 @@ def _assert_rows_are_the_whole_records(rows: list[dict[str, Any]], url: str) -> 
     assert learnscope.read_summaries(url) == whole
 
 
-def test_the_first_table_on_s3_asks_few_requests_per_run(s3_env: LocalS3) -> None:
+def test_the_first_table_on_s3_asks_few_requests_per_run(tab_plugin: Any, s3_env: LocalS3) -> None:
     url = f"s3://{s3_env.bucket()}/runs"
     write_sweep(url)
-    plugin = _plugin(url)
+    plugin = tab_plugin(url)
     searched = s3_env.requests.total
     s3_env.requests.reset()
-    rows = _table_route(plugin)
+    rows = table_route(plugin)
     assert s3_env.requests.total == 0  # the search's summary files cover every record
-    _assert_rows_are_the_summaries(rows, url)
+    assert_rows_are_the_summaries(rows, url)
     runs = _runs(url)
     s3_env.requests.reset()
     table = RunsTable().rows(runs)  # type: ignore[arg-type]
     # without a search: per run one GET of its summary file, one listing of its segments
     asked = s3_env.requests.total
-    assert asked <= 2 * len(SWEEP), (asked, searched)
+    assert asked <= 2 * len(TABLE_SWEEP), (asked, searched)
     _assert_rows_are_the_whole_records(table, url)
     assert [{**r, "problem": None} for r in table] == [{**r, "problem": None} for r in rows]
 
