@@ -49,11 +49,11 @@ def run_once(fault: str, end_timeout_s: float) -> dict[str, Any]:
     import logging
 
     from lightning.pytorch.loggers import TensorBoardLogger
-    from object_storage import s3_server
 
     from learnscope.lightning_glue import EmbeddingProjector, ModelAutocorrelation, TrainingHelper
     from learnscope.run_directory.write_limits import WriteLimits
     from tests.kit.models import ZeroBranch, loaders, trainer
+    from tests.kit.s3_server import pointed_local_s3
 
     said: list[str] = []
 
@@ -65,7 +65,7 @@ def run_once(fault: str, end_timeout_s: float) -> dict[str, Any]:
     line_log.addHandler(Keep())
     line_log.setLevel(logging.INFO)
     limits = WriteLimits(end_timeout_s=end_timeout_s)
-    with s3_server() as s3:
+    with pointed_local_s3() as s3:
         bucket = s3.bucket()
         if FAULTS[fault] is not None:
             status, code = FAULTS[fault]

@@ -23,14 +23,12 @@ Run (CPU, a few minutes on two shared cores)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,26 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 # the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
 sys.path.append(str(REPO))
 
-
-@contextlib.contextmanager
-def s3_server() -> Iterator[Any]:
-    """The local S3 server with every client pointed at it (the test fixture's environment)."""
-    from tests.kit.s3_server import local_s3
-
-    with local_s3() as s3:
-        os.environ.update(
-            {
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": s3.url,
-                "AWS_CONFIG_FILE": os.devnull,
-                "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                "AWS_EC2_METADATA_DISABLED": "true",
-                "S3_ENDPOINT": s3.url,
-            }
-        )
-        yield s3
+from tests.kit.s3_server import pointed_local_s3  # noqa: E402
 
 
 def snapshot(step: int, rows: int, dim: int) -> Any:
@@ -220,7 +199,7 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parts = args.parts.split(",")
     results: dict[str, Any] = {}
-    with s3_server() as s3:
+    with pointed_local_s3() as s3:
         if "writes" in parts:
             results["writes"] = writes(s3, args.rows, args.dim, args.snapshots)
         if "fit" in parts or "tab" in parts:

@@ -25,13 +25,10 @@ Run (CPU, a few minutes on two shared cores)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,6 +36,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 # the tests' kit (tests.kit), last: a learnscope on PYTHONPATH stays first
 sys.path.append(str(REPO))
+
+from tests.kit.s3_server import pointed_local_s3  # noqa: E402
 
 
 def write_run(folder: Any, index: int, snapshots: int, analyses: int, points: int) -> None:
@@ -102,27 +101,6 @@ def write_sweep(logdir: Path | str, runs: int, snapshots: int, analyses: int, po
         folder = open_run_folder(f"{logdir}/lr_{index % 4}/seed_{index}")
         write_run(folder, index, snapshots, analyses, points)
     return time.perf_counter() - begin
-
-
-@contextlib.contextmanager
-def s3_server() -> Iterator[Any]:
-    """The local S3 server with every client pointed at it (the test fixture's environment)."""
-    from tests.kit.s3_server import local_s3
-
-    with local_s3() as s3:
-        os.environ.update(
-            {
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": s3.url,
-                "AWS_CONFIG_FILE": os.devnull,
-                "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                "AWS_EC2_METADATA_DISABLED": "true",
-                "S3_ENDPOINT": s3.url,
-            }
-        )
-        yield s3
 
 
 def upload(s3: Any, bucket: str, memory_url: str, summaries: bool = True) -> int:
@@ -312,7 +290,7 @@ def main() -> None:
         "export": export_figures(logdir),
     }
     if not args.no_s3:
-        with s3_server() as s3:
+        with pointed_local_s3() as s3:
             bucket = s3.bucket()
             memory = "memory://learnscope-bench/sweep"
             write_sweep(memory, args.runs, args.snapshots, args.analyses, args.points)

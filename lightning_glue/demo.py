@@ -210,7 +210,6 @@ def run_demo(
         The TensorBoard run directory (``<logdir>/demo/version_<n>``) and the offline wandb run
         directory (``<logdir>/wandb/offline-run-<time>-<id>``, what ``wandb sync`` takes).
     """
-    import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
 
     from learnscope.storage import open_run_folder
@@ -231,19 +230,31 @@ def run_demo(
         loggers.append(WandbLogger(project="learnscope-demo", save_dir=str(logdir), offline=True))
     train, val = digits_loaders()
     with lightning_quiet():
-        trainer = pl.Trainer(
-            max_epochs=epochs,
-            accelerator="cpu",
-            devices=1,
-            logger=loggers,
-            callbacks=callbacks(all_scalars),
-            log_every_n_steps=5,
-            enable_checkpointing=False,
-            enable_model_summary=False,
-        )
-        trainer.fit(make_model(), train, val)
-    wandb_run = None
-    if use_wandb:
-        wandb_run = Path(loggers[1].experiment.dir).parent  # .../offline-run-*/files
-        wandb.finish()
-    return DemoRuns(Path(loggers[0].log_dir), wandb_run)
+        demo_trainer(epochs, loggers, callbacks(all_scalars)).fit(make_model(), train, val)
+    return DemoRuns(Path(loggers[0].log_dir), finish_wandb(loggers) if use_wandb else None)
+
+
+def demo_trainer(epochs: int, loggers: list[Any], attached: list[Any], **options: Any) -> Any:
+    """The demo's trainer: on the CPU, logging every 5 steps, no checkpoint, no model summary."""
+    import lightning.pytorch as pl
+
+    return pl.Trainer(
+        max_epochs=epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=loggers,
+        callbacks=attached,
+        log_every_n_steps=5,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        **options,
+    )
+
+
+def finish_wandb(loggers: list[Any]) -> Path:
+    """Finish the offline W&B run of ``loggers`` (the second); its run directory."""
+    import wandb
+
+    run_dir = Path(loggers[1].experiment.dir).parent  # .../offline-run-*/files
+    wandb.finish()
+    return run_dir

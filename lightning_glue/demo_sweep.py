@@ -34,7 +34,9 @@ import torch
 from learnscope.lightning_glue.demo import (
     SEED,
     callbacks,
+    demo_trainer,
     digits_loaders,
+    finish_wandb,
     lightning_quiet,
     make_model,
 )
@@ -153,7 +155,6 @@ def run_sweep(
 
 def _fit(folder: Path, setting: SweepSetting, epochs: int, use_wandb: bool, seed: int) -> SweepRun:
     """One run of the sweep, its loggers finished after it."""
-    import lightning.pytorch as pl
     from lightning.pytorch.callbacks import EarlyStopping
     from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -168,25 +169,11 @@ def _fit(folder: Path, setting: SweepSetting, epochs: int, use_wandb: bool, seed
     stopping = EarlyStopping("val/loss", patience=epochs, check_finite=True)
     train, val = digits_loaders()
     with lightning_quiet():
-        trainer = pl.Trainer(
-            max_epochs=epochs,
-            accelerator="cpu",
-            devices=1,
-            logger=loggers,
-            callbacks=[*callbacks(aligned_umap=False, check_every_n_steps=10), stopping],
-            log_every_n_steps=5,
-            enable_checkpointing=False,
-            enable_model_summary=False,
-            enable_progress_bar=False,
-        )
+        attached = [*callbacks(aligned_umap=False, check_every_n_steps=10), stopping]
+        trainer = demo_trainer(epochs, loggers, attached, enable_progress_bar=False)
         model = make_model(setting.lr, weight_decay=setting.weight_decay, save_hyperparameters=True)
         trainer.fit(model, train, val)
-    wandb_run = None
-    if use_wandb:
-        import wandb
-
-        wandb_run = Path(loggers[1].experiment.dir).parent  # .../offline-run-*/files
-        wandb.finish()
+    wandb_run = finish_wandb(loggers) if use_wandb else None
     return SweepRun(setting, Path(loggers[0].log_dir), wandb_run, _stopped(stopping))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from learnscope.records import (
 )
 from learnscope.records.autocorrelation import GroupAutocorrelation
 from learnscope.records.run import RunError
+from learnscope.run_directory.summary import RunSummary
 from learnscope.storage import RunFolder, open_run_folder
 
 # name: (learning rate, how it ends, step it ends at, whether its embeddings collapse)
@@ -111,7 +113,11 @@ def table_route(plugin: Any) -> list[dict[str, Any]]:
 
 def assert_rows_are_the_summaries(rows: list[dict[str, Any]], logdir: Path | str) -> None:
     """Each row is its run's ``learnscope.read_summaries``, in the runs' order."""
-    summaries = learnscope.read_summaries(logdir)
+    assert_rows_hold(rows, learnscope.read_summaries(logdir))
+
+
+def assert_rows_hold(rows: list[dict[str, Any]], summaries: Mapping[str, RunSummary]) -> None:
+    """Each row is its run's summary (``summaries``, by run name), in the runs' order."""
     assert [row["name"] for row in rows] == sorted(summaries)
     for row in rows:
         summary = summaries[row["name"]]

@@ -701,6 +701,30 @@ def _clear_s3fs_cache() -> None:
     s3fs.S3FileSystem.clear_instance_cache()
 
 
+def client_environment(url: str) -> dict[str, str]:
+    """The environment that points every S3 client (boto3, s3fs, TensorBoard) at ``url``."""
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": url,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "S3_ENDPOINT": url,
+        "S3_USE_HTTPS": "0",
+        "S3_VERIFY_SSL": "0",
+    }
+
+
+@contextlib.contextmanager
+def pointed_local_s3() -> Iterator[LocalS3]:
+    """The local S3 server with this process's clients pointed at it (for the benchmarks)."""
+    with local_s3() as s3:
+        os.environ.update(client_environment(s3.url))
+        yield s3
+
+
 @pytest.fixture
 def s3_env(s3_endpoint: LocalS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalS3]:
     """The local S3 with every client pointed at it, no faults and counts from zero.
@@ -712,18 +736,7 @@ def s3_env(s3_endpoint: LocalS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lo
     """
     for name in _AWS_UNSET:
         monkeypatch.delenv(name, raising=False)
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": s3_endpoint.url,
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "S3_ENDPOINT": s3_endpoint.url,
-        "S3_USE_HTTPS": "0",
-        "S3_VERIFY_SSL": "0",
-    }.items():
+    for name, value in client_environment(s3_endpoint.url).items():
         monkeypatch.setenv(name, value)
     _clear_s3fs_cache()
     s3_endpoint.faults.clear()

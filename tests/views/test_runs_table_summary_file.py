@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from learnscope.storage import open_run_folder
 from tests.kit.record_sweep import (
     TABLE_SWEEP,
     assert_rows_are_the_summaries,
+    assert_rows_hold,
     table_route,
     write_run,
     write_sweep,
@@ -51,16 +51,7 @@ def _read_whole(url: str) -> dict[str, Any]:
 
 def _assert_rows_are_the_whole_records(rows: list[dict[str, Any]], url: str) -> None:
     whole = _read_whole(url)
-    assert [row["name"] for row in rows] == sorted(whole)
-    for row in rows:
-        summary = whole[row["name"]]
-        assert row["summary"] == json.loads(json.dumps(summary.flat()))
-        assert row["hyperparameters"] == dict(summary.hyperparameters)
-        assert (row["status"], row["error"], row["last_step"]) == (
-            summary.status,
-            summary.error,
-            summary.last_step,
-        )
+    assert_rows_hold(rows, whole)
     assert learnscope.read_summaries(url) == whole
 
 
