@@ -15,8 +15,11 @@ Example:
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from learnscope.hyperparameter_values import HyperValue, is_hyper_value
 from learnscope.records.run import MAX_TEXT, json_setting
@@ -29,8 +32,9 @@ SEPARATOR = "/"  # joins the names of nested hyper-parameters, as Lightning's lo
 def flat_hyperparameters(params: Mapping[str, Any]) -> dict[str, HyperValue]:
     """``params`` flattened: nested names joined by ``/``, every value a plain value.
 
-    A name that is not text is written as text (``str``). A float that is not finite is
-    written as text (``'nan'``, ``'inf'``), so that every number stays a number in JSON.
+    A name that is not text is written as text (``str``). A numpy number is a Python number;
+    a float that is not finite is written as text (``'nan'``, ``'inf'``), so that every number
+    stays a number in JSON.
 
     Args:
         params: The hyper-parameters, such as a LightningModule's ``hparams_initial``.
@@ -42,6 +46,8 @@ def flat_hyperparameters(params: Mapping[str, Any]) -> dict[str, HyperValue]:
     Example:
         >>> flat_hyperparameters({"layers": [64, 64], "dropout": float("nan"), "act": None})
         {'layers': '[64, 64]', 'dropout': 'nan', 'act': None}
+        >>> flat_hyperparameters({"width": np.int64(64), "lr": np.float32(0.5)})
+        {'width': 64, 'lr': 0.5}
     """
     flat: dict[str, HyperValue] = {}
     for name, value in params.items():
@@ -54,6 +60,10 @@ def flat_hyperparameters(params: Mapping[str, Any]) -> dict[str, HyperValue]:
 
 
 def _plain(value: Any) -> HyperValue:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_):
+        value = int(value)  # a numpy integer
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_):
+        value = float(value)
     if not is_hyper_value(value):
         value = json_setting(value)
         if isinstance(value, list | dict):
