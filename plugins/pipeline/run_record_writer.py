@@ -51,7 +51,7 @@ from learnscope.records import (
 )
 from learnscope.run_directory.file_names import SUMMARY_FILE
 from learnscope.run_directory.record import FORMAT, RecordReader, encode_array, encode_entries
-from learnscope.run_directory.summary import RunSummary, SummaryFold
+from learnscope.run_directory.summary import RunSummary
 from learnscope.run_directory.summary_file import RecordGlance
 from learnscope.run_directory.write_limits import WriteLimits
 from learnscope.storage import RunFolder, open_run_folder
@@ -199,7 +199,7 @@ class RunRecordWriter(Writer):
             >>> writer.summary().status, writer.summary().last_step
             ('finished', 3)
         """
-        return self._fold().summary()
+        return self._read_glance().fold.summary()
 
     def describe(self) -> str:
         """``RunRecordWriter(<directory>)``."""
@@ -241,10 +241,6 @@ class RunRecordWriter(Writer):
                 type(error).__name__,
                 error,
             )
-
-    def _fold(self) -> SummaryFold:
-        """The summary fold, made at first use from the record already in the folder."""
-        return self._read_glance().fold
 
     def _read_glance(self) -> RecordGlance:
         """The record at a glance, made at first use from the record already in the folder.

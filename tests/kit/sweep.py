@@ -38,10 +38,9 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from torch import nn
 
 from tests.kit.callbacks import learnscope_callbacks
-from tests.kit.models import loaders, trainer
+from tests.kit.models import TinyClassifier, loaders, trainer
 
 PROJECT = "learnscope-kit-sweep"  # the W&B project of every run
 EPOCHS = 3  # 6 steps each (96 training points in batches of 16): 18 steps
@@ -50,27 +49,13 @@ CRASH_STEP = 7  # the crashed and the killed runs stop here
 REPOSITORY = Path(__file__).resolve().parents[2]  # where ``tests`` imports from
 
 
-class SweepModel(pl.LightningModule):
-    """``encoder`` (6 -> 16 -> 8) and ``head`` (8 -> 3) on the kit's blobs, AdamW."""
+class SweepModel(TinyClassifier):
+    """The kit's classifier (``encoder`` 6 -> 16 -> 8, ``head`` 8 -> 3) with AdamW, saving its
+    ``lr`` and ``weight_decay``."""
 
     def __init__(self, lr: float, weight_decay: float) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.encoder = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 8))
-        self.head = nn.Linear(8, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.encoder(x))
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        loss = nn.functional.cross_entropy(self(x), y)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        x, y = batch
-        self.log("val_loss", nn.functional.cross_entropy(self(x), y))
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(

@@ -5,8 +5,6 @@ learning, runs again the same for the same ``--seed`` and prints only what learn
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ import pytest
 
 from learnscope.run_directory.file_names import RECORD_FILE
 from learnscope.run_directory.record import RecordReader, decode_array
-from tests.kit.demo_process import EIGHT_CORES_DEMO, NOISE
+from tests.kit.demo_process import NOISE, run_demo
 from tests.kit.readers import ProjectorReader, parse_metadata, png_size
 
 pytestmark = pytest.mark.slow
@@ -27,14 +25,7 @@ def two_epochs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     result (with an offline W&B run, as the second run of the comparison in docs/demo.md)."""
     logdir = tmp_path_factory.mktemp("demo") / "runs"
     args = ["demo", "--logdir", str(logdir), "--epochs", "2", "--wandb"]
-    result = subprocess.run(
-        [sys.executable, "-c", EIGHT_CORES_DEMO, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return logdir, result
+    return logdir, run_demo(args, timeout=300)
 
 
 def snapshots(run_dir: Path) -> list[dict[str, Any]]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import yaml
 
 import learnscope
 from learnscope.lightning_glue.demo_sweep import STEPS_PER_EPOCH, SWEEP
-from tests.kit.demo_process import EIGHT_CORES_DEMO, NOISE
+from tests.kit.demo_process import NOISE, run_demo
 
 pytestmark = pytest.mark.slow
 
@@ -31,14 +29,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """``learnscope demo --sweep --epochs 3 --wandb``, once, in a process of its own."""
     logdir = tmp_path_factory.mktemp("demo_sweep") / "runs"
     args = ["demo", "--sweep", "--logdir", str(logdir), "--epochs", str(EPOCHS), "--wandb"]
-    result = subprocess.run(
-        [sys.executable, "-c", EIGHT_CORES_DEMO, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return logdir, result
+    return logdir, run_demo(args, timeout=600)
 
 
 def codes(summary: Any) -> set[str]:
