@@ -415,23 +415,11 @@ def _entropy_rank(singular_values: Tensor, tol: Tensor) -> Tensor:
 def _ranks(rows: Tensor) -> list[Tensor]:
     """RankMe and the effective rank of finite float64 ``rows``, as 0-d tensors."""
     num_rows, dim = rows.shape
-    singular_values = _singular_values(rows)
+    singular_values = torch.linalg.svdvals(rows)
     tol = max(num_rows, dim) * torch.finfo(torch.float64).eps * singular_values[0]
     shifted = rows - rows[0]
-    centred_values = _singular_values(shifted - shifted.mean(dim=0))
+    centred_values = torch.linalg.svdvals(shifted - shifted.mean(dim=0))
     return [_entropy_rank(singular_values, tol), _entropy_rank(centred_values, tol)]
-
-
-def _singular_values(rows: Tensor) -> Tensor:
-    """The singular values of ``rows``, largest first.
-
-    Of more rows than columns, those of the ``R`` of their QR decomposition, which are the
-    same and several times faster to get (reducing a tall matrix directly is mostly
-    matrix-vector work).
-    """
-    if rows.shape[0] > rows.shape[1]:
-        rows = torch.linalg.qr(rows, mode="r")[1]
-    return torch.linalg.svdvals(rows)
 
 
 def _embedding_values(rows: Tensor, directions: Tensor) -> list[Tensor]:
